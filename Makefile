@@ -1,0 +1,47 @@
+# fleetwatch: the two commands a newcomer types are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+OUT    ?= demo-out
+
+.PHONY: demo test lint bench dashboards promtool clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[engine,dev]'
+	@touch $@
+
+## demo: install into .venv, then run the built-in reference fleet and write its report to $(OUT)/
+demo: $(STAMP)
+	$(BIN)/fleetwatch demo --out $(OUT)
+
+## test: install what the tests need (Debian's prometheus for promtool when root), lint, run all tests
+test: $(STAMP) promtool lint
+	$(BIN)/python -m pytest
+
+promtool:
+	@if ! command -v promtool >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's prometheus package (promtool, prometheus)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	  else \
+	    echo "promtool not found: install it with 'sudo apt-get install prometheus'; promtool tests will be skipped"; \
+	  fi; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+## bench: run every benchmark side by side and print the tables recorded in BENCHMARKS.md
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+## dashboards: regenerate the committed Grafana JSON (make test fails when it drifts)
+dashboards: $(STAMP)
+	$(BIN)/fleetwatch dashboards build --out dashboards/json
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache

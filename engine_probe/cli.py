@@ -1,0 +1,7 @@
+"""Command line for this package; composed into `fleetwatch` by the front door."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(help="The reference engine: run it, serve it over HTTP.", no_args_is_help=True)

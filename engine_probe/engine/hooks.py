@@ -1,0 +1,114 @@
+"""The step-loop observer protocol: how an engine tells the outside world what it did.
+
+The engine calls an observer with plain values and timestamps from its injected clock; it never
+imports telemetry. Any engine can feed fleetwatch's telemetry by calling the same methods.
+
+Threading contract: every method is called synchronously on the engine's step-loop thread, in event
+order, and must not block or raise (an observer that raises is the observer's bug; the engine does
+not guard each call, so the disabled path stays a single ``is None`` check). Timestamps are seconds
+on the engine's clock. No prompt or output text ever passes through this interface.
+
+Event order for one request::
+
+    arrived -> scheduled -> prefill_chunk* -> first_token -> tokens* -> finished
+                  (preempted -> resumed -> prefill_chunk*)  may repeat anywhere after scheduled
+
+A request rejected or aborted while waiting goes from arrived straight to finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["EngineObserver", "RequestInfo", "StepStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What is known about a request when it arrives (no text: only its size)."""
+
+    request_id: str
+    prompt_tokens: int
+    max_tokens: int
+    traffic_class: str = "default"
+    tenant: str | None = None
+    traceparent: str | None = None
+    """W3C trace context of the caller, continued by the request's span."""
+    operation: str = "text_completion"
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    """One engine step, handed to observers once per step after it finished.
+
+    Units: seconds, tokens, KV blocks, bytes and FLOPs (estimates from the model's shape).
+    """
+
+    step: int
+    start_s: float
+    end_s: float
+    prefill_tokens: int
+    decode_tokens: int
+    num_running: int
+    num_waiting: int
+    kv_blocks_used: int
+    kv_blocks_total: int
+    prefix_cache_queries: int
+    """Prompt tokens looked up in the prefix cache this step."""
+    prefix_cache_hits: int
+    """Prompt tokens found in the prefix cache this step."""
+    preemptions: int
+    bytes_read: float
+    """Weights plus KV bytes the step read: the memory-bandwidth numerator."""
+    flops: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+    @property
+    def tokens(self) -> int:
+        return self.prefill_tokens + self.decode_tokens
+
+    @property
+    def kv_usage(self) -> float:
+        """KV-cache usage, 0..1."""
+        return self.kv_blocks_used / self.kv_blocks_total if self.kv_blocks_total else 0.0
+
+
+@runtime_checkable
+class EngineObserver(Protocol):
+    """Receives step-loop events. See the module docstring for order and threading."""
+
+    def on_request_arrived(self, t: float, info: RequestInfo) -> None: ...
+
+    def on_request_scheduled(self, t: float, request_id: str, batch_size: int) -> None:
+        """First admission to the running set; ``batch_size`` is the running count after it."""
+
+    def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
+        """A chunk of ``tokens`` prompt tokens was computed (``cached_tokens`` came from cache)."""
+
+    def on_first_token(self, t: float, request_id: str) -> None: ...
+
+    def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
+        """One decode token each for ``request_ids`` in this step (one call per step)."""
+
+    def on_preempted(self, t: float, request_id: str) -> None: ...
+
+    def on_resumed(self, t: float, request_id: str) -> None: ...
+
+    def on_request_finished(
+        self,
+        t: float,
+        request_id: str,
+        status: str,
+        finish_reason: str | None,
+        error_type: str | None,
+        output_tokens: int,
+        cached_prompt_tokens: int,
+    ) -> None:
+        """``status`` is one of ok, error, aborted, rejected (``telemetry.records.Status``)."""
+
+    def on_step(self, stats: StepStats) -> None: ...

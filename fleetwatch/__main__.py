@@ -1,0 +1,5 @@
+import sys
+
+from fleetwatch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""SLOs for LLM serving: specs, error budgets, burn-rate alerts, Prometheus rules, backtests."""

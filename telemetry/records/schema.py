@@ -1,0 +1,261 @@
+"""The one record of a finished request that every analysis in fleetwatch reads.
+
+Times are seconds on one clock per file (wall-clock Unix seconds for live engines and the probe,
+the engine's injected clock in tests). Durations are derived, never stored, so they cannot disagree
+with the timestamps:
+
+- queue     = scheduled - arrival        (time waiting before the first step that touched it)
+- prefill   = first_token - scheduled    (includes chunked-prefill steps and any preemption before it)
+- decode    = finished - first_token
+- ttft      = first_token - arrival
+- e2e       = finished - arrival
+- tpot      = (e2e - ttft) / (output_tokens - 1), defined only when output_tokens >= 2
+
+``preemption_stall_s`` is the time the request spent preempted (between a preemption and its
+resume); it lies inside prefill or decode, as in vLLM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+__all__ = [
+    "DERIVED_COLUMNS",
+    "FIELDS",
+    "FieldSpec",
+    "RecordError",
+    "RequestRecord",
+    "Status",
+]
+
+
+class Status(StrEnum):
+    """How a request ended."""
+
+    OK = "ok"
+    ERROR = "error"
+    ABORTED = "aborted"
+    REJECTED = "rejected"
+
+
+class RecordError(ValueError):
+    """A record or record file is malformed; names the file, row (1-based) and field."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        row: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.message = message
+        self.path = path
+        self.row = row
+        self.field = field
+        where = ", ".join(
+            part
+            for part in (
+                path,
+                f"row {row}" if row is not None else None,
+                f"field '{field}'" if field is not None else None,
+            )
+            if part
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One stored column: its name, its Python type, whether it may be missing, its pandas dtype."""
+
+    name: str
+    kind: type
+    optional: bool
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """A finished request.
+
+    >>> r = RequestRecord(request_id="r1", replica="a", model="m", arrival_s=10.0,
+    ...                   scheduled_s=10.5, first_token_s=11.0, finished_s=13.0,
+    ...                   prompt_tokens=100, output_tokens=5)
+    >>> r.ttft_s, r.e2e_s, r.tpot_s
+    (1.0, 3.0, 0.5)
+    """
+
+    request_id: str
+    replica: str
+    model: str
+    arrival_s: float
+    finished_s: float
+    scheduled_s: float | None = None
+    first_token_s: float | None = None
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    preemptions: int = 0
+    preemption_stall_s: float = 0.0
+    max_itl_s: float | None = None
+    status: Status = Status.OK
+    finish_reason: str | None = None
+    error_type: str | None = None
+    traffic_class: str = "default"
+    tenant: str | None = None
+    intended_s: float | None = None
+    """When an open-loop client meant to send the request (None: the same as arrival)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            object.__setattr__(self, "status", Status(self.status))
+        problem = check_values({f.name: getattr(self, f.name) for f in FIELDS})
+        if problem is not None:
+            field, message = problem
+            raise RecordError(message, field=field)
+
+    # Derived durations (seconds); None where the phase did not happen.
+    @property
+    def queue_s(self) -> float | None:
+        return None if self.scheduled_s is None else self.scheduled_s - self.arrival_s
+
+    @property
+    def prefill_s(self) -> float | None:
+        if self.scheduled_s is None or self.first_token_s is None:
+            return None
+        return self.first_token_s - self.scheduled_s
+
+    @property
+    def decode_s(self) -> float | None:
+        return None if self.first_token_s is None else self.finished_s - self.first_token_s
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token_s is None else self.first_token_s - self.arrival_s
+
+    @property
+    def e2e_s(self) -> float:
+        return self.finished_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        if self.first_token_s is None or self.output_tokens < 2:
+            return None
+        return (self.finished_s - self.first_token_s) / (self.output_tokens - 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stored fields only, JSON-ready (status as its string value)."""
+        out = {f.name: getattr(self, f.name) for f in FIELDS}
+        out["status"] = self.status.value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RequestRecord:
+        return cls(**{f.name: data[f.name] for f in FIELDS if f.name in data})
+
+
+_STRING = "string"
+FIELDS: Final[tuple[FieldSpec, ...]] = (
+    FieldSpec("request_id", str, False, _STRING),
+    FieldSpec("replica", str, False, _STRING),
+    FieldSpec("model", str, False, _STRING),
+    FieldSpec("traffic_class", str, False, _STRING),
+    FieldSpec("tenant", str, True, _STRING),
+    FieldSpec("arrival_s", float, False, "float64"),
+    FieldSpec("scheduled_s", float, True, "float64"),
+    FieldSpec("first_token_s", float, True, "float64"),
+    FieldSpec("finished_s", float, False, "float64"),
+    FieldSpec("intended_s", float, True, "float64"),
+    FieldSpec("prompt_tokens", int, False, "int64"),
+    FieldSpec("output_tokens", int, False, "int64"),
+    FieldSpec("cached_prompt_tokens", int, False, "int64"),
+    FieldSpec("preemptions", int, False, "int64"),
+    FieldSpec("preemption_stall_s", float, False, "float64"),
+    FieldSpec("max_itl_s", float, True, "float64"),
+    FieldSpec("status", str, False, "category"),
+    FieldSpec("finish_reason", str, True, _STRING),
+    FieldSpec("error_type", str, True, _STRING),
+)
+FIELD_BY_NAME: Final[Mapping[str, FieldSpec]] = {f.name: f for f in FIELDS}
+
+DERIVED_COLUMNS: Final[tuple[str, ...]] = (
+    "queue_s",
+    "prefill_s",
+    "decode_s",
+    "ttft_s",
+    "e2e_s",
+    "tpot_s",
+)
+
+# Small tolerance for clock arithmetic: float timestamps subtract with rounding error.
+_EPS = 1e-9
+
+
+def check_type(spec: FieldSpec, value: Any) -> str | None:
+    """Return a message when ``value`` does not fit ``spec``, else None."""
+    if value is None:
+        return None if spec.optional else "is missing (null)"
+    if spec.kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return None
+            return f"must be an integer, got {type(value).__name__} {value!r}"
+        return None
+    if spec.kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"must be a number, got {type(value).__name__} {value!r}"
+        if not math.isfinite(value):
+            return f"must be finite, got {value!r}"
+        return None
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__} {value!r}"
+    if spec.name == "status" and value not in Status._value2member_map_:
+        return f"must be one of {', '.join(s.value for s in Status)}, got {value!r}"
+    return None
+
+
+def check_values(row: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Check one record's values; return (field, message) for the first problem, else None."""
+    for spec in FIELDS:
+        if spec.name not in row:
+            if spec.optional or spec.name in _DEFAULTED:
+                continue
+            return spec.name, "is missing"
+        message = check_type(spec, row[spec.name])
+        if message is not None:
+            return spec.name, message
+    for name in ("prompt_tokens", "output_tokens", "cached_prompt_tokens", "preemptions"):
+        if row.get(name, 0) < 0:
+            return name, f"must not be negative, got {row[name]}"
+    if row.get("cached_prompt_tokens", 0) > row.get("prompt_tokens", 0):
+        return "cached_prompt_tokens", "exceeds prompt_tokens"
+    if row.get("preemption_stall_s", 0.0) < 0:
+        return "preemption_stall_s", f"must not be negative, got {row['preemption_stall_s']}"
+    arrival = row["arrival_s"]
+    scheduled = row.get("scheduled_s")
+    first = row.get("first_token_s")
+    finished = row["finished_s"]
+    if scheduled is not None and scheduled < arrival - _EPS:
+        return "scheduled_s", "is before arrival_s (negative queue time)"
+    if first is not None and first < arrival - _EPS:
+        return "first_token_s", "is before arrival_s (first token before arrival)"
+    if first is not None and scheduled is not None and first < scheduled - _EPS:
+        return "first_token_s", "is before scheduled_s (negative prefill time)"
+    if finished < arrival - _EPS:
+        return "finished_s", "is before arrival_s (negative end-to-end time)"
+    if first is not None and finished < first - _EPS:
+        return "finished_s", "is before first_token_s (negative decode time)"
+    return None
+
+
+_DEFAULTED: Final[frozenset[str]] = frozenset(
+    f.name
+    for f in dataclasses.fields(RequestRecord)
+    if f.default is not dataclasses.MISSING and f.name in FIELD_BY_NAME
+)
