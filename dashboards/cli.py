@@ -2,8 +2,63 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
+from dashboards.errors import DashboardError
+
+__all__ = ["app"]
+
 app = typer.Typer(
-    help="Grafana dashboards generated from the metric profiles.", no_args_is_help=True
+    help="Grafana dashboards and operational alert rules generated from the metric profiles.",
+    no_args_is_help=True,
 )
+
+
+@app.command("build")
+def build(
+    out: Annotated[Path, typer.Option("--out", help="Folder for <profile>-<view>.json.")],
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Write nothing; fail if the folder differs from a rebuild."),
+    ] = False,
+) -> None:
+    """Build every dashboard (SLO, fleet, replica, resilience) for fleetwatch, vLLM and SGLang."""
+    from dashboards.build import drifted, render_all, write_dashboards
+
+    files = render_all()
+    if check:
+        problems = drifted(out, files)
+        if problems:
+            raise DashboardError(
+                f"dashboards in {out} are out of date: {'; '.join(problems)} (run make dashboards)"
+            )
+        typer.echo(f"{len(files)} dashboards in {out} are up to date")
+        return
+    written = write_dashboards(out, files)
+    typer.echo(f"wrote {len(written)} dashboards to {out}")
+
+
+@app.command("alerts")
+def alerts(
+    profile: Annotated[str, typer.Option("--profile", help="Metric profile name.")] = "fleetwatch",
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Rules file; its promtool test goes beside it.")
+    ] = Path("fleetwatch-operational.rules.yaml"),
+    runbook_base: Annotated[
+        str, typer.Option("--runbook-base", help="URL or path prefix of the runbook pages.")
+    ] = "runbooks",
+) -> None:
+    """Write the operational alert rules (KV cache, preemption, GPU, breaker, retries,
+    telemetry) for one profile, and a promtool unit-test file named <stem>_test.yaml."""
+    from dashboards.alerts import alert_tests, render_yaml, rules_document
+    from telemetry.atomic import atomic_write_text
+    from telemetry.profiles import get_profile
+
+    chosen = get_profile(profile)
+    tests = output.with_name(f"{output.name.split('.')[0]}_test.yaml")
+    atomic_write_text(output, render_yaml(rules_document(chosen, runbook_base)))
+    atomic_write_text(tests, render_yaml(alert_tests(chosen, output.name, runbook_base)))
+    typer.echo(f"wrote {output} and {tests}")

@@ -1,6 +1,13 @@
-"""Command line for this package; composed into `fleetwatch` by the front door."""
+"""Command line for this package; composed into `fleetwatch` by the front door.
+
+Thin shell: read files, call the pure functions in ``slo``, write files atomically. Heavy
+imports (pandas, numpy) happen inside the commands so ``fleetwatch --help`` stays fast.
+"""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import typer
 
@@ -8,3 +15,105 @@ app = typer.Typer(
     help="SLOs: validate specs, generate Prometheus rules, report budgets, backtest alerts.",
     no_args_is_help=True,
 )
+
+_SPEC = typer.Argument(..., help="SLO spec (fleetwatch YAML or OpenSLO v1).")
+_RECORDS = typer.Option(..., "--records", help="Request records (.jsonl or .parquet).")
+_JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
+
+
+def test_file_for(rules_file: Path) -> Path:
+    """Where the promtool test file of a rules file goes: beside it, ``<stem>_test.yaml``."""
+    return rules_file.with_name(f"{rules_file.stem}_test.yaml")
+
+
+@app.command("validate")
+def validate(
+    spec: Path = _SPEC,
+    profile: str | None = typer.Option(
+        None, "--profile", help="Also check that this metric profile can express every SLO."
+    ),
+) -> None:
+    """Check a spec; print each SLO's budget and burn-rate windows."""
+    from slo.duration import format_duration
+    from slo.load import read_spec
+
+    parsed = read_spec(spec)
+    if profile is not None:
+        from slo.rules.generate import generate_rules
+        from telemetry.profiles import get_profile
+
+        generate_rules(parsed, get_profile(profile))
+    typer.echo(f"{spec}: ok: service {parsed.service}, {len(parsed.slos)} SLO(s)")
+    for slo in parsed.slos:
+        typer.echo(
+            f"  {slo.name}: {slo.sli.kind.value} {slo.objective:g}% over "
+            f"{format_duration(slo.period_s)}, budget {slo.budget_s / 60:.1f} min"
+        )
+        for w in slo.windows:
+            typer.echo(
+                f"    {w.severity:<6} {w.burn:g}x over {format_duration(w.long_s)}"
+                f" and {format_duration(w.short_s)}: fires after "
+                f"{w.budget_fraction(slo.period_s) * 100:.3g}% of the budget"
+            )
+
+
+@app.command("rules")
+def rules(
+    spec: Path = _SPEC,
+    profile: str = typer.Option("fleetwatch", "--profile", help="Metric profile."),
+    output: Path = typer.Option(..., "-o", "--output", help="Rules file to write."),
+) -> None:
+    """Write Prometheus rules for a profile, and their promtool test file beside them."""
+    from slo.load import read_spec
+    from slo.rules import generate_promtool_tests, generate_rules, render_rules, render_tests
+    from telemetry.atomic import atomic_write_text
+    from telemetry.profiles import get_profile
+
+    prof = get_profile(profile)
+    ruleset = generate_rules(read_spec(spec), prof)
+    test_path = test_file_for(output)
+    tests = generate_promtool_tests(ruleset, prof, output.name)
+    atomic_write_text(output, render_rules(ruleset))
+    atomic_write_text(test_path, render_tests(tests))
+    n_rules = sum(len(g.rules) for g in ruleset.groups)
+    typer.echo(
+        f"wrote {output} ({len(ruleset.groups)} groups, {n_rules} rules, "
+        f"{len(ruleset.alerts)} alerts) and {test_path} ({len(tests['tests'])} promtool tests)"
+    )
+
+
+@app.command("report")
+def report(
+    spec: Path = _SPEC,
+    records: Path = _RECORDS,
+    as_json: bool = _JSON,
+    at: float | None = typer.Option(None, "--at", help="Report time (records' clock, s)."),
+) -> None:
+    """SLI, error budget left and current burn rates over request records."""
+    from slo.load import read_spec
+    from slo.report import report_json, report_spec, report_text
+    from telemetry.records import read_records
+
+    parsed = read_spec(spec)
+    reports = report_spec(parsed, read_records(records), at_s=at)
+    if as_json:
+        typer.echo(json.dumps({"service": parsed.service, "slos": report_json(reports)}, indent=2))
+    else:
+        typer.echo(report_text(parsed, reports), nl=False)
+
+
+@app.command("backtest")
+def backtest(spec: Path = _SPEC, records: Path = _RECORDS, as_json: bool = _JSON) -> None:
+    """When each burn-rate alert would have fired over the records, with delay and reset."""
+    from slo.load import read_spec
+    from slo.report import backtest_json, backtest_spec, backtest_text
+    from telemetry.records import read_records
+
+    parsed = read_spec(spec)
+    results = backtest_spec(parsed, read_records(records))
+    if as_json:
+        typer.echo(
+            json.dumps({"service": parsed.service, "slos": backtest_json(results)}, indent=2)
+        )
+    else:
+        typer.echo(backtest_text(parsed, results), nl=False)

@@ -71,6 +71,21 @@ class Signal(StrEnum):
     MBU = "mbu"
     MFU = "mfu"
     TELEMETRY_DROPS = "telemetry_drops"
+    PREFIX_CACHE_HITS = "prefix_cache_hits"
+    ACHIEVED_BANDWIDTH = "achieved_bandwidth"
+    ACHIEVED_FLOPS = "achieved_flops"
+    STEP_BYTES = "step_bytes"
+    STEP_FLOPS = "step_flops"
+    STEP_BUSY = "step_busy"
+    LABEL_OVERFLOW = "label_overflow"
+    GPU_INFO = "gpu_info"
+    GPU_GPM_AVAILABLE = "gpu_gpm_available"
+    GPU_MEM_CLOCK_MAX = "gpu_mem_clock_max"
+    GPU_MEMORY_USED = "gpu_memory_used"
+    GPU_MEMORY_TOTAL = "gpu_memory_total"
+    GPU_ECC_ERRORS = "gpu_ecc_errors"
+    GPU_REMAPPED_ROWS = "gpu_remapped_rows"
+    GPU_SAMPLE_ERRORS = "gpu_sample_errors"
 
 
 Kind = Literal["histogram", "counter", "gauge"]
@@ -246,6 +261,14 @@ _GPU_SIGNALS: Final[Mapping[Signal, MetricRef]] = {
     Signal.GPU_POWER: _g("fleetwatch_gpu_power_watts", "watts"),
     Signal.GPU_ENERGY: _c("fleetwatch_gpu_energy_joules_total", "joules"),
     Signal.GPU_TEMPERATURE: _g("fleetwatch_gpu_temperature_celsius", "celsius"),
+    Signal.GPU_INFO: _g("fleetwatch_gpu_info"),
+    Signal.GPU_GPM_AVAILABLE: _g("fleetwatch_gpu_gpm_available"),
+    Signal.GPU_MEM_CLOCK_MAX: _g("fleetwatch_gpu_memory_clock_max_hertz", "hertz"),
+    Signal.GPU_MEMORY_USED: _g("fleetwatch_gpu_memory_used_bytes", "bytes"),
+    Signal.GPU_MEMORY_TOTAL: _g("fleetwatch_gpu_memory_total_bytes", "bytes"),
+    Signal.GPU_ECC_ERRORS: _c("fleetwatch_gpu_ecc_errors_total"),
+    Signal.GPU_REMAPPED_ROWS: _g("fleetwatch_gpu_remapped_rows"),
+    Signal.GPU_SAMPLE_ERRORS: _c("fleetwatch_gpu_sample_errors_total"),
 }
 
 FLEETWATCH: Final = Profile(
@@ -276,6 +299,15 @@ FLEETWATCH: Final = Profile(
         Signal.MBU: _g("fleetwatch_memory_bandwidth_utilization_ratio", "ratio"),
         Signal.MFU: _g("fleetwatch_flops_utilization_ratio", "ratio"),
         Signal.TELEMETRY_DROPS: _c("fleetwatch_telemetry_dropped_total"),
+        Signal.PREFIX_CACHE_HITS: _c("fleetwatch_prefix_cache_hits_total", "tokens"),
+        Signal.ACHIEVED_BANDWIDTH: _g(
+            "fleetwatch_achieved_memory_bandwidth_bytes_per_second", "bytes_per_second"
+        ),
+        Signal.ACHIEVED_FLOPS: _g("fleetwatch_achieved_flops_per_second", "flops_per_second"),
+        Signal.STEP_BYTES: _c("fleetwatch_step_bytes_read_total", "bytes"),
+        Signal.STEP_FLOPS: _c("fleetwatch_step_flops_total", "flops"),
+        Signal.STEP_BUSY: _c("fleetwatch_step_busy_seconds_total", "seconds"),
+        Signal.LABEL_OVERFLOW: _c("fleetwatch_telemetry_label_overflow_total"),
         **_GPU_SIGNALS,
     },
     outcomes=OutcomeCounter(

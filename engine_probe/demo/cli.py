@@ -2,13 +2,45 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import typer
 
+__all__ = ["demo"]
+
 
 def demo(
     out: Path = typer.Option(Path("demo-out"), "--out", "-o", help="Output folder."),
+    prometheus: bool = typer.Option(
+        False,
+        "--prometheus",
+        help="Also run a real Prometheus on loopback that scrapes the replicas every second and "
+        "evaluates the generated rules; report what it fired.",
+    ),
+    duration: float = typer.Option(
+        60.0, "--duration", min=10.0, help="Seconds of open-loop traffic (at least 10)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the traffic and the injected faults."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
-    """Run a four-replica reference fleet and report what fleetwatch finds."""
-    typer.echo(f"demo: nothing to run yet (output folder {out})")
+    """Run a four-replica reference fleet with a slowed replica, a long-prompt replica and an
+    error burst; report what fleetwatch finds and write rules, dashboards, traces, records and
+    report.html to the output folder."""
+    from engine_probe.demo.progress import Progress, RichProgress, SilentProgress
+    from engine_probe.demo.run import run_demo
+    from engine_probe.demo.scenario import DemoConfig
+
+    config = DemoConfig(duration_s=duration, seed=seed)
+    t0 = time.monotonic()
+    progress: Progress
+    if quiet or not sys.stdout.isatty():
+        result = run_demo(out, config, prometheus=prometheus, progress=SilentProgress())
+    else:
+        with RichProgress() as bar:
+            progress = bar
+            result = run_demo(out, config, prometheus=prometheus, progress=progress)
+    for line in result.lines:
+        typer.echo(line)
+    typer.echo(f"  done in {time.monotonic() - t0:.0f} s")

@@ -88,12 +88,21 @@ class EngineObserver(Protocol):
         """First admission to the running set; ``batch_size`` is the running count after it."""
 
     def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
-        """A chunk of ``tokens`` prompt tokens was computed (``cached_tokens`` came from cache)."""
+        """A chunk of ``tokens`` prompt tokens was computed (``cached_tokens`` came from cache).
+
+        ``cached_tokens`` is set only on the first chunk after an admission (or a resume); after a
+        preemption the recomputed prompt + generated tokens arrive as chunks again.
+        """
 
     def on_first_token(self, t: float, request_id: str) -> None: ...
 
     def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
-        """One decode token each for ``request_ids`` in this step (one call per step)."""
+        """One decode token each for ``request_ids`` in this step (one call per step).
+
+        The first output token is reported by ``on_first_token`` only, so a request's output
+        tokens are 1 + the number of ``on_tokens`` calls naming it. The reference engine makes no
+        call in a step where no request produced a new token.
+        """
 
     def on_preempted(self, t: float, request_id: str) -> None: ...
 
@@ -111,4 +120,5 @@ class EngineObserver(Protocol):
     ) -> None:
         """``status`` is one of ok, error, aborted, rejected (``telemetry.records.Status``)."""
 
-    def on_step(self, stats: StepStats) -> None: ...
+    def on_step(self, stats: StepStats) -> None:
+        """Once per step that computed tokens, after that step's other events."""

@@ -1,10 +1,256 @@
-"""Command line for this package; composed into `fleetwatch` by the front door."""
+"""Command line for this package; composed into `fleetwatch` by the front door.
+
+``fleetwatch probe run``: load-test an OpenAI-compatible endpoint (or the in-process reference
+engine). ``fleetwatch probe bound``: the bandwidth bound of a model on a GPU.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from engine_probe.probe.errors import ProbeError
 
 app = typer.Typer(
     help="Load-test an OpenAI-compatible endpoint; compute the bandwidth bound.",
     no_args_is_help=True,
 )
+
+__all__ = ["app"]
+
+
+def _numbers(text: str | None, what: str) -> tuple[float, ...]:
+    if text is None:
+        return ()
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(float(part))
+        except ValueError:
+            raise ProbeError(f"{what}: {part!r} is not a number") from None
+    return tuple(out)
+
+
+@app.command("run")
+def run(
+    url: str | None = typer.Argument(None, help="Server root, e.g. http://127.0.0.1:8000."),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help="'reference': serve the reference engine in this process and probe it.",
+    ),
+    concurrency: str | None = typer.Option(
+        None, "--concurrency", "-c", help="Closed loop: comma-separated concurrencies, e.g. 1,4,16."
+    ),
+    rate: str | None = typer.Option(
+        None, "--rate", "-r", help="Open loop: comma-separated request rates per second."
+    ),
+    arrivals: str = typer.Option("poisson", help="Open-loop arrivals: poisson, gamma or constant."),
+    burstiness: float = typer.Option(1.0, help="Gamma shape: 1 is Poisson, <1 burstier."),
+    max_concurrency: int | None = typer.Option(
+        None,
+        help="Open loop: cap on requests in flight (a client pool); late sends show in sched latency.",
+    ),
+    requests: int = typer.Option(100, "--requests", "-n", help="Requests per load level."),
+    prompt_tokens: int = typer.Option(128, help="Prompt length in tokens (characters)."),
+    max_tokens: int = typer.Option(64, help="Output tokens per request."),
+    model: str = typer.Option("reference", help="The 'model' field sent."),
+    ttft: float = typer.Option(1.0, help="TTFT target, seconds (goodput, capacity)."),
+    tpot: float = typer.Option(0.1, help="TPOT target, seconds."),
+    ttft_from_send: bool = typer.Option(
+        False, help="Judge TTFT from the actual send instead of the scheduled send."
+    ),
+    seed: int = typer.Option(0, help="Seed for prompts and arrivals."),
+    timeout: float = typer.Option(600.0, help="Per-request timeout, seconds."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the summary as JSON."),
+    csv_out: Path | None = typer.Option(None, "--csv", help="Write one CSV row per load level."),
+    records_out: Path | None = typer.Option(
+        None, "--records", help="Write every request as a record (.jsonl or .parquet)."
+    ),
+    gpu: str | None = typer.Option(
+        None, help="Report throughput as a fraction of this GPU's bound."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", help="The served model's config.json (its size, for the bound)."
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Sweep load levels against an endpoint; print TTFT/TPOT/ITL percentiles, goodput, capacity."""
+    import asyncio
+
+    from engine_probe.probe.runner import ProbePlan
+    from engine_probe.probe.stats import SLOTargets
+
+    if (url is None) == (engine is None):
+        raise ProbeError("give either a URL or --engine reference")
+    if engine is not None and engine != "reference":
+        raise ProbeError(f"--engine: only 'reference' is built in, got {engine!r}")
+    conc, rates = _numbers(concurrency, "--concurrency"), _numbers(rate, "--rate")
+    if conc and rates:
+        raise ProbeError("give --concurrency (closed loop) or --rate (open loop), not both")
+    if arrivals not in ("poisson", "gamma", "constant"):
+        raise ProbeError(f"--arrivals must be poisson, gamma or constant, got {arrivals!r}")
+    plan = ProbePlan(
+        mode="closed" if not rates else arrivals,  # type: ignore[arg-type]
+        levels=rates or conc or (1.0,),
+        requests=requests,
+        prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens,
+        burstiness=burstiness,
+        max_concurrency=max_concurrency,
+        model=model,
+        seed=seed,
+        targets=SLOTargets(ttft, tpot, from_schedule=not ttft_from_send),
+        timeout_s=timeout,
+    )
+    run_result = asyncio.run(_run(url, plan, gpu=gpu, config=config, progress=progress))
+
+    from rich.console import Console
+
+    from engine_probe.probe.report import render_table, write_csv, write_json, write_records_file
+
+    Console().print(render_table(run_result))
+    if json_out is not None:
+        write_json(json_out, run_result)
+    if csv_out is not None:
+        write_csv(csv_out, run_result)
+    if records_out is not None:
+        write_records_file(records_out, run_result)
+
+
+async def _run(
+    url: str | None, plan: Any, *, gpu: str | None, config: Path | None, progress: bool
+) -> Any:
+    from contextlib import AsyncExitStack
+
+    from engine_probe.probe.runner import run_plan
+
+    bound = None
+    async with AsyncExitStack() as stack:
+        shape = None
+        if config is not None:
+            from engine_probe.probe.bound import load_shape
+
+            shape = load_shape(config)
+        if url is None:
+            from engine_probe.serve.inprocess import serve_reference
+
+            url, model_config = await stack.enter_async_context(serve_reference(config))
+            assert url is not None
+            if shape is None:
+                from engine_probe.probe.bound import shape_from_model_config
+
+                shape = shape_from_model_config(model_config)
+        if gpu is not None:
+            if shape is None:
+                raise ProbeError("--gpu needs the model's size: give --config config.json")
+            from engine_probe.probe.bound import bound_at
+            from engine_probe.probe.gpus import get_gpu
+
+            spec = get_gpu(gpu)
+            context = plan.prompt_tokens + plan.max_tokens // 2
+            the_shape = shape
+
+            def bound(batch: float) -> float:
+                b = max(1, round(batch))
+                return bound_at(the_shape, spec, batch=b, context_tokens=context).tokens_per_s
+
+        assert url is not None
+        if not progress:
+            return await run_plan(url, plan, bound_tokens_per_s=bound)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        counts = {"ok": 0, "failed": 0}
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("ok {task.fields[ok]} failed {task.fields[failed]}"),
+            TimeElapsedColumn(),
+            transient=False,
+        ) as bar:
+            task_ids: list[Any] = []
+
+            def on_level(level: float, n: int) -> None:
+                counts.update(ok=0, failed=0)
+                task_ids.append(bar.add_task(plan.level_label(level), total=n, ok=0, failed=0))
+
+            def on_done(r: Any) -> None:
+                counts["ok" if r.ok else "failed"] += 1
+                bar.update(task_ids[-1], advance=1, ok=counts["ok"], failed=counts["failed"])
+
+            return await run_plan(
+                url, plan, on_done=on_done, on_level=on_level, bound_tokens_per_s=bound
+            )
+
+
+@app.command("bound")
+def bound(
+    config: Path = typer.Option(..., "--config", help="The model's config.json (or its folder)."),
+    gpu: str = typer.Option("H100-SXM", help="GPU: H100-SXM, H200, B200, A100, L40S."),
+    gpus: int = typer.Option(1, "--gpus", help="GPUs (ideal tensor parallelism)."),
+    context: int = typer.Option(4096, help="Tokens in each sequence's KV cache."),
+    memory_fraction: float = typer.Option(0.9, help="Share of GPU memory for weights and KV."),
+    batch: str = typer.Option("1,8,32,64,128,256", help="Batch sizes to show."),
+    dtype: str = typer.Option("bfloat16", help="Weight dtype."),
+    kv_dtype: str = typer.Option("bfloat16", help="KV-cache dtype."),
+    price: float | None = typer.Option(None, help="Price per GPU-hour, US dollars."),
+    utilisation: float = typer.Option(1.0, help="Share of time serving at this batch (0..1]."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON."),
+) -> None:
+    """Weights, KV bytes per token, sequences that fit, decode step bound, tokens/s, cost."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from engine_probe.probe.bound import capacity_report, dtype_bytes, load_shape
+    from engine_probe.probe.gpus import get_gpu
+    from telemetry.atomic import atomic_write_text
+
+    shape = load_shape(config)
+    batches = tuple(int(b) for b in _numbers(batch, "--batch"))
+    rep = capacity_report(
+        shape,
+        get_gpu(gpu),
+        context_tokens=context,
+        memory_fraction=memory_fraction,
+        batches=batches,
+        weight_bytes_per_param=dtype_bytes(dtype),
+        kv_bytes=dtype_bytes(kv_dtype),
+        num_gpus=gpus,
+        price_per_gpu_hour=price,
+        utilisation=utilisation,
+    )
+    console = Console()
+    console.print(
+        f"{rep.model} on {gpus}x {rep.gpu}: {rep.total_params / 1e9:.2f} B params, "
+        f"weights {rep.weight_bytes / 1e9:.2f} GB, KV {rep.kv_bytes_per_token / 1024:.1f} KiB/token, "
+        f"KV budget {rep.kv_budget_bytes / 1e9:.1f} GB -> {rep.max_concurrent_sequences} sequences "
+        f"of {context} tokens; ridge {rep.ridge_flops_per_byte:.0f} FLOP/byte"
+    )
+    t = Table(title="decode bound")
+    for c in ("batch", "step ms", "tokens/s", "FLOP/byte", "bound by", "$/M tokens"):
+        t.add_column(c, justify="right")
+    for p in rep.points:
+        t.add_row(
+            str(p.batch),
+            f"{p.step_time_s * 1e3:.2f}",
+            f"{p.tokens_per_s:,.0f}",
+            f"{p.arithmetic_intensity:.1f}",
+            p.bound_by,
+            "-" if p.cost_per_million_tokens is None else f"{p.cost_per_million_tokens:.3f}",
+        )
+    console.print(t)
+    if json_out is not None:
+        atomic_write_text(json_out, json.dumps(rep.to_dict(), indent=2) + "\n")

@@ -1,1 +1,8 @@
-"""analysis."""
+"""Fleet analysis: slow replicas against the fleet median (``outliers``), p99 tail attribution
+(``tail``) and before/after run comparison (``compare``). All read ``telemetry.records`` frames;
+``outliers`` also reads Prometheus and ``/metrics`` snapshots.
+"""
+
+from telemetry.analysis.errors import AnalysisError
+
+__all__ = ["AnalysisError"]

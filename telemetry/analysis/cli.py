@@ -1,9 +1,197 @@
-"""Command line for this package; composed into `fleetwatch` by the front door."""
+"""Command line for this package; composed into `fleetwatch` by the front door.
+
+Heavy modules (pandas, scipy, numpy) are imported inside the commands so ``fleetwatch --help``
+stays fast.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from telemetry.analysis.errors import AnalysisError
+
+__all__ = ["app"]
 
 app = typer.Typer(
     help="Fleet diagnosis: slow replicas, p99 tails, run comparison.", no_args_is_help=True
 )
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _emit(doc: dict[str, Any], text: str, as_json: bool) -> None:
+    typer.echo(json.dumps(_clean(doc), indent=2, sort_keys=False) if as_json else text)
+
+
+def _fingerprints(path: Path | None) -> Any:
+    if path is None:
+        return None
+    import pandas as pd
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise AnalysisError(f"{path}: not a readable JSON file ({exc})") from None
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise AnalysisError(
+            f"{path}: expected {{replica: {{key: value, ...}}, ...}} "
+            "(e.g. engine_version, model_revision, flags)"
+        )
+    return pd.DataFrame({r: {k: str(v) for k, v in d.items()} for r, d in doc.items()}).T
+
+
+@app.command("outliers")
+def outliers(
+    records: Path | None = typer.Argument(None, help="Request records (.jsonl or .parquet)."),
+    prometheus: str | None = typer.Option(None, "--prometheus", help="Prometheus base URL."),
+    metrics_dir: Path | None = typer.Option(
+        None, "--metrics-dir", help="Directory of per-replica /metrics snapshots (<replica>.prom)."
+    ),
+    profile: str = typer.Option("fleetwatch", help="Metric profile for Prometheus/metrics input."),
+    window: str = typer.Option("10m", help="Prometheus rate window."),
+    at: float | None = typer.Option(None, help="Prometheus evaluation time (Unix seconds)."),
+    selector: str = typer.Option("", help='Extra label matchers, e.g. model="llama".'),
+    quantile: float = typer.Option(0.5, help="Latency quantile compared across replicas."),
+    min_requests: int = typer.Option(50, help="Requests a replica needs to be judged."),
+    fingerprints: Path | None = typer.Option(
+        None, help="JSON {replica: {engine_version: ..., model_revision: ..., flags: ...}}."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
+) -> None:
+    """Find replicas that stand out from the fleet median, and say why."""
+    from telemetry.analysis.outliers import (
+        DetectorConfig,
+        Side,
+        detect,
+        table_from_metrics_dir,
+        table_from_prometheus,
+        table_from_records,
+    )
+    from telemetry.profiles import get_profile
+
+    chosen = [s for s in (records, prometheus, metrics_dir) if s is not None]
+    if len(chosen) != 1:
+        raise AnalysisError(
+            "give exactly one input: RECORDS, --prometheus URL or --metrics-dir DIR"
+        )
+    if records is not None:
+        from telemetry.records import read_records
+
+        table = table_from_records(
+            read_records(records),
+            quantile=quantile,
+            fingerprint=_fingerprints(fingerprints),
+            where=str(records),
+        )
+    elif prometheus is not None:
+        table = table_from_prometheus(
+            prometheus,
+            get_profile(profile),
+            window=window,
+            quantile=quantile,
+            at=at,
+            selector=selector,
+        )
+    else:
+        assert metrics_dir is not None
+        table = table_from_metrics_dir(metrics_dir, get_profile(profile), quantile=quantile)
+    report = detect(table, DetectorConfig(min_requests=min_requests))
+    _emit(report.to_dict(), report.render(), as_json)
+    if fail_on_finding and any(f.side is Side.REPLICA for f in report.findings):
+        raise typer.Exit(1)
+
+
+@app.command("tail")
+def tail(
+    records: Path = typer.Argument(..., help="Request records (.jsonl or .parquet)."),
+    percentile: float = typer.Option(99.0, help="Tail cohort: at or above this percentile."),
+    target: str = typer.Option("e2e", help="Latency to attribute: e2e or ttft."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Attribute the latency tail to queueing, prompt length, preemption, interference, replica."""
+    from telemetry.analysis.tail import attribute_tail
+    from telemetry.records import read_records
+
+    if target not in ("e2e", "ttft"):
+        raise AnalysisError(f"--target must be e2e or ttft, got {target!r}")
+    report = attribute_tail(
+        read_records(records),
+        percentile=percentile,
+        target="e2e" if target == "e2e" else "ttft",
+    )
+    _emit(report.to_dict(), report.render(), as_json)
+
+
+@app.command("compare")
+def compare(
+    before: Path = typer.Argument(..., help="Records of the earlier run."),
+    after: Path = typer.Argument(..., help="Records of the later run."),
+    confidence: float = typer.Option(0.95, help="Confidence level of the intervals."),
+    draws: int = typer.Option(2000, help="Bootstrap replicates."),
+    seed: int = typer.Option(0, help="Bootstrap seed."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Compare two runs: percentile shifts with CIs, Mann-Whitney, workload check."""
+    from telemetry.analysis.compare import compare_runs
+    from telemetry.records import read_records
+
+    if draws < 100:
+        raise AnalysisError(f"--draws must be at least 100, got {draws}")
+    report = compare_runs(
+        read_records(before), read_records(after), confidence=confidence, draws=draws, seed=seed
+    )
+    _emit(report.to_dict(), report.render(), as_json)
+
+
+@app.command("rules")
+def rules(
+    profile: str = typer.Option(
+        "fleetwatch", help="Metric profile (fleetwatch, vllm, sglang, tgi)."
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Rules file to write (YAML)."),
+    test_file: Path | None = typer.Option(
+        None, help="promtool test file to write (default: <output stem>.test.yaml beside it)."
+    ),
+    window: str = typer.Option("5m", help="Rate window of the recording rules."),
+    for_: str = typer.Option("10m", "--for", help="How long before the alert fires."),
+) -> None:
+    """Write the outlier detector as Prometheus recording and alerting rules, plus a promtool test."""
+    from telemetry.analysis.outliers.rules import (
+        RuleOptions,
+        outlier_rules,
+        outlier_rules_test,
+        render_yaml,
+    )
+    from telemetry.atomic import atomic_write_text
+    from telemetry.profiles import get_profile
+
+    prof = get_profile(profile)
+    opts = RuleOptions(window=window, for_=for_)
+    test_path = test_file or output.with_name(output.stem + ".test.yaml")
+    try:
+        rel = Path(os.path.relpath(output, test_path.parent)).as_posix()
+    except ValueError:
+        rel = str(output.resolve())
+    text = render_yaml(outlier_rules(prof, opts))
+    test_text = render_yaml(outlier_rules_test(prof, rel, opts))
+    try:
+        atomic_write_text(output, text)
+        atomic_write_text(test_path, test_text)
+    except OSError as exc:
+        raise AnalysisError(f"cannot write rules: {exc}") from None
+    typer.echo(f"wrote {output} and {test_path} (check: promtool test rules {test_path})")

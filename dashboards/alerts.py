@@ -1,0 +1,339 @@
+"""Operational (non-SLO) alert rules and their promtool unit tests, generated from a profile.
+
+The SLO burn-rate alerts come from ``slo``; the outlier alerts from ``telemetry.analysis``. These
+are the rest: KV-cache pressure, preemption storm, GPU throttling, breaker open, retry budget
+exhausted and telemetry drops. An alert whose signal the profile lacks is left out, never written
+against a metric the engine does not export. Every alert carries a ``runbook_url`` to its page in
+``runbooks/``.
+
+``alert_rules`` and ``alert_tests`` are pure; ``render_yaml`` gives the file text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import yaml
+
+from dashboards.errors import DashboardError
+from dashboards.names import (
+    BREAKER_LABEL,
+    BREAKER_OPEN_STATES,
+    BREAKER_STATE_LABEL,
+    RESILIENCE,
+    RETRY_BUDGET_LABEL,
+    Resilience,
+)
+from dashboards.views.replica import CLOCK_EVENT_LABEL, GPU_LABEL
+from telemetry.profiles import Profile, Signal
+
+__all__ = [
+    "ALERT_PAGES",
+    "AlertRule",
+    "Thresholds",
+    "alert_rules",
+    "alert_tests",
+    "render_yaml",
+    "rules_document",
+]
+
+# Alert name -> runbook page (file name under runbooks/).
+ALERT_PAGES: Final[Mapping[str, str]] = {
+    "FleetwatchKVCachePressure": "kv-cache-pressure.md",
+    "FleetwatchPreemptionStorm": "preemption-storm.md",
+    "FleetwatchGPUThrottling": "gpu-throttling.md",
+    "FleetwatchBreakerOpen": "breaker-open.md",
+    "FleetwatchRetryBudgetExhausted": "retry-budget-exhausted.md",
+    "FleetwatchTelemetryDrops": "telemetry-drops.md",
+}
+
+# NVML clock-event reasons that are not throttling (the GPU idles or runs at set clocks).
+BENIGN_CLOCK_REASONS: Final = "gpu_idle|applications_clocks_setting"
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Alert thresholds. Ratios are 0..1; rates are per second; durations Prometheus strings."""
+
+    kv_usage: float = 0.95
+    kv_for: str = "10m"
+    preemptions_per_request: float = 0.1
+    preemption_for: str = "10m"
+    sm_clock_ratio: float = 0.9
+    throttle_for: str = "5m"
+    breaker_open_for: str = "1m"
+    retry_refused_share: float = 0.01
+    retry_for: str = "5m"
+    telemetry_drops_per_s: float = 0.0
+    telemetry_for: str = "10m"
+    window: str = "5m"
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """Input series for the generated promtool test: values when firing and when healthy
+    (promtool expanding notation, one sample per minute)."""
+
+    series: str
+    firing: str
+    healthy: str
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    """One alerting rule plus the example traffic that proves it."""
+
+    name: str
+    expr: str
+    duration: str
+    severity: str
+    summary: str
+    description: str
+    labels: tuple[str, ...]
+    examples: tuple[Example, ...]
+    example_labels: Mapping[str, str] = field(default_factory=dict)
+
+    def runbook(self, base: str) -> str:
+        return f"{base.rstrip('/')}/{ALERT_PAGES[self.name]}"
+
+    def annotations(self, base: str) -> dict[str, str]:
+        return {
+            "summary": self.summary,
+            "description": self.description,
+            "runbook_url": self.runbook(base),
+        }
+
+
+def _ref(label: str) -> str:
+    """Prometheus template reference to a label of the alert."""
+    return "{{ $labels." + label + " }}"
+
+
+def _labels(profile: Profile) -> tuple[str, str, str]:
+    r, m = profile.replica_label, profile.model_label
+    return r, m, f'{r}="r0",{m}="m"'
+
+
+def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
+    r, m, ex = _labels(profile)
+    by = f"{r}, {m}"
+    rules: list[AlertRule] = []
+    if profile.has(Signal.KV_USAGE):
+        kv = profile.metric(Signal.KV_USAGE)
+        rules.append(
+            AlertRule(
+                "FleetwatchKVCachePressure",
+                f"max by ({by}) ({kv.name}) > {t.kv_usage:g}",
+                t.kv_for,
+                "ticket",
+                f"KV cache of {_ref(r)} above {t.kv_usage * 100:g}% for {t.kv_for}",
+                "KV-cache usage stayed above the threshold: new requests queue and running "
+                "ones get preempted.",
+                (r, m),
+                (Example(kv.selector(ex), "0.99x40", "0.5x40"),),
+                {r: "r0", m: "m"},
+            )
+        )
+    if profile.has(Signal.PREEMPTIONS):
+        pre = profile.metric(Signal.PREEMPTIONS)
+        total = profile.outcomes.total
+        rules.append(
+            AlertRule(
+                "FleetwatchPreemptionStorm",
+                f"sum by ({by}) (rate({pre.name}[{t.window}])) / sum by ({by}) "
+                f"(rate({total.name}[{t.window}])) > {t.preemptions_per_request:g}",
+                t.preemption_for,
+                "ticket",
+                f"{_ref(r)} preempts more than {t.preemptions_per_request:g} times per request",
+                "Preemptions per finished request above the threshold: the KV cache is "
+                "oversubscribed and requests recompute their prefill.",
+                (r, m),
+                (
+                    Example(pre.selector(ex), "0+120x40", "0+6x40"),
+                    Example(total.selector(ex), "0+600x40", "0+600x40"),
+                ),
+                {r: "r0", m: "m"},
+            )
+        )
+    gpu = (Signal.GPU_SM_CLOCK, Signal.GPU_SM_CLOCK_MAX, Signal.GPU_CLOCK_EVENT)
+    if all(profile.has(s) for s in gpu):
+        clock, peak, event = (profile.metric(s) for s in gpu)
+        dev = f"{r}, {GPU_LABEL}"
+        dex = f'{r}="r0",{GPU_LABEL}="0"'
+        rules.append(
+            AlertRule(
+                "FleetwatchGPUThrottling",
+                f"(max by ({dev}) ({clock.name}) / max by ({dev}) ({peak.name}) "
+                f"< {t.sm_clock_ratio:g}) and on ({dev}) max by ({dev}) "
+                f'({event.name}{{{CLOCK_EVENT_LABEL}!~"{BENIGN_CLOCK_REASONS}"}}) > 0',
+                t.throttle_for,
+                "ticket",
+                f"GPU {_ref(GPU_LABEL)} of {_ref(r)} throttled",
+                f"SM clock below {t.sm_clock_ratio * 100:g}% of max with a throttle reason active "
+                "(power cap, thermal or hardware slowdown): a replica-side slowdown.",
+                (r, GPU_LABEL),
+                (
+                    Example(clock.selector(dex), "1.2e9x40", "1.98e9x40"),
+                    Example(peak.selector(dex), "1.98e9x40", "1.98e9x40"),
+                    Example(
+                        event.selector(f'{dex},{CLOCK_EVENT_LABEL}="hw_slowdown"'), "1x40", "0x40"
+                    ),
+                ),
+                {r: "r0", GPU_LABEL: "0"},
+            )
+        )
+    if profile.has(Signal.TELEMETRY_DROPS):
+        drops = profile.metric(Signal.TELEMETRY_DROPS)
+        rules.append(
+            AlertRule(
+                "FleetwatchTelemetryDrops",
+                f"sum by ({r}) (rate({drops.name}[{t.window}])) > {t.telemetry_drops_per_s:g}",
+                t.telemetry_for,
+                "ticket",
+                f"{_ref(r)} is dropping telemetry",
+                "Spans, records or samples are being dropped by bounded export queues: "
+                "dashboards and SLOs under-count this replica.",
+                (r,),
+                (Example(drops.selector(f'{r}="r0"'), "0+60x40", "0x40"),),
+                {r: "r0"},
+            )
+        )
+    return rules
+
+
+def _resilience_alerts(t: Thresholds) -> list[AlertRule]:
+    state = RESILIENCE[Resilience.BREAKER_STATE]
+    refused = RESILIENCE[Resilience.RETRY_BUDGET_REFUSALS]
+    attempts = RESILIENCE[Resilience.RETRY_ATTEMPTS]
+    b, s, budget = BREAKER_LABEL, BREAKER_STATE_LABEL, RETRY_BUDGET_LABEL
+    open_states = state.selector(f'{s}=~"{"|".join(BREAKER_OPEN_STATES)}"')
+    w = t.window
+    # Refusals carry ``budget`` and attempts ``policy``, so no per-budget ratio exists: the
+    # fleet-wide share gates the alert (a budget refusing the odd retry is doing its job) and
+    # each budget refusing retries while it holds is named.
+    share = f"sum (rate({refused.name}[{w}])) / sum (rate({attempts.name}[{w}]))"
+    return [
+        AlertRule(
+            "FleetwatchBreakerOpen",
+            f"max by ({b}) ({open_states}) == 1",
+            t.breaker_open_for,
+            "ticket",
+            f"Circuit breaker {_ref(b)} is open",
+            "Calls through this breaker fail fast without reaching the backend; the backend "
+            "failed or was slow often enough to trip it, or an operator forced it open.",
+            (b,),
+            # One-hot: firing moves from forced_open to open without a closed gap; healthy
+            # probes half_open after closed, which must not fire.
+            (
+                Example(state.selector(f'{b}="r0",{s}="forced_open"'), "1x5 0x35", "0x40"),
+                Example(state.selector(f'{b}="r0",{s}="open"'), "0x5 1x35", "0x40"),
+                Example(state.selector(f'{b}="r0",{s}="half_open"'), "0x40", "0x5 1x35"),
+                Example(state.selector(f'{b}="r0",{s}="closed"'), "0x40", "1x5 0x35"),
+            ),
+            {b: "r0"},
+        ),
+        AlertRule(
+            "FleetwatchRetryBudgetExhausted",
+            f"sum by ({budget}) (rate({refused.name}[{w}])) > 0 "
+            f"and on () ({share} > {t.retry_refused_share:g})",
+            t.retry_for,
+            "ticket",
+            f"Retry budget {_ref(budget)} exhausted",
+            f"More than {t.retry_refused_share * 100:g}% of attempts had a retry refused, this "
+            "budget among the refusers: failures are reaching callers instead of being retried.",
+            (budget,),
+            (
+                Example(refused.selector(f'{budget}="b0"'), "0+60x40", "0+3x40"),
+                Example(refused.selector(f'{budget}="b1"'), "0x40", "0x40"),
+                Example(attempts.selector('policy="p0"'), "0+600x40", "0+600x40"),
+            ),
+            {budget: "b0"},
+        ),
+    ]
+
+
+def alert_rules(profile: Profile, thresholds: Thresholds = Thresholds()) -> tuple[AlertRule, ...]:
+    """Every operational alert ``profile`` supports, engine alerts first."""
+    return (*_engine_alerts(profile, thresholds), *_resilience_alerts(thresholds))
+
+
+def rules_document(
+    profile: Profile, runbook_base: str = "runbooks", thresholds: Thresholds = Thresholds()
+) -> dict[str, Any]:
+    """The Prometheus rules file as a value (one group)."""
+    rules = alert_rules(profile, thresholds)
+    if not rules:
+        raise DashboardError(f"profile '{profile.name}' supports no operational alerts")
+    return {
+        "groups": [
+            {
+                "name": f"fleetwatch-{profile.name}-operational",
+                "rules": [
+                    {
+                        "alert": a.name,
+                        "expr": a.expr,
+                        "for": a.duration,
+                        "labels": {"severity": a.severity, "profile": profile.name},
+                        "annotations": a.annotations(runbook_base),
+                    }
+                    for a in rules
+                ],
+            }
+        ]
+    }
+
+
+def _eval_after(duration: str) -> str:
+    """Evaluation time by which an alert with ``for: duration`` must fire (minutes)."""
+    units = {"s": 1 / 60, "m": 1, "h": 60}
+    try:
+        minutes = float(duration[:-1]) * units[duration[-1]]
+    except (KeyError, ValueError):
+        raise DashboardError(f"alert duration '{duration}' is not like 5m, 30s or 1h") from None
+    return f"{int(minutes) + 10}m"
+
+
+_LABEL_REF = re.compile(r"\{\{ \$labels\.(\w+) \}\}")
+
+
+def _expand(template: str, labels: Mapping[str, str]) -> str:
+    return _LABEL_REF.sub(lambda m: labels.get(m.group(1), ""), template)
+
+
+def alert_tests(
+    profile: Profile,
+    rules_file: str,
+    runbook_base: str = "runbooks",
+    thresholds: Thresholds = Thresholds(),
+) -> dict[str, Any]:
+    """A promtool unit-test document for ``rules_file``: each alert fires on its example
+    traffic and stays silent on healthy traffic."""
+    tests = []
+    for a in alert_rules(profile, thresholds):
+        at = _eval_after(a.duration)
+        expected = {"severity": a.severity, "profile": profile.name, **a.example_labels}
+        notes = {k: _expand(v, a.example_labels) for k, v in a.annotations(runbook_base).items()}
+        firing = [{"exp_labels": expected, "exp_annotations": notes}]
+        for case, values, alerts in (
+            ("firing", [(e.series, e.firing) for e in a.examples], firing),
+            ("healthy", [(e.series, e.healthy) for e in a.examples], []),
+        ):
+            tests.append(
+                {
+                    "name": f"{a.name} {case}",
+                    "interval": "1m",
+                    "input_series": [{"series": s, "values": v} for s, v in values],
+                    "alert_rule_test": [
+                        {"eval_time": at, "alertname": a.name, "exp_alerts": alerts}
+                    ],
+                }
+            )
+    return {"rule_files": [rules_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def render_yaml(document: Mapping[str, Any]) -> str:
+    """YAML text in the order written (no key sorting), wide enough not to fold PromQL."""
+    return yaml.safe_dump(dict(document), sort_keys=False, width=1000, allow_unicode=True)

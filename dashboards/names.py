@@ -1,0 +1,182 @@
+"""Names that dashboards and alerts use but that no engine profile defines.
+
+Two tables live here, each the single place to change when the owning package settles its names:
+
+* ``SLO_RULES``: the recording rules the SLO rule generator writes (Sloth's naming scheme:
+  ``slo:sli_error:ratio_rate<window>`` and the metadata rules), labelled ``slo`` and ``service``.
+* ``RESILIENCE``: the metrics fleetwatch's circuit breaker, retry budget and micro-batcher export.
+
+Anything else a dashboard expression names must come from its metric profile
+(``telemetry.profiles``); ``allowed_names`` is the union the checks accept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from telemetry.profiles import MetricRef, Profile
+
+__all__ = [
+    "BATCHER_LABEL",
+    "BREAKER_LABEL",
+    "BREAKER_OPEN_STATES",
+    "BREAKER_STATES",
+    "BREAKER_STATE_LABEL",
+    "PROMETHEUS_BUILTINS",
+    "RESILIENCE",
+    "RETRY_BUDGET_LABEL",
+    "RETRY_POLICY_LABEL",
+    "SLO_RULES",
+    "SLO_WINDOWS",
+    "Resilience",
+    "SLORuleNames",
+    "allowed_names",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SLORuleNames:
+    """Recording-rule names of the SLO generator; every series carries ``slo`` and ``service``.
+
+    ``error_ratio_prefix`` + window (``5m``, ``1h``, ...) is the error ratio over that window
+    (0..1); ``objective`` is the target (e.g. 0.999); ``error_budget`` is 1 - objective;
+    ``current_burn_rate`` is the error ratio over the shortest window divided by the budget;
+    ``budget_remaining`` is the fraction of the period's budget left (1 = untouched, < 0 = spent).
+    """
+
+    error_ratio_prefix: str = "slo:sli_error:ratio_rate"
+    objective: str = "slo:objective:ratio"
+    error_budget: str = "slo:error_budget:ratio"
+    current_burn_rate: str = "slo:current_burn_rate:ratio"
+    budget_remaining: str = "slo:period_error_budget_remaining:ratio"
+    slo_label: str = "slo"
+    service_label: str = "service"
+
+    def error_ratio(self, window: str) -> str:
+        """Recording rule of the error ratio over ``window`` (a Prometheus duration)."""
+        return f"{self.error_ratio_prefix}{window}"
+
+    def names(self, windows: tuple[str, ...]) -> frozenset[str]:
+        """Every recording-rule name, error ratios expanded for ``windows``."""
+        meta = {
+            self.objective,
+            self.error_budget,
+            self.current_burn_rate,
+            self.budget_remaining,
+        }
+        return frozenset(meta | {self.error_ratio(w) for w in windows})
+
+
+SLO_RULES: Final = SLORuleNames()
+
+# The SRE Workbook windows for a 30-day period (short windows are 1/12 of long ones), plus the
+# period itself; other periods scale them, so the dashboard shows the 30-day set.
+SLO_WINDOWS: Final = ("5m", "30m", "1h", "2h", "6h", "1d", "3d", "30d")
+
+
+class Resilience(StrEnum):
+    """Logical resilience signals (client- or proxy-side, engine-independent)."""
+
+    BREAKER_STATE = "breaker_state"
+    BREAKER_CALLS = "breaker_calls"
+    BREAKER_SLOW_CALLS = "breaker_slow_calls"
+    BREAKER_NOT_PERMITTED = "breaker_not_permitted"
+    BREAKER_TRANSITIONS = "breaker_transitions"
+    RETRY_ATTEMPTS = "retry_attempts"
+    RETRIES = "retries"
+    RETRY_EXHAUSTED = "retry_exhausted"
+    RETRY_BUDGET_REFUSALS = "retry_budget_refusals"
+    RETRY_BUDGET_BALANCE = "retry_budget_balance"
+    BATCH_SIZE = "batch_size"
+    BATCH_FILL = "batch_fill"
+    BATCH_QUEUE_WAIT = "batch_queue_wait"
+    BATCH_QUEUE_DEPTH = "batch_queue_depth"
+    BATCH_ITEMS = "batch_items"
+    BATCH_REJECTED = "batch_rejected"
+    BATCH_FAILURES = "batch_failures"
+
+
+# The names ``resilience.breaker.metrics``, ``resilience.retry.metrics`` and
+# ``resilience.batcher.metrics`` register (default prefix ``fleetwatch``).
+RESILIENCE: Final[Mapping[Resilience, MetricRef]] = {
+    # One-hot, labels ``breaker`` and ``state`` (see BREAKER_STATES): 1 for the current state.
+    Resilience.BREAKER_STATE: MetricRef("fleetwatch_circuit_breaker_state", "gauge"),
+    # Label ``outcome``: success, failure, ignored.
+    Resilience.BREAKER_CALLS: MetricRef("fleetwatch_circuit_breaker_calls_total", "counter"),
+    # Calls at least the slow-call duration long; label ``outcome``: success, failure.
+    Resilience.BREAKER_SLOW_CALLS: MetricRef(
+        "fleetwatch_circuit_breaker_slow_calls_total", "counter"
+    ),
+    Resilience.BREAKER_NOT_PERMITTED: MetricRef(
+        "fleetwatch_circuit_breaker_not_permitted_calls_total", "counter"
+    ),
+    # Label ``to_state``: the state entered.
+    Resilience.BREAKER_TRANSITIONS: MetricRef(
+        "fleetwatch_circuit_breaker_transitions_total", "counter"
+    ),
+    # Retry policies carry label ``policy``; budgets carry ``budget``.
+    Resilience.RETRY_ATTEMPTS: MetricRef("fleetwatch_retry_attempts_total", "counter"),
+    Resilience.RETRIES: MetricRef("fleetwatch_retry_retries_total", "counter"),
+    Resilience.RETRY_EXHAUSTED: MetricRef("fleetwatch_retry_exhausted_total", "counter"),
+    Resilience.RETRY_BUDGET_REFUSALS: MetricRef(
+        "fleetwatch_retry_budget_refusals_total", "counter"
+    ),
+    # Retries the budget would allow now.
+    Resilience.RETRY_BUDGET_BALANCE: MetricRef("fleetwatch_retry_budget_balance", "gauge"),
+    # Batcher metrics carry label ``batcher``.
+    Resilience.BATCH_SIZE: MetricRef("fleetwatch_batcher_batch_size", "histogram", "items"),
+    Resilience.BATCH_FILL: MetricRef("fleetwatch_batcher_fill_ratio", "histogram", "ratio"),
+    Resilience.BATCH_QUEUE_WAIT: MetricRef(
+        "fleetwatch_batcher_queue_wait_seconds", "histogram", "seconds"
+    ),
+    Resilience.BATCH_QUEUE_DEPTH: MetricRef("fleetwatch_batcher_queue_depth", "gauge", "items"),
+    # Label ``outcome``: success, failure, cancelled.
+    Resilience.BATCH_ITEMS: MetricRef("fleetwatch_batcher_items_total", "counter", "items"),
+    # Label ``reason``: full, closed, too_costly, cost_error.
+    Resilience.BATCH_REJECTED: MetricRef("fleetwatch_batcher_rejected_total", "counter", "items"),
+    Resilience.BATCH_FAILURES: MetricRef("fleetwatch_batcher_batch_failures_total", "counter"),
+}
+
+BREAKER_LABEL: Final = "breaker"
+BREAKER_STATE_LABEL: Final = "state"
+RETRY_POLICY_LABEL: Final = "policy"
+RETRY_BUDGET_LABEL: Final = "budget"
+BATCHER_LABEL: Final = "batcher"
+# Values of the breaker gauge's ``state`` label, numbered for the dashboard's state timeline
+# (the timeline plots the number of the state whose series is 1 and names it back).
+BREAKER_STATES: Final[Mapping[int, str]] = {
+    0: "closed",
+    1: "open",
+    2: "half_open",
+    3: "forced_open",
+    4: "disabled",
+    5: "metrics_only",
+}
+# States in which calls are refused.
+BREAKER_OPEN_STATES: Final = ("open", "forced_open")
+
+# Series Prometheus itself creates.
+PROMETHEUS_BUILTINS: Final = frozenset({"ALERTS", "ALERTS_FOR_STATE", "up"})
+
+
+def _expanded(refs: Mapping[Resilience, MetricRef]) -> frozenset[str]:
+    names: set[str] = set()
+    for ref in refs.values():
+        if ref.kind == "histogram":
+            names.update(ref.name + s for s in ("_bucket", "_sum", "_count"))
+        else:
+            names.add(ref.name)
+    return frozenset(names)
+
+
+def allowed_names(profile: Profile) -> frozenset[str]:
+    """Every series name an expression built for ``profile`` may use."""
+    return (
+        profile.metric_names()
+        | SLO_RULES.names(SLO_WINDOWS)
+        | _expanded(RESILIENCE)
+        | PROMETHEUS_BUILTINS
+    )

@@ -1,0 +1,133 @@
+"""PromQL for dashboards: profile-aware selectors, template variables, and the checks.
+
+Dashboard expressions carry Grafana template variables (``$model``, ``$replica``,
+``$__rate_interval``). ``concrete`` replaces them with fixed values so promtool can parse the
+expression; ``metric_names`` lists the series an expression reads so a test can hold it to its
+profile.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from dashboards.errors import DashboardError
+from telemetry.profiles import MetricRef, Profile
+
+__all__ = [
+    "RATE",
+    "TEMPLATE_VALUES",
+    "Scope",
+    "concrete",
+    "metric_names",
+]
+
+RATE: Final = "$__rate_interval"
+
+# Values substituted for each template variable before promtool sees an expression.
+TEMPLATE_VALUES: Final[Mapping[str, str]] = {
+    "__rate_interval": "5m",
+    "__interval": "1m",
+    "__range": "1h",
+    "datasource": "prometheus",
+    "model": "model-a",
+    "replica": "replica-0",
+    "slo": "availability",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """How one profile's series are filtered by the dashboard variables.
+
+    ``fleet`` keeps every replica of the chosen models (the population a replica is compared
+    with); ``replica`` narrows to the chosen replicas as well.
+    """
+
+    profile: Profile
+
+    @property
+    def replica(self) -> str:
+        return self.profile.replica_label
+
+    @property
+    def model(self) -> str:
+        return self.profile.model_label
+
+    def fleet(self) -> str:
+        return f'{self.model}=~"$model"'
+
+    def chosen(self) -> str:
+        return f'{self.model}=~"$model",{self.replica}=~"$replica"'
+
+    def hardware(self) -> str:
+        """Device series (GPU gauges) carry the replica but not necessarily the model."""
+        return f'{self.replica}=~"$replica"'
+
+    def rate(self, ref: MetricRef, by: str, *, fleet: bool = False, suffix: str = "") -> str:
+        """``sum by (by) (rate(metric[$__rate_interval]))`` over the chosen (or all) replicas."""
+        labels = self.fleet() if fleet else self.chosen()
+        return f"sum by ({by}) (rate({ref.selector(labels, suffix)}[{RATE}]))"
+
+    def quantile(self, q: float, ref: MetricRef, by: str, *, fleet: bool = False) -> str:
+        """The ``q`` quantile of a histogram, per ``by`` (``le`` is added)."""
+        grouping = f"le, {by}" if by else "le"
+        return (
+            f"histogram_quantile({q:g}, {self.rate(ref, grouping, fleet=fleet, suffix='_bucket')})"
+        )
+
+    def gauge(self, ref: MetricRef, by: str, agg: str = "avg", *, device: bool = False) -> str:
+        labels = self.hardware() if device else self.chosen()
+        return f"{agg} by ({by}) ({ref.selector(labels)})"
+
+    def buckets(self, ref: MetricRef) -> str:
+        """Bucket increases per interval, the shape Grafana's heatmap reads."""
+        return f"sum by (le) (increase({ref.selector(self.chosen(), '_bucket')}[{RATE}]))"
+
+
+_VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
+
+
+def concrete(expr: str) -> str:
+    """``expr`` with each template variable replaced by a fixed value from ``TEMPLATE_VALUES``."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        try:
+            return TEMPLATE_VALUES[name]
+        except KeyError:
+            raise DashboardError(
+                f"expression uses unknown template variable '${name}': {expr}"
+            ) from None
+
+    return _VARIABLE.sub(substitute, expr)
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+_MATCHERS = re.compile(r"\{[^{}]*\}")
+_RANGE = re.compile(r"\[[^\[\]]*\]")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_IDENT = re.compile(r"(?<![\w.:])([A-Za-z_:][A-Za-z0-9_:]*)(\s*\()?")
+_KEYWORDS: Final = frozenset(
+    {
+        "and", "or", "unless", "by", "without", "on", "ignoring", "group_left",
+        "group_right", "bool", "offset", "inf", "nan", "Inf", "NaN", "atan2",
+    }
+)  # fmt: skip
+
+
+def metric_names(expr: str) -> frozenset[str]:
+    """Series names an expression selects (functions, keywords and labels excluded)."""
+    text = _STRING.sub('""', expr)
+    text = _MATCHERS.sub("", text)
+    text = _RANGE.sub("", text)
+    text = _GROUPING.sub("", text)
+    names = set()
+    for match in _IDENT.finditer(text):
+        name, call = match.group(1), match.group(2)
+        if call or name in _KEYWORDS:
+            continue
+        names.add(name)
+    return frozenset(names)

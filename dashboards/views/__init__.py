@@ -1,0 +1,25 @@
+"""The four dashboard views, each a function from a metric profile to rows of panels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from dashboards.panels import RowSpec
+from dashboards.views.fleet import fleet_rows
+from dashboards.views.replica import replica_rows
+from dashboards.views.resilience import resilience_rows
+from dashboards.views.slo import slo_rows
+from telemetry.profiles import Profile
+
+__all__ = ["VIEWS", "View"]
+
+View = Callable[[Profile], tuple[RowSpec, ...]]
+
+# view name -> (dashboard title suffix, rows)
+VIEWS: Final[Mapping[str, tuple[str, View]]] = {
+    "slo": ("SLO overview", slo_rows),
+    "fleet": ("fleet", fleet_rows),
+    "replica": ("replica drill-down", replica_rows),
+    "resilience": ("resilience", resilience_rows),
+}

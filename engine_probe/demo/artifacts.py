@@ -1,0 +1,180 @@
+"""The demo's generated files: Prometheus rules with their promtool tests, and dashboards.
+
+Three rule files, each with its promtool test beside it (``<stem>_test.yaml``):
+
+- ``slo.rules.yaml``: the demo SLO spec on the fleetwatch profile (``slo.rules``);
+- ``outliers.rules.yaml``: the slow-replica detector as PromQL (``telemetry.analysis``), with a
+  rate window and ``for:`` short enough for a one-minute run;
+- ``operational.rules.yaml``: KV cache, preemption, GPU, breaker, retry and telemetry alerts
+  (``dashboards.alerts``).
+
+``check_rules`` runs ``promtool check rules`` and ``promtool test rules`` when promtool exists.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from telemetry.atomic import atomic_write_text
+
+__all__ = [
+    "OUTLIER_FOR",
+    "OUTLIER_WINDOW",
+    "PromtoolResult",
+    "RuleFiles",
+    "check_rules",
+    "write_dashboards",
+    "write_rules",
+]
+
+OUTLIER_WINDOW = "30s"
+"""Rate window of the demo's outlier rules (the default 5m would outlast the run)."""
+OUTLIER_FOR = "10s"
+"""How long a replica must stand out before the demo's outlier alert fires."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleFiles:
+    """Paths of the written rule files and their promtool tests."""
+
+    rules: tuple[Path, ...]
+    tests: tuple[Path, ...]
+    alert_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PromtoolResult:
+    """Outcome of one promtool invocation (``ok`` False with ``skipped`` when not installed)."""
+
+    command: str
+    ok: bool
+    output: str
+    skipped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "ok": self.ok,
+            "skipped": self.skipped,
+            "output": self.output,
+        }
+
+
+OUTLIER_TEST_STEP = 10
+"""Seconds between samples in the outlier rules' promtool test (the generator writes one sample
+a minute, fewer than two per 30 s rate window; the demo's copy keeps the same samples and
+expectations on a 10 s grid)."""
+
+
+def _seconds(text: str) -> int:
+    from slo.duration import parse_duration
+
+    return parse_duration(text)
+
+
+def _rescaled(doc: dict[str, Any], step_s: int) -> dict[str, Any]:
+    """The same promtool test with every interval and evaluation time moved from a one-minute
+    sample grid to one of ``step_s`` seconds (sample k stays sample k)."""
+
+    def scale(text: str) -> str:
+        return f"{_seconds(text) * step_s // 60}s"
+
+    out = dict(doc)
+    out["evaluation_interval"] = scale(str(doc["evaluation_interval"]))
+    tests = []
+    for t in doc["tests"]:
+        t = dict(t)
+        t["interval"] = scale(str(t["interval"]))
+        for key in ("alert_rule_test", "promql_expr_test"):
+            if key in t:
+                t[key] = [{**c, "eval_time": scale(str(c["eval_time"]))} for c in t[key]]
+        tests.append(t)
+    out["tests"] = tests
+    return out
+
+
+def _test_path(rules: Path) -> Path:
+    return rules.with_name(f"{rules.name.removesuffix('.rules.yaml')}.rules_test.yaml")
+
+
+def write_rules(folder: Path, spec: Any) -> RuleFiles:
+    """Generate and write every rule file of the demo and its promtool test into ``folder``."""
+    from dashboards.alerts import alert_rules, alert_tests, rules_document
+    from dashboards.alerts import render_yaml as render_ops
+    from slo.rules import generate_promtool_tests, generate_rules, render_rules, render_tests
+    from telemetry.analysis.outliers.rules import (
+        ALERT_NAME,
+        RuleOptions,
+        outlier_rules,
+        outlier_rules_test,
+        render_yaml,
+    )
+    from telemetry.profiles import get_profile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    profile = get_profile("fleetwatch")
+
+    slo_path = folder / "slo.rules.yaml"
+    ruleset = generate_rules(spec, profile)
+    atomic_write_text(slo_path, render_rules(ruleset))
+    atomic_write_text(
+        _test_path(slo_path), render_tests(generate_promtool_tests(ruleset, profile, slo_path.name))
+    )
+
+    out_path = folder / "outliers.rules.yaml"
+    options = RuleOptions(window=OUTLIER_WINDOW, for_=OUTLIER_FOR)
+    atomic_write_text(out_path, render_yaml(outlier_rules(profile, options)))
+    test_doc = _rescaled(outlier_rules_test(profile, out_path.name, options), OUTLIER_TEST_STEP)
+    atomic_write_text(_test_path(out_path), render_yaml(test_doc))
+
+    ops_path = folder / "operational.rules.yaml"
+    atomic_write_text(ops_path, render_ops(rules_document(profile, "runbooks")))
+    atomic_write_text(
+        _test_path(ops_path), render_ops(alert_tests(profile, ops_path.name, "runbooks"))
+    )
+
+    names = (
+        *dict.fromkeys(a.name for a in ruleset.alerts),
+        ALERT_NAME,
+        *(a.name for a in alert_rules(profile)),
+    )
+    paths = (slo_path, out_path, ops_path)
+    return RuleFiles(paths, tuple(_test_path(p) for p in paths), names)
+
+
+def write_dashboards(folder: Path, profile: str = "fleetwatch") -> tuple[Path, ...]:
+    """The generated Grafana dashboards of ``profile`` (the same JSON as ``dashboards/json``)."""
+    from dashboards.build import render_all
+    from dashboards.build import write_dashboards as write_all
+
+    return write_all(folder, render_all([profile]))
+
+
+def _promtool(args: Sequence[str], cwd: Path, binary: str | None) -> PromtoolResult:
+    command = " ".join(["promtool", *args])
+    if binary is None:
+        return PromtoolResult(command, False, "promtool not found on PATH", skipped=True)
+    try:
+        done = subprocess.run(
+            [binary, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return PromtoolResult(command, False, f"{type(exc).__name__}: {exc}")
+    text = (done.stdout + done.stderr).strip()
+    return PromtoolResult(command, done.returncode == 0, text)
+
+
+def check_rules(files: RuleFiles, *, binary: str | None = None) -> tuple[PromtoolResult, ...]:
+    """``promtool check rules`` on every rule file and ``promtool test rules`` on every test."""
+    found = binary or shutil.which("promtool")
+    if not files.rules:
+        return ()
+    cwd = files.rules[0].parent
+    out = [_promtool(["check", "rules", *(p.name for p in files.rules)], cwd, found)]
+    out.append(_promtool(["test", "rules", *(p.name for p in files.tests)], cwd, found))
+    return tuple(out)

@@ -1,0 +1,140 @@
+"""Writing and showing a probe run: JSON, CSV, request records, and a terminal table.
+
+Every file goes through ``telemetry.atomic`` so an interrupted run leaves no half-written output.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from engine_probe.probe.runner import ProbeRun, to_records
+from engine_probe.probe.stats import RunSummary
+from telemetry.atomic import atomic_write_text
+
+__all__ = ["render_table", "run_to_dict", "write_csv", "write_json", "write_records_file"]
+
+
+def _clean(value: Any) -> Any:
+    """NaN and inf are not JSON: write them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def run_to_dict(run: ProbeRun) -> dict[str, Any]:
+    plan = run.plan
+    out: dict[str, Any] = _clean(
+        {
+            "url": run.url,
+            "plan": {
+                "mode": plan.mode,
+                "levels": list(plan.levels),
+                "requests": plan.requests,
+                "prompt_tokens": plan.prompt_tokens,
+                "max_tokens": plan.max_tokens,
+                "burstiness": plan.burstiness,
+                "max_concurrency": plan.max_concurrency,
+                "model": plan.model,
+                "seed": plan.seed,
+                "targets": {
+                    "ttft_s": plan.targets.ttft_s,
+                    "tpot_s": plan.targets.tpot_s,
+                    "ttft_from_schedule": plan.targets.from_schedule,
+                },
+            },
+            "levels": [lv.summary.to_dict() for lv in run.levels],
+            "capacity": run.capacity,
+            "capacity_unit": "concurrency" if plan.mode == "closed" else "requests/s",
+        }
+    )
+    return out
+
+
+def write_json(path: str | Path, run: ProbeRun) -> None:
+    atomic_write_text(path, json.dumps(run_to_dict(run), indent=2) + "\n")
+
+
+def write_csv(path: str | Path, run: ProbeRun) -> None:
+    rows = [_clean(lv.summary.flat()) for lv in run.levels]
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
+def write_records_file(path: str | Path, run: ProbeRun) -> int:
+    from telemetry.records import write_records
+
+    return write_records(path, to_records(run))
+
+
+def _ms(x: float) -> str:
+    return "-" if not math.isfinite(x) else f"{x * 1e3:.1f}"
+
+
+def render_table(run: ProbeRun) -> Any:
+    """A rich ``Table``: one row per load level (milliseconds, per second)."""
+    from rich.table import Table
+
+    t = Table(title=f"probe {run.url} ({run.plan.mode})", show_lines=False)
+    cols = [
+        "load",
+        "ok",
+        "req/s",
+        "tok/s",
+        "ttft50",
+        "ttft99",
+        "ttft99 sch",
+        "tpot50",
+        "tpot99",
+        "itl99",
+        "good/s",
+        "meet",
+        "lag99",
+    ]
+    for c in cols:
+        t.add_column(c, justify="right")
+    if any(lv.summary.bound_fraction is not None for lv in run.levels):
+        t.add_column("bound", justify="right")
+    for lv in run.levels:
+        s: RunSummary = lv.summary
+        row = [
+            s.label,
+            f"{s.ok}/{s.requests}",
+            f"{s.request_throughput:.2f}",
+            f"{s.output_tokens_per_s:.0f}",
+            _ms(s.ttft.p50),
+            _ms(s.ttft.p99),
+            _ms(s.ttft_sched.p99),
+            _ms(s.tpot.p50),
+            _ms(s.tpot.p99),
+            _ms(s.itl.p99),
+            f"{s.goodput_rps:.2f}",
+            f"{s.attainment:.0%}",
+            _ms(s.send_lag.p99),
+        ]
+        if len(t.columns) > len(cols):
+            row.append("-" if s.bound_fraction is None else f"{s.bound_fraction:.1%}")
+        t.add_row(*row)
+    cap = run.capacity
+    unit = "concurrency" if run.plan.mode == "closed" else "req/s"
+    t.caption = (
+        f"times in ms; targets TTFT<={run.plan.targets.ttft_s:g}s TPOT<={run.plan.targets.tpot_s:g}s; "
+        + (
+            f"capacity (>=90% meet both): {cap:g} {unit}"
+            if cap is not None
+            else "capacity: no level met the targets"
+        )
+    )
+    return t

@@ -1,0 +1,125 @@
+"""``fleetwatch engine serve``: the reference engine behind the OpenAI-compatible HTTP server.
+
+The front door mounts ``serve`` under the engine's sub-command (``app.command("serve")(serve)``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import typer
+
+__all__ = ["serve"]
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default)."),
+    port: int = typer.Option(8000, "--port", help="TCP port (0: any free port)."),
+    model_config: Path | None = typer.Option(
+        None, "--model-config", help="Hugging Face config.json (shape only; weights stay random)."
+    ),
+    model_name: str = typer.Option(
+        "reference", "--model-name", help="Name clients send as 'model'."
+    ),
+    replica: str = typer.Option(
+        "replica-0", "--replica", help="Replica label on metrics and spans."
+    ),
+    replicas: int = typer.Option(
+        1,
+        "--replicas",
+        help="Engines to serve, one per port from --port up (labels <replica>-<i>).",
+    ),
+    num_blocks: int = typer.Option(2048, "--num-blocks", help="KV blocks."),
+    max_num_seqs: int = typer.Option(64, "--max-num-seqs", help="Most sequences running at once."),
+    max_queue: int = typer.Option(
+        256, "--max-queue", help="Requests waiting for a first token before answering 429."
+    ),
+    max_lag: int = typer.Option(
+        512, "--max-lag", help="Outputs a streaming reader may lag before it is dropped."
+    ),
+    max_tokens_cap: int | None = typer.Option(None, "--max-tokens-cap", help="Largest max_tokens."),
+    drain_timeout: float = typer.Option(30.0, "--drain-timeout", help="Seconds to drain on stop."),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 | bfloat16."),
+    records: Path | None = typer.Option(
+        None, "--records", help="Write each finished request's record into this folder (JSONL)."
+    ),
+    span_file: Path | None = typer.Option(
+        None, "--span-file", help="Write spans as JSON lines here (OTEL_* variables also work)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
+) -> None:
+    """Serve the reference engine: /v1/completions (SSE), /metrics, /health. Ctrl-C drains and stops."""
+    import asyncio
+    import signal
+
+    from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
+    from engine_probe.serve.lifecycle import start_server
+    from engine_probe.serve.server import ServerConfig
+
+    if not 0 <= port <= 65535:
+        raise EngineConfigError(f"--port must be 0..65535, got {port}")
+    if not 1 <= replicas <= 64:
+        raise EngineConfigError(f"--replicas must be 1..64, got {replicas}")
+    try:
+        config = ServerConfig(
+            max_queue=max_queue,
+            max_lag=max_lag,
+            drain_timeout_s=drain_timeout,
+            max_tokens_cap=max_tokens_cap,
+        )
+    except ValueError as exc:
+        raise EngineConfigError(str(exc).replace("ServerConfig.", "--").replace("_", "-")) from None
+    mcfg = (
+        ModelConfig.from_hf_config(model_config, seed=seed)
+        if model_config is not None
+        else ModelConfig(seed=seed)
+    )
+
+    def engine_config(i: int) -> EngineConfig:
+        return EngineConfig(
+            num_blocks=num_blocks,
+            max_num_seqs=max_num_seqs,
+            replica=replica if replicas == 1 else f"{replica}-{i}",
+            model_name=model_name,
+            device=cast(Literal["auto", "cpu", "cuda"], device),
+            dtype=cast(Literal["float32", "bfloat16", "float64"], dtype),
+            seed=seed,
+        )
+
+    engine_config(0)  # validate before anything starts
+    sink: Any = None
+    if records is not None:
+        from telemetry.sink import RotatingRecordSink
+
+        sink = RotatingRecordSink(records)
+
+    async def main() -> None:
+        options: dict[str, Any] = {"span_file": span_file} if span_file is not None else {}
+        handles = []
+        for i in range(replicas):
+            engine = LLMEngine(mcfg, engine_config(i))
+            handle = await start_server(
+                engine,
+                host,
+                port + i if port else 0,
+                config=config,
+                record_sink=sink,
+                telemetry_options=options,
+            )
+            handles.append(handle)
+            typer.echo(f"serving {model_name} ({engine.replica}) on {handle.url}")
+        typer.echo("Ctrl-C drains in-flight requests and stops")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        typer.echo("draining in-flight requests ...")
+        cut = sum(await asyncio.gather(*(h.stop() for h in handles)))
+        if sink is not None:
+            sink.close()
+        typer.echo(f"stopped ({cut} requests cut off by the drain timeout)")
+
+    asyncio.run(main())

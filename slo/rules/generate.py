@@ -1,0 +1,310 @@
+"""Generate Prometheus rules for an SLO spec on a metric profile: a pure function, spec in,
+rule groups out (Sloth's pipeline: SLI recording rules -> metadata -> alerts).
+
+Naming scheme (every series labelled ``service`` and ``slo``; per-window series also ``window``):
+
+- ``slo:sli_error:ratio_rate<window>``: bad events / all events over the window (traffic-weighted:
+  a ratio of ``increase()``, for long windows too), one per alert window and for the period.
+- ``slo:sli_events:increase<window>``: events in the long windows (only with ``min_events``).
+- ``slo:objective:ratio``, ``slo:error_budget:ratio``: the objective and 1 - objective.
+- ``slo:period_error_budget_remaining:ratio``: 1 - (period error ratio / budget); negative once
+  the budget is spent.
+- ``slo:current_burn_rate:ratio``: error ratio over the shortest alert window / budget.
+
+Alerts: a page alert and a ticket alert per SLO, each the ``or`` of its burn conditions from the
+window table (long AND short window above burn x budget, no ``for:``), and an absent-metrics
+alert. One group per SLO, rules in dependency order, so an alert reads the recording rules of
+the same evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from slo.duration import format_duration
+from slo.errors import SLOSpecError
+from slo.rules.promql import SLIQuery, format_le, quote, sli_query
+from slo.spec import (
+    AvailabilitySLI,
+    BurnWindow,
+    GoodputSLI,
+    LatencySLI,
+    RatioSLI,
+    ServiceLevelObjective,
+    Severity,
+    SLOSpec,
+)
+from telemetry.profiles import Profile
+
+__all__ = [
+    "ABSENT_ALERT",
+    "AlertInfo",
+    "Rule",
+    "RuleGroup",
+    "RuleSet",
+    "alert_name",
+    "error_ratio_name",
+    "generate_rules",
+    "runbook_file",
+]
+
+ABSENT_ALERT = "SLOMetricsAbsent"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A recording rule (``record``) or an alerting rule (``alert``)."""
+
+    expr: str
+    record: str | None = None
+    alert: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    for_s: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RuleGroup:
+    name: str
+    interval_s: int
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlertInfo:
+    """One alert the rules emit, for tests and runbooks: its name, severity, the labels and
+    annotations it fires with, and the burn conditions behind it."""
+
+    slo: ServiceLevelObjective
+    name: str
+    severity: Severity
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    windows: tuple[BurnWindow, ...]
+    runbook: str
+    for_s: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """Everything generated for one spec on one profile."""
+
+    spec: SLOSpec
+    profile: str
+    groups: tuple[RuleGroup, ...]
+    alerts: tuple[AlertInfo, ...]
+    queries: Mapping[str, SLIQuery]
+
+
+def error_ratio_name(window_s: int) -> str:
+    return f"slo:sli_error:ratio_rate{format_duration(window_s)}"
+
+
+def events_name(window_s: int) -> str:
+    return f"slo:sli_events:increase{format_duration(window_s)}"
+
+
+def _kind_word(slo: ServiceLevelObjective) -> str:
+    return slo.sli.kind.value
+
+
+def alert_name(slo: ServiceLevelObjective, severity: Severity) -> str:
+    """``SLO<Kind>FastBurn`` for pages, ``SLO<Kind>SlowBurn`` for tickets, unless the spec
+    names them."""
+    custom = slo.alerting.page_name if severity == "page" else slo.alerting.ticket_name
+    if custom:
+        return custom
+    speed = "Fast" if severity == "page" else "Slow"
+    return f"SLO{_kind_word(slo).capitalize()}{speed}Burn"
+
+
+def runbook_file(slo: ServiceLevelObjective, severity: Severity | None) -> str:
+    """Runbook page name: ``slo-<kind>-fast-burn.md``, ``slo-<kind>-slow-burn.md``,
+    ``slo-metrics-absent.md``. Latency SLOs get one page per signal (``slo-ttft-fast-burn.md``):
+    a slow first token and slow decoding have different causes."""
+    if severity is None:
+        return "slo-metrics-absent.md"
+    speed = "fast" if severity == "page" else "slow"
+    word = slo.sli.signal if isinstance(slo.sli, LatencySLI) else _kind_word(slo)
+    return f"slo-{word}-{speed}-burn.md"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.4g}%"
+
+
+def _describe_sli(slo: ServiceLevelObjective) -> str:
+    sli = slo.sli
+    if isinstance(sli, AvailabilitySLI):
+        text = f"requests ending in {'/'.join(sli.bad)} are bad"
+    elif isinstance(sli, LatencySLI):
+        text = f"{sli.signal.upper()} <= {format_le(sli.threshold_s)} s"
+    elif isinstance(sli, GoodputSLI):
+        text = f"TTFT <= {format_le(sli.ttft_s)} s and TPOT <= {format_le(sli.tpot_s)} s"
+    else:
+        assert isinstance(sli, RatioSLI)
+        text = f"ratio of {sli.bad or sli.good} to {sli.total}"
+    sel = slo.selector
+    scope = [
+        f"{k}={v}" for k, v in (("traffic_class", sel.traffic_class), ("model", sel.model)) if v
+    ]
+    return text + (f" ({', '.join(scope)})" if scope else "")
+
+
+def _condition(slo: ServiceLevelObjective, w: BurnWindow, match: str) -> str:
+    thr = repr(slo.threshold(w))
+    parts = [
+        f"max without (window) ({error_ratio_name(w.long_s)}{{{match}}} > {thr})",
+        f"max without (window) ({error_ratio_name(w.short_s)}{{{match}}} > {thr})",
+    ]
+    if slo.min_events > 0:
+        parts.append(
+            f"max without (window) ({events_name(w.long_s)}{{{match}}} >= {slo.min_events})"
+        )
+    return "(\n  " + "\nand\n  ".join(parts) + "\n)"
+
+
+def _annotations(
+    spec: SLOSpec,
+    slo: ServiceLevelObjective,
+    severity: Severity,
+    windows: tuple[BurnWindow, ...],
+    runbook: str,
+) -> dict[str, str]:
+    period = format_duration(slo.period_s)
+    budget_min = slo.budget_s / 60
+    conds = "; or ".join(
+        f"{w.burn:g}x over {format_duration(w.long_s)} and {format_duration(w.short_s)} "
+        f"({_pct(w.budget_fraction(slo.period_s))} of the budget spent)"
+        for w in windows
+    )
+    speed = "fast" if severity == "page" else "slowly"
+    out = {
+        "summary": f"{spec.service} SLO {slo.name}: error budget burning {speed}",
+        "description": (
+            f"Objective {slo.objective:g}% over {period} (error budget {_pct(slo.error_budget)}, "
+            f"{budget_min:.1f} minutes). SLI: {_describe_sli(slo)}. Burning at more than {conds}."
+        ),
+        "runbook_url": runbook,
+    }
+    out.update(slo.alerting.annotations)
+    return out
+
+
+def _runbook_url(spec: SLOSpec, slo: ServiceLevelObjective, severity: Severity | None) -> str:
+    if slo.alerting.runbook_url:
+        return slo.alerting.runbook_url
+    base = spec.runbook_base if spec.runbook_base.endswith("/") else spec.runbook_base + "/"
+    return base + runbook_file(slo, severity)
+
+
+def _slo_group(
+    spec: SLOSpec, slo: ServiceLevelObjective, profile: Profile
+) -> tuple[RuleGroup, list[AlertInfo], SLIQuery]:
+    query = sli_query(slo, profile)
+    ident = {"service": spec.service, "slo": slo.name}
+    match = ",".join(f"{k}={quote(v)}" for k, v in ident.items())
+    rules: list[Rule] = []
+    for w_s in slo.window_seconds():
+        window = format_duration(w_s)
+        rules.append(
+            Rule(
+                query.error_ratio(window),
+                record=error_ratio_name(w_s),
+                labels={**ident, "window": window},
+            )
+        )
+    if slo.min_events > 0:
+        for w_s in sorted({w.long_s for w in slo.windows}):
+            window = format_duration(w_s)
+            rules.append(
+                Rule(
+                    query.events(window),
+                    record=events_name(w_s),
+                    labels={**ident, "window": window},
+                )
+            )
+    budget = repr(slo.error_budget)
+    period_ratio = f"{error_ratio_name(slo.period_s)}{{{match}}}"
+    shortest = min((w.short_s for w in slo.windows), default=slo.period_s)
+    rules += [
+        Rule(f"vector({slo.objective_ratio!r})", record="slo:objective:ratio", labels=ident),
+        Rule(f"vector({budget})", record="slo:error_budget:ratio", labels=ident),
+        Rule(
+            f"1 - (sum without (window) ({period_ratio}) / {budget})",
+            record="slo:period_error_budget_remaining:ratio",
+            labels=ident,
+        ),
+        Rule(
+            f"sum without (window) ({error_ratio_name(shortest)}{{{match}}}) / {budget}",
+            record="slo:current_burn_rate:ratio",
+            labels=ident,
+        ),
+    ]
+    alerts: list[AlertInfo] = []
+    if slo.alerting.enabled:
+        for severity in ("page", "ticket"):
+            sev: Severity = "page" if severity == "page" else "ticket"
+            windows = tuple(w for w in slo.windows if w.severity == sev)
+            if not windows:
+                continue
+            name = alert_name(slo, sev)
+            extra = slo.alerting.page_labels if sev == "page" else slo.alerting.ticket_labels
+            labels = {**spec.labels, **extra, **ident, "severity": sev}
+            runbook = _runbook_url(spec, slo, sev)
+            annotations = _annotations(spec, slo, sev, windows, runbook)
+            expr = "\nor\n".join(_condition(slo, w, match) for w in windows)
+            rules.append(Rule(expr, alert=name, labels=labels, annotations=annotations))
+            alerts.append(AlertInfo(slo, name, sev, labels, annotations, windows, runbook))
+        absent_labels = {**spec.labels, **slo.alerting.page_labels, **ident, "severity": "page"}
+        runbook = _runbook_url(spec, slo, None)
+        absent_ann = {
+            "summary": f"{spec.service} SLO {slo.name}: its metrics are missing",
+            "description": (
+                f"No series matches {query.absent} for {format_duration(slo.alerting.absent_for_s)}: "
+                "the burn-rate alerts of this SLO cannot fire. Check the scrape target and the "
+                "metric names of the profile."
+            ),
+            "runbook_url": runbook,
+            **slo.alerting.annotations,
+        }
+        rules.append(
+            Rule(
+                f"absent({query.absent})",
+                alert=ABSENT_ALERT,
+                labels=absent_labels,
+                annotations=absent_ann,
+                for_s=slo.alerting.absent_for_s,
+            )
+        )
+        alerts.append(
+            AlertInfo(
+                slo,
+                ABSENT_ALERT,
+                "page",
+                {**query.absent_labels, **absent_labels},
+                absent_ann,
+                (),
+                runbook,
+                slo.alerting.absent_for_s,
+            )
+        )
+    group = RuleGroup(f"slo:{spec.service}:{slo.name}", spec.evaluation_interval_s, tuple(rules))
+    return group, alerts, query
+
+
+def generate_rules(spec: SLOSpec, profile: Profile) -> RuleSet:
+    """All rule groups for ``spec`` on ``profile``. Raises ``SLOSpecError`` naming the YAML path
+    of the first SLO the profile cannot express, and when nothing would be generated."""
+    groups: list[RuleGroup] = []
+    alerts: list[AlertInfo] = []
+    queries: dict[str, SLIQuery] = {}
+    for slo in spec.slos:
+        group, slo_alerts, query = _slo_group(spec, slo, profile)
+        groups.append(group)
+        alerts.extend(slo_alerts)
+        queries[slo.name] = query
+    if not any(g.rules for g in groups):
+        raise SLOSpecError("no rules to write: the spec produced an empty rules file", path="slos")
+    return RuleSet(spec, profile.name, tuple(groups), tuple(alerts), queries)

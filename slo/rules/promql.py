@@ -1,0 +1,236 @@
+"""PromQL fragments for SLIs: selectors from a metric profile, ``le`` matchers, error ratios.
+
+An SLI is a pair of PromQL templates with a ``{window}`` placeholder: the bad-event count and the
+total-event count over a window, both as ``sum(increase(...))``. The error ratio is their
+quotient, so every window is traffic-weighted (a ratio of increases, never a mean of short
+ratios). Bad-outcome counters that may not exist yet are guarded with ``or vector(0)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from slo.errors import SLOSpecError
+from slo.spec import (
+    AvailabilitySLI,
+    GoodputSLI,
+    LatencySLI,
+    RatioSLI,
+    ServiceLevelObjective,
+)
+from telemetry.profiles import MetricRef, Profile, Signal
+
+__all__ = [
+    "SLIQuery",
+    "equality_labels",
+    "format_le",
+    "le_matcher",
+    "nearest_buckets",
+    "quote",
+    "selector_labels",
+    "sli_query",
+]
+
+_EQ = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*')
+_REGEX_SPECIAL = set(r"\.^$|?*+()[]{}")
+
+
+def quote(value: str) -> str:
+    """A PromQL double-quoted string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def format_le(value: float) -> str:
+    """The shortest plain decimal for a bucket bound, as Go clients write it (``1``, ``0.5``)."""
+    return str(np.format_float_positional(value, trim="-"))
+
+
+def le_matcher(value: float) -> str:
+    """An ``le`` matcher that matches the bound however it is spelled: ``0.5``, ``0.50``, ``1``,
+    ``1.0``. Prometheus 3 rewrites classic-histogram ``le`` values to float form (``1`` becomes
+    ``1.0``) while older servers keep what the client exposed, so an exact match breaks on
+    upgrade. The dot is written as ``[.]`` to need no escaping."""
+    text = format_le(value)
+    if "." in text:
+        whole, frac = text.split(".")
+        return f'le=~"{whole}[.]{frac}0*"'
+    return f'le=~"{text}([.]0+)?"'
+
+
+def nearest_buckets(value: float, buckets: Sequence[float], n: int = 2) -> list[float]:
+    """Up to ``n`` bucket bounds on each side of ``value``."""
+    below = [b for b in buckets if b < value][-n:]
+    above = [b for b in buckets if b > value][:n]
+    return below + above
+
+
+@dataclass(frozen=True, slots=True)
+class SLIQuery:
+    """PromQL templates (``{window}`` placeholder) for one SLI on one profile.
+
+    ``bad`` and ``total`` count events over the window; ``absent`` is the selector whose absence
+    means the SLI has no data, with ``absent_labels`` the labels ``absent()`` will carry.
+    """
+
+    bad: str
+    total: str
+    absent: str
+    absent_labels: Mapping[str, str]
+
+    def error_ratio(self, window: str) -> str:
+        bad = self.bad.replace("{window}", window)
+        total = self.total.replace("{window}", window)
+        return f"({bad})\n/\n({total})"
+
+    def events(self, window: str) -> str:
+        return self.total.replace("{window}", window)
+
+
+def _increase(selector: str) -> str:
+    return f"sum(increase({selector}[{{window}}]))"
+
+
+def selector_labels(slo: ServiceLevelObjective, profile: Profile) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    sel = slo.selector
+    if sel.traffic_class is not None:
+        if profile.class_label is None:
+            raise SLOSpecError(
+                f"profile '{profile.name}' has no traffic-class label, so a per-class SLO "
+                "cannot be written for it (use the fleetwatch profile or drop the selector)",
+                path=f"{slo.path}.selector.traffic_class",
+            )
+        labels[profile.class_label] = sel.traffic_class
+    if sel.model is not None:
+        labels[profile.model_label] = sel.model
+    return labels
+
+
+def _matchers(ref: MetricRef, labels: Mapping[str, str], extra: str = "") -> str:
+    parts = [f"{k}={quote(v)}" for k, v in labels.items()]
+    if extra:
+        parts.append(extra)
+    return ",".join(parts)
+
+
+def equality_labels(matchers: str) -> dict[str, str] | None:
+    if not matchers:
+        return {}
+    out = {}
+    for part in matchers.split(","):
+        m = _EQ.fullmatch(part)
+        if m is None:
+            return None
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def _regex_escape(value: str) -> str:
+    return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in value)
+
+
+def _bad_outcomes(refs: Sequence[MetricRef], labels: Mapping[str, str]) -> str:
+    """Sum of bad-outcome counters; same-metric equality matchers merged into one regex."""
+    by_name: dict[str, list[MetricRef]] = {}
+    for ref in refs:
+        by_name.setdefault(ref.name, []).append(ref)
+    terms = []
+    for name, group in by_name.items():
+        parsed = [equality_labels(r.matchers) for r in group]
+        keys = {next(iter(p)) for p in parsed if p is not None and len(p) == 1}
+        if len(group) > 1 and len(keys) == 1 and all(p is not None and len(p) == 1 for p in parsed):
+            key = keys.pop()
+            values = "|".join(_regex_escape(p[key]) for p in parsed if p is not None)
+            regex = f"{key}=~{quote(values)}"
+            sel = f"{name}{{{_matchers(group[0], labels, regex)}}}"
+            terms.append(f"({_increase(sel)} or vector(0))")
+        else:
+            for ref in group:
+                terms.append(f"({_increase(ref.selector(_matchers(ref, labels)))} or vector(0))")
+    return "\n+ ".join(terms)
+
+
+def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
+    """The SLI of ``slo`` on ``profile``; ``SLOSpecError`` naming the YAML path when the profile
+    cannot express it (missing signal, outcome, class label, or a threshold off the buckets)."""
+    sli = slo.sli
+    labels = selector_labels(slo, profile)
+    if isinstance(sli, AvailabilitySLI):
+        outcomes = profile.outcomes
+        total_sel = outcomes.total.selector(_matchers(outcomes.total, labels))
+        if outcomes.good is not None:
+            good_sel = outcomes.good.selector(_matchers(outcomes.good, labels))
+            bad = f"{_increase(total_sel)}\n- ({_increase(good_sel)} or vector(0))"
+        else:
+            refs = []
+            for outcome in sli.bad:
+                if outcome not in outcomes.bad:
+                    counted = ", ".join(outcomes.bad) or "none"
+                    raise SLOSpecError(
+                        f"profile '{profile.name}' does not count outcome '{outcome}' "
+                        f"(it counts: {counted})",
+                        path=f"{slo.path}.sli.bad",
+                    )
+                refs.append(outcomes.bad[outcome])
+            bad = _bad_outcomes(refs, labels)
+        return SLIQuery(
+            bad, _increase(total_sel), total_sel, _absent_labels(outcomes.total, labels)
+        )
+    if isinstance(sli, LatencySLI):
+        signal = Signal(sli.signal)
+        if not profile.has(signal):
+            raise SLOSpecError(
+                f"profile '{profile.name}' does not export signal '{sli.signal}' "
+                f"(it exports latency for: "
+                f"{', '.join(s for s in ('ttft', 'tpot', 'itl', 'e2e') if profile.has(Signal(s)))})",
+                path=f"{slo.path}.sli.signal",
+            )
+        ref = profile.metric(signal)
+        _check_bucket(sli.threshold_s, ref, profile, f"{slo.path}.sli.threshold")
+        m = _matchers(ref, labels)
+        count = ref.selector(m, "_count")
+        bucket = ref.selector(",".join(p for p in (m, le_matcher(sli.threshold_s)) if p), "_bucket")
+        bad = f"{_increase(count)}\n- {_increase(bucket)}"
+        return SLIQuery(bad, _increase(count), count, _absent_labels(ref, labels))
+    if isinstance(sli, GoodputSLI):
+        if not profile.has(Signal.GOODPUT):
+            raise SLOSpecError(
+                f"profile '{profile.name}' exports no per-request goodput counter; "
+                "goodput SLOs need one (use the fleetwatch profile)",
+                path=f"{slo.path}.sli.kind",
+            )
+        good_ref = profile.metric(Signal.GOODPUT)
+        total_ref = profile.outcomes.total
+        total_sel = total_ref.selector(_matchers(total_ref, labels))
+        good_sel = good_ref.selector(_matchers(good_ref, labels))
+        bad = f"{_increase(total_sel)}\n- ({_increase(good_sel)} or vector(0))"
+        return SLIQuery(bad, _increase(total_sel), total_sel, _absent_labels(total_ref, labels))
+    assert isinstance(sli, RatioSLI)
+    if sli.bad is not None:
+        bad = f"({_increase(sli.bad)} or vector(0))"
+    else:
+        bad = f"{_increase(sli.total)}\n- ({_increase(str(sli.good))} or vector(0))"
+    inner = sli.total.partition("{")[2].rstrip("}")
+    return SLIQuery(bad, _increase(sli.total), sli.total, equality_labels(inner) or {})
+
+
+def _absent_labels(ref: MetricRef, labels: Mapping[str, str]) -> dict[str, str]:
+    out = dict(equality_labels(ref.matchers) or {})
+    out.update(labels)
+    return out
+
+
+def _check_bucket(threshold: float, ref: MetricRef, profile: Profile, path: str) -> None:
+    if any(abs(b - threshold) <= 1e-12 * max(1.0, abs(b)) for b in ref.buckets):
+        return
+    near = ", ".join(format_le(b) for b in nearest_buckets(threshold, ref.buckets))
+    raise SLOSpecError(
+        f"threshold {format_le(threshold)} s is not a bucket boundary of {ref.name} in profile "
+        f"'{profile.name}', so the SLI cannot be read from the histogram; nearest boundaries: "
+        f"{near} (or set the engine's buckets to include it)",
+        path=path,
+    )

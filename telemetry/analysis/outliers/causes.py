@@ -1,0 +1,111 @@
+"""Why a replica stands out: the replica itself, or what it was sent.
+
+A latency outlier is blamed on the replica only when it is slow like-for-like: its per-prompt-length
+bucket medians exceed the fleet's in the same buckets. When it is not (or cannot be compared) and
+its workload differs from the fleet's (longer prompts, fewer prefix-cache hits, more requests), the
+finding is workload-side and the replica is not blamed.
+
+Replica-side causes are told apart by their evidence: configuration drift (a fingerprint value that
+differs from the fleet majority), slow or throttled hardware (GPU clock below its peers, clock-event
+reasons set, power off the fleet), host contention (GPU counters present and normal while the
+replica is slow: the GPU waits on the host). Without GPU counters the two cannot be told apart and
+the cause says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from telemetry.analysis.outliers.signals import SignalSpec
+
+__all__ = ["Cause", "ReplicaContext", "Side", "classify"]
+
+
+class Side(StrEnum):
+    """Who is to blame: the replica (fix or drain it) or its traffic (fix the routing)."""
+
+    REPLICA = "replica"
+    WORKLOAD = "workload"
+
+
+class Cause(StrEnum):
+    """Suspected cause of a finding."""
+
+    SLOW_HARDWARE = "slow_or_throttled_hardware"
+    CONFIG_DRIFT = "config_or_version_drift"
+    HOST_CONTENTION = "host_contention"
+    HARDWARE_OR_HOST = "slow_hardware_or_host_contention"
+    REPLICA_ERRORS = "replica_errors"
+    PROMPT_LENGTH_MIX = "prompt_length_mix"
+    PREFIX_CACHE_SKEW = "prefix_cache_hit_skew"
+    LOAD_SKEW = "request_load_skew"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaContext:
+    """Everything known about one replica besides the flagged signal.
+
+    ``matched_slow``: True when slow like-for-like, False when normal like-for-like, None when no
+    like-for-like comparison was possible. ``workload``: (cause, evidence) for each way its traffic
+    differs from the fleet's, largest first.
+    """
+
+    matched_slow: bool | None = None
+    matched_evidence: tuple[str, ...] = ()
+    workload: tuple[tuple[Cause, str], ...] = ()
+    workload_evidence: tuple[str, ...] = ()
+    gpu_present: bool = False
+    gpu_bad: tuple[str, ...] = ()
+    drift: tuple[str, ...] = ()
+    low_request_rate: bool = False
+    extra: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _replica_cause(ctx: ReplicaContext) -> tuple[Cause, tuple[str, ...]]:
+    if ctx.drift:
+        return Cause.CONFIG_DRIFT, ctx.drift
+    if ctx.gpu_bad:
+        return Cause.SLOW_HARDWARE, ctx.gpu_bad
+    if ctx.gpu_present:
+        return Cause.HOST_CONTENTION, (
+            "GPU counters are in line with the fleet while the replica is slow: the GPU is "
+            "waiting on the host (CPU, memory, noisy neighbour)",
+        )
+    return Cause.HARDWARE_OR_HOST, (
+        "no GPU counters: slow hardware and host contention cannot be told apart",
+    )
+
+
+def classify(spec: SignalSpec, ctx: ReplicaContext) -> tuple[Side, Cause, tuple[str, ...]]:
+    """Side, cause and the evidence lines that support them, for a flagged ``spec`` signal."""
+    evidence: list[str] = []
+    if spec.family == "errors":
+        if ctx.drift:
+            return Side.REPLICA, Cause.CONFIG_DRIFT, ctx.drift
+        return Side.REPLICA, Cause.REPLICA_ERRORS, ()
+    if spec.family == "gpu":
+        if ctx.drift:
+            return Side.REPLICA, Cause.CONFIG_DRIFT, ctx.drift
+        return Side.REPLICA, Cause.SLOW_HARDWARE, ctx.gpu_bad
+    if spec.family == "throughput":
+        if ctx.low_request_rate:
+            return Side.WORKLOAD, Cause.LOAD_SKEW, ctx.workload_evidence
+        cause, why = _replica_cause(ctx)
+        return Side.REPLICA, cause, why
+    # Latency: like-with-like decides.
+    evidence.extend(ctx.matched_evidence)
+    evidence.extend(ctx.workload_evidence)
+    if ctx.drift or ctx.gpu_bad:
+        cause, why = _replica_cause(ctx)
+        return Side.REPLICA, cause, (*evidence, *why)
+    if ctx.matched_slow is True:
+        cause, why = _replica_cause(ctx)
+        return Side.REPLICA, cause, (*evidence, *why)
+    if ctx.workload:
+        return Side.WORKLOAD, ctx.workload[0][0], tuple(evidence)
+    if ctx.matched_slow is False:
+        evidence.append("slow only on its raw median: within prompt-length buckets it is normal")
+        return Side.WORKLOAD, Cause.PROMPT_LENGTH_MIX, tuple(evidence)
+    cause, why = _replica_cause(ctx)
+    return Side.REPLICA, cause, (*evidence, *why)

@@ -1,0 +1,371 @@
+"""The outlier detector as Prometheus recording and alerting rules, plus a promtool test.
+
+Per replica: the p50 of each latency histogram (TTFT, TPOT or ITL, end-to-end) over a window and
+its error ratio; per model (the fleet): ``quantile(0.5, …)`` of those across replicas, the MAD,
+and a spread floor of 5 % of the median so the score is sound when MAD is 0. A replica alerts
+(``FleetReplicaOutlier``, label ``signal``) when its ratio to the fleet median is at least
+``min_effect`` and its robust z beyond ``z_cutoff``, it serves at least ``min_rate_per_s``
+requests per second, and its fleet has at least ``min_fleet`` such replicas.
+
+Unlike ``fleetwatch fleet outliers``, PromQL cannot normalise by prompt length or say why: the
+alert names the replica and the runbook tells the responder to run the command for the cause.
+Metric names come from ``telemetry.profiles``; nothing here spells an engine's names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from telemetry.analysis.errors import AnalysisError
+from telemetry.analysis.outliers.sources import histogram_quantile
+from telemetry.profiles import MetricRef, Profile, Signal
+
+__all__ = [
+    "ALERT_NAME",
+    "RUNBOOK",
+    "RuleOptions",
+    "outlier_rules",
+    "outlier_rules_test",
+    "render_yaml",
+]
+
+ALERT_NAME = "FleetReplicaOutlier"
+RUNBOOK = "runbooks/replica-outlier.md"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleOptions:
+    """Generation settings. ``window``: rate window; ``for_``: how long before firing."""
+
+    window: str = "5m"
+    min_effect: float = 1.25
+    z_cutoff: float = 3.5
+    rel_floor: float = 0.05
+    error_min_diff: float = 0.02
+    error_floor: float = 0.005
+    min_rate_per_s: float = 0.1
+    min_fleet: int = 3
+    for_: str = "10m"
+    severity: str = "ticket"
+    runbook_url: str = RUNBOOK
+
+
+def _latency_refs(profile: Profile) -> list[tuple[str, MetricRef]]:
+    out = []
+    for name, sigs in (
+        ("ttft", (Signal.TTFT,)),
+        ("tpot", (Signal.TPOT, Signal.ITL)),
+        ("e2e", (Signal.E2E,)),
+    ):
+        for s in sigs:
+            if profile.has(s) and profile.metric(s).kind == "histogram":
+                out.append((name, profile.metric(s)))
+                break
+    return out
+
+
+def _names(signal: str, w: str) -> dict[str, str]:
+    base = f"fleet_{signal}_seconds" if signal != "error" else "fleet_error"
+    stat = f"p50_{w}" if signal != "error" else f"ratio_{w}"
+    return {
+        "replica": f"replica:{base}:{stat}",
+        "median": f"fleet:{base}:{stat}_median",
+        "mad": f"fleet:{base}:{stat}_mad",
+        "scale": f"fleet:{base}:{stat}_scale",
+        "ratio": f"replica:{base}:{stat}_ratio_to_median",
+        "z": f"replica:{base}:{stat}_robust_z",
+    }
+
+
+def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[str, Any]:
+    """Rule groups (the YAML document as a dict) for ``profile``."""
+    o = options or RuleOptions()
+    r, m = profile.replica_label, profile.model_label
+    w = o.window
+    volume = f"replica:fleet_requests:rate{w}"
+    size = "fleet:fleet_replicas:count"
+    records: list[dict[str, Any]] = [
+        {
+            "record": volume,
+            "expr": f"sum by ({m}, {r}) (rate({profile.outcomes.total.selector()}[{w}]))",
+        },
+        {"record": size, "expr": f"count by ({m}) ({volume} >= {o.min_rate_per_s:g})"},
+    ]
+    alerts: list[dict[str, Any]] = []
+    signals: list[tuple[str, str, float, str]] = []
+    for name, ref in _latency_refs(profile):
+        expr = (
+            f"histogram_quantile(0.5, sum by ({m}, {r}, le) "
+            f"(rate({ref.selector(suffix='_bucket')}[{w}])))"
+        )
+        signals.append((name, expr, o.rel_floor, "ratio"))
+    bad = profile.outcomes.bad.get("error")
+    total = f"sum by ({m}, {r}) (rate({profile.outcomes.total.selector()}[{w}]))"
+    if bad is not None:
+        signals.append(
+            (
+                "error",
+                f"(sum by ({m}, {r}) (rate({bad.selector()}[{w}])) or {total} * 0) / {total}",
+                0.0,
+                "absolute",
+            )
+        )
+    elif profile.outcomes.good is not None:
+        good = f"sum by ({m}, {r}) (rate({profile.outcomes.good.selector()}[{w}]))"
+        signals.append(("error", f"1 - {good} / {total}", 0.0, "absolute"))
+    if not signals:
+        raise AnalysisError(f"profile '{profile.name}' has no latency histogram or error counter")
+    for name, expr, floor, gate in signals:
+        n = _names(name, w)
+        floor_expr = (
+            f"{floor:g} * {n['median']}"
+            if gate == "ratio"
+            else f"{n['median']} * 0 + {o.error_floor:g}"
+        )
+        records += [
+            {
+                "record": n["replica"],
+                "expr": f"({expr}) and on ({m}, {r}) ({volume} >= {o.min_rate_per_s:g})",
+            },
+            {"record": n["median"], "expr": f"quantile by ({m}) (0.5, {n['replica']})"},
+            {
+                "record": n["mad"],
+                "expr": f"quantile by ({m}) (0.5, abs({n['replica']} - on ({m}) group_left () {n['median']}))",
+            },
+            {
+                "record": n["scale"],
+                "expr": f"(1.4826 * {n['mad']} > {floor_expr}) or ({floor_expr})",
+            },
+            {
+                "record": n["ratio"],
+                "expr": f"{n['replica']} / on ({m}) group_left () ({n['median']} > 0)",
+            },
+            {
+                "record": n["z"],
+                "expr": f"({n['replica']} - on ({m}) group_left () {n['median']}) / on ({m}) group_left () ({n['scale']} > 0)",
+            },
+        ]
+        if gate == "ratio":
+            effect = f"{n['ratio']} >= {o.min_effect:g}"
+            shown = '{{ $value | printf "%.2f" }}x'
+        else:
+            effect = (
+                f"{n['replica']} - on ({m}) group_left () {n['median']} >= {o.error_min_diff:g}"
+            )
+            shown = "{{ $value | humanizePercentage }} above"
+        alerts.append(
+            {
+                "alert": ALERT_NAME,
+                "expr": f"({effect}) and ({n['z']} > {o.z_cutoff:g}) and on ({m}) ({size} >= {o.min_fleet})",
+                "for": o.for_,
+                "labels": {"severity": o.severity, "signal": name},
+                "annotations": _annotations(profile, o, name, shown),
+            }
+        )
+    return {
+        "groups": [{"name": f"fleetwatch-fleet-outliers-{profile.name}", "rules": records + alerts}]
+    }
+
+
+def _annotations(profile: Profile, o: RuleOptions, signal: str, shown: str) -> dict[str, str]:
+    r, m = profile.replica_label, profile.model_label
+    return {
+        "summary": f"Replica {{{{ $labels.{r} }}}} {signal} is {shown} its fleet median",
+        "description": (
+            f"{{{{ $labels.{r} }}}} ({{{{ $labels.{m} }}}}) stands out from its peers on "
+            f"{signal} over {o.window} (robust z > {o.z_cutoff:g}). Run `fleetwatch fleet "
+            "outliers --prometheus URL` to see whether the replica or its traffic is to blame."
+        ),
+        "runbook_url": o.runbook_url,
+    }
+
+
+def _rendered(
+    profile: Profile, o: RuleOptions, signal: str, shown: str, labels: dict[str, str]
+) -> dict[str, str]:
+    """The annotations as promtool renders them for one alert (for the test's expectations)."""
+    out = {}
+    for k, v in _annotations(profile, o, signal, shown).items():
+        for name, value in labels.items():
+            v = v.replace(f"{{{{ $labels.{name} }}}}", value)
+        out[k] = v
+    return out
+
+
+def render_yaml(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, width=1000)
+
+
+def _series(name: str, labels: dict[str, str]) -> str:
+    body = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return f"{name}{{{body}}}"
+
+
+def outlier_rules_test(
+    profile: Profile, rule_file: str, options: RuleOptions | None = None
+) -> dict[str, Any]:
+    """A promtool test: five replicas, one twice as slow on every latency signal and one with
+    10 % errors; the slow one alerts per latency signal, the failing one on ``error``, the
+    rest stay quiet. A second case, a healthy fleet, expects no alert."""
+    o = options or RuleOptions()
+    r, m = profile.replica_label, profile.model_label
+    replicas = [f"replica-{i}" for i in range(5)]
+    slow, failing = replicas[3], replicas[1]
+    minutes = 40
+    per_min = 600  # 10 requests per second
+
+    def fleet_series(bad: bool) -> list[dict[str, str]]:
+        series: list[dict[str, str]] = []
+        for rep in replicas:
+            base = {m: "m", r: rep}
+            for _name, ref in _latency_refs(profile):
+                bounds = [b for b in ref.buckets if b > 0]
+                i = len(bounds) // 2
+                lo_i = i if not (bad and rep == slow) else i + 1
+                for le in [*bounds[max(0, i - 2) : i + 3], float("inf")]:
+                    in_bucket = le >= bounds[lo_i]
+                    le_s = "+Inf" if le == float("inf") else f"{le:g}"
+                    series.append(
+                        {
+                            "series": _series(ref.name + "_bucket", {**base, "le": le_s}),
+                            "values": f"0+{per_min if in_bucket else 0}x{minutes}",
+                        }
+                    )
+            errors = 60 if bad and rep == failing else 0
+            total = profile.outcomes.total
+            total_labels = {**base, **_label_dict(total.matchers)}
+            bad_ref = profile.outcomes.bad.get("error")
+            if bad_ref is not None and bad_ref.name == total.name:
+                series.append(
+                    {
+                        "series": _series(total.name, {**total_labels, **_ok_label(bad_ref)}),
+                        "values": f"0+{per_min - errors}x{minutes}",
+                    }
+                )
+                series.append(
+                    {
+                        "series": _series(bad_ref.name, {**base, **_label_dict(bad_ref.matchers)}),
+                        "values": f"0+{errors}x{minutes}",
+                    }
+                )
+            else:
+                series.append(
+                    {
+                        "series": _series(total.name, total_labels),
+                        "values": f"0+{per_min}x{minutes}",
+                    }
+                )
+                if bad_ref is not None:
+                    series.append(
+                        {
+                            "series": _series(
+                                bad_ref.name, {**base, **_label_dict(bad_ref.matchers)}
+                            ),
+                            "values": f"0+{errors}x{minutes}",
+                        }
+                    )
+                if profile.outcomes.good is not None:
+                    g = profile.outcomes.good
+                    series.append(
+                        {
+                            "series": _series(g.name, {**base, **_label_dict(g.matchers)}),
+                            "values": f"0+{per_min - errors}x{minutes}",
+                        }
+                    )
+        return series
+
+    def quantile_of(ref: MetricRef, slow_replica: bool) -> float:
+        bounds = [b for b in ref.buckets if b > 0]
+        i = len(bounds) // 2 + (1 if slow_replica else 0)
+        return histogram_quantile(0.5, [(bounds[i], 1.0), (bounds[i - 1], 0.0)])
+
+    expected = [
+        {
+            "exp_labels": {"severity": o.severity, "signal": name, m: "m", r: slow},
+            "exp_annotations": _rendered(
+                profile,
+                o,
+                name,
+                f"{quantile_of(ref, True) / quantile_of(ref, False):.2f}x",
+                {r: slow, m: "m"},
+            ),
+        }
+        for name, ref in _latency_refs(profile)
+    ]
+    has_error = "error" in profile.outcomes.bad or profile.outcomes.good is not None
+    alerts = [
+        {
+            "eval_time": "30m",
+            "alertname": ALERT_NAME,
+            "exp_alerts": [
+                *expected,
+                *(
+                    [
+                        {
+                            "exp_labels": {
+                                "severity": o.severity,
+                                "signal": "error",
+                                m: "m",
+                                r: failing,
+                            },
+                            "exp_annotations": _rendered(
+                                profile, o, "error", "10% above", {r: failing, m: "m"}
+                            ),
+                        }
+                    ]
+                    if has_error
+                    else []
+                ),
+            ],
+        },
+    ]
+    ratio_rule = (
+        _names(_latency_refs(profile)[0][0], o.window)["ratio"] if _latency_refs(profile) else None
+    )
+    expr_tests = []
+    if ratio_rule is not None:
+        ref = _latency_refs(profile)[0][1]
+        healthy, slow_v = quantile_of(ref, False), quantile_of(ref, True)
+        expr_tests.append(
+            {
+                "expr": f'{ratio_rule}{{{r}="{slow}"}}',
+                "eval_time": "30m",
+                "exp_samples": [
+                    {"labels": _series(ratio_rule, {m: "m", r: slow}), "value": slow_v / healthy}
+                ],
+            }
+        )
+    return {
+        "rule_files": [rule_file],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": fleet_series(True),
+                "alert_rule_test": alerts,
+                "promql_expr_test": expr_tests,
+            },
+            {
+                "interval": "1m",
+                "input_series": fleet_series(False),
+                "alert_rule_test": [
+                    {"eval_time": "30m", "alertname": ALERT_NAME, "exp_alerts": []}
+                ],
+            },
+        ],
+    }
+
+
+def _label_dict(matchers: str) -> dict[str, str]:
+    from telemetry.analysis.outliers.sources import _matchers
+
+    return _matchers(matchers)
+
+
+def _ok_label(bad: MetricRef) -> dict[str, str]:
+    """The label set of the non-error share of a counter split by a status-like label."""
+    labels = _label_dict(bad.matchers)
+    return {k: ("ok" if k == "status" else "stop") for k in labels}

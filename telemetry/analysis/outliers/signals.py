@@ -1,0 +1,111 @@
+"""The signals a replica is judged on, with the direction that is bad and the smallest effect
+worth reporting.
+
+Two gates decide a finding: statistical (robust z beyond the n-aware cutoff) and practical (the
+effect is at least ``min_effect``: a ratio to the fleet median for latencies and rates, an absolute
+difference for shares such as the error rate). A fleet of near-identical replicas has a tiny MAD,
+so the practical gate stops a 3 % difference from being reported as an outage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = [
+    "GPU_SIGNALS",
+    "LATENCY_SIGNALS",
+    "SIGNALS",
+    "SignalSpec",
+    "signal_spec",
+]
+
+Worse = Literal["higher", "lower", "both"]
+Gate = Literal["ratio", "absolute"]
+Family = Literal["latency", "errors", "throughput", "gpu"]
+
+
+@dataclass(frozen=True, slots=True)
+class SignalSpec:
+    """How one per-replica signal is judged.
+
+    ``min_effect``: for ``gate="ratio"`` the ratio to the fleet median (1.25 = 25 % worse); for
+    ``gate="absolute"`` the difference from the median in the signal's unit. ``rel_floor`` and
+    ``abs_floor`` bound the spread from below (see ``stats``).
+    """
+
+    name: str
+    unit: str
+    worse: Worse
+    family: Family
+    gate: Gate = "ratio"
+    min_effect: float = 1.25
+    rel_floor: float = 0.05
+    abs_floor: float = 0.0
+    description: str = ""
+
+
+SIGNALS: Final[Mapping[str, SignalSpec]] = {
+    s.name: s
+    for s in (
+        SignalSpec("ttft", "s", "higher", "latency", description="time to first token, p50"),
+        SignalSpec("tpot", "s", "higher", "latency", description="time per output token, p50"),
+        SignalSpec("e2e", "s", "higher", "latency", description="end-to-end latency, p50"),
+        SignalSpec(
+            "error_rate",
+            "ratio",
+            "higher",
+            "errors",
+            gate="absolute",
+            min_effect=0.02,
+            rel_floor=0.25,
+            abs_floor=0.005,
+            description="share of requests that ended in error",
+        ),
+        SignalSpec(
+            "throughput",
+            "tokens/s",
+            "lower",
+            "throughput",
+            min_effect=1.25,
+            description="output tokens per second",
+        ),
+        SignalSpec(
+            "sm_clock_ratio",
+            "ratio",
+            "lower",
+            "gpu",
+            min_effect=1.1,
+            rel_floor=0.02,
+            description="SM clock as a share of its maximum",
+        ),
+        SignalSpec(
+            "clock_event_active",
+            "ratio",
+            "higher",
+            "gpu",
+            gate="absolute",
+            min_effect=0.5,
+            abs_floor=0.05,
+            description="share of samples with a throttling clock-event reason set",
+        ),
+        SignalSpec(
+            "dram_bw_ratio",
+            "ratio",
+            "both",
+            "gpu",
+            min_effect=1.25,
+            description="DRAM bandwidth utilisation",
+        ),
+        SignalSpec("power_w", "W", "both", "gpu", min_effect=1.2, description="board power draw"),
+    )
+}
+
+LATENCY_SIGNALS: Final = tuple(n for n, s in SIGNALS.items() if s.family == "latency")
+GPU_SIGNALS: Final = tuple(n for n, s in SIGNALS.items() if s.family == "gpu")
+
+
+def signal_spec(name: str) -> SignalSpec:
+    """The spec for a signal name; unknown names are judged as 'higher is worse' ratios."""
+    return SIGNALS.get(name) or SignalSpec(name, "", "higher", "latency")

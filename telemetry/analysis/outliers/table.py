@@ -1,0 +1,65 @@
+"""The per-replica table the detector judges, whatever the source (records, Prometheus, /metrics).
+
+A ``FleetTable`` holds one row per replica:
+
+- ``values``: the signals (columns named as in ``signals.SIGNALS``; NaN where unknown);
+- ``volume``: requests seen in the window (the minimum-volume gate);
+- ``stderr``: a replica's own sampling error per signal, where the source can estimate it;
+- ``matched``: like-with-like latency ratios (each replica's per-prompt-length-bucket medians over
+  the fleet's, weighted by its requests; NaN where the replica shares too few buckets with its
+  peers or the source has no per-request data);
+- ``workload``: what the replica was sent (``mean_prompt_tokens``, ``cache_hit_rate``,
+  ``request_rate``, ``mean_output_tokens``), so a replica sent long prompts is not blamed;
+- ``fingerprint``: configuration strings (engine version, model revision, flags).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from telemetry.analysis.errors import AnalysisError
+
+__all__ = ["WORKLOAD_COLUMNS", "FleetTable"]
+
+WORKLOAD_COLUMNS = ("mean_prompt_tokens", "cache_hit_rate", "request_rate", "mean_output_tokens")
+
+
+def _empty(index: pd.Index) -> pd.DataFrame:
+    return pd.DataFrame(index=index)
+
+
+@dataclass(frozen=True)
+class FleetTable:
+    """Per-replica signals plus the context needed to say why a replica stands out."""
+
+    values: pd.DataFrame
+    volume: pd.Series | None = None
+    stderr: pd.DataFrame | None = None
+    matched: pd.DataFrame | None = None
+    workload: pd.DataFrame | None = None
+    fingerprint: pd.DataFrame | None = None
+    source: str = "records"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if not self.values.index.is_unique:
+            dup = self.values.index[self.values.index.duplicated()][0]
+            raise AnalysisError(f"{self.source}: replica '{dup}' appears twice")
+
+    @property
+    def replicas(self) -> pd.Index:
+        return self.values.index
+
+    def aligned(self, frame: pd.DataFrame | None) -> pd.DataFrame:
+        """``frame`` reindexed to this table's replicas (empty columns when absent)."""
+        if frame is None:
+            return _empty(self.values.index)
+        return frame.reindex(self.values.index)
+
+    def volume_array(self) -> pd.Series:
+        """Requests per replica (NaN where the source has no count)."""
+        if self.volume is None:
+            return pd.Series(float("nan"), index=self.values.index, dtype="float64")
+        return self.volume.reindex(self.values.index).astype("float64")

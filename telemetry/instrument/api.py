@@ -1,0 +1,287 @@
+"""Attach telemetry to an engine: the public entry point and its handle."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+from opentelemetry.trace import TracerProvider
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.registry import Collector
+
+from telemetry.instrument.observer import TelemetryObserver
+from telemetry.instrument.state import RequestState
+from telemetry.metrics.drops import DropCounter
+from telemetry.metrics.serving import ServingMetrics
+from telemetry.records import RequestRecord, Status
+from telemetry.sink.records import RecordSink
+from telemetry.spans.builder import SpanBuilder
+from telemetry.spans.provider import tracer_provider as provider_from_env
+from telemetry.worker import BoundedWorker
+
+__all__ = ["Instrumentation", "instrument"]
+
+
+class _Attachable(Protocol):
+    def attach(self, observer: Any) -> Callable[[], None]: ...
+
+
+class _BackgroundCollector(Collector, Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Instrumentation:
+    """The handle ``instrument`` returns: flush, detach, and the parts for inspection.
+
+    ``observer`` is what the engine calls; ``metrics`` the registered collector (None when metrics
+    are off); ``drops`` counts what was dropped rather than slowing the engine.
+    """
+
+    def __init__(
+        self,
+        *,
+        observer: TelemetryObserver,
+        detach_engine: Callable[[], None],
+        metrics: ServingMetrics | None,
+        registry: CollectorRegistry | None,
+        worker: BoundedWorker[RequestState] | None,
+        record_sink: RecordSink | None,
+        gpu: _BackgroundCollector | None,
+        drops: DropCounter,
+        capture_text: bool,
+        offset_s: float,
+        owned_provider: SdkTracerProvider | None = None,
+    ) -> None:
+        self.observer = observer
+        self.metrics = metrics
+        self.registry = registry
+        self.record_sink = record_sink
+        self.gpu = gpu
+        self.drops = drops
+        self.capture_text = capture_text
+        self.offset_s = offset_s
+        """Epoch seconds minus engine-clock seconds, captured when instrumenting."""
+        self._worker = worker
+        self._owned_provider = owned_provider
+        self._detach_engine = detach_engine
+        self._detached = False
+
+    def annotate_text(
+        self, request_id: str, *, input_text: str | None = None, output_text: str | None = None
+    ) -> None:
+        """Attach prompt/output text to a live request's span. Ignored unless ``capture_text``:
+        text never reaches metrics or records, and reaches spans only when opted in."""
+        if not self.capture_text:
+            return
+        s = self.observer.requests.get(request_id)
+        if s is None:
+            return
+        if s.text is None:
+            s.text = {}
+        if input_text is not None:
+            s.text["input"] = input_text
+        if output_text is not None:
+            s.text["output"] = output_text
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Bin pending metric observations and hand every finished request to its spans and
+        records; False when the export side did not catch up within ``timeout`` seconds."""
+        if self.metrics is not None:
+            self.metrics.flush()
+        ok = True
+        if self._worker is not None:
+            ok = self._worker.flush(timeout)
+        if self.record_sink is not None and ok:
+            self.record_sink.flush()
+        if self._owned_provider is not None and ok:
+            ms = 30_000 if timeout is None else int(timeout * 1000)
+            ok = self._owned_provider.force_flush(ms)
+        return ok
+
+    def detach(self, timeout: float | None = 30.0) -> None:
+        """Stop observing the engine, drain spans and records, unregister the collectors."""
+        if self._detached:
+            return
+        self._detached = True
+        self._detach_engine()
+        self.flush(timeout)
+        if self._worker is not None:
+            self._worker.close(timeout)
+        if self.record_sink is not None:
+            self.record_sink.close()
+        if self._owned_provider is not None:
+            self._owned_provider.shutdown()
+        if self.gpu is not None:
+            self.gpu.stop()
+        if self.registry is not None:
+            for c in (self.metrics, self.gpu):
+                if c is not None:
+                    self.registry.unregister(c)
+
+    def __enter__(self) -> Instrumentation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.detach()
+
+
+def instrument(
+    engine: _Attachable,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    registry: CollectorRegistry | None = None,
+    record_sink: RecordSink | None = None,
+    gpu: _BackgroundCollector | None = None,
+    goodput: tuple[float, float] | None = None,
+    capture_text: bool = False,
+    max_label_values: int = 64,
+    tenant_label: bool = False,
+    metrics: bool = True,
+    replica: str | None = None,
+    model: str | None = None,
+    clock: Callable[[], float] | None = None,
+    wall_clock: Callable[[], float] = time.time,
+    record_times: Literal["wall", "engine"] = "wall",
+    peak_bandwidth_bytes_per_s: float | None = None,
+    peak_flops_per_s: float | None = None,
+    drops: DropCounter | None = None,
+    env: Mapping[str, str] | None = None,
+    span_file: str | os.PathLike[str] | None = None,
+    max_queue: int = 8192,
+) -> Instrumentation:
+    """Attach one observer to ``engine`` that feeds spans, metrics and records.
+
+    Engine-neutral: ``engine`` needs only ``attach(observer) -> detach`` (the protocol in
+    ``engine_probe.engine.hooks``); ``replica``/``model`` default to ``engine.replica`` and
+    ``engine.model_name``, ``clock`` to ``engine.clock`` or ``time.monotonic`` (it must be the
+    clock the engine stamps events with: span times are engine time + (wall - engine) offset).
+
+    - Spans: on ``tracer_provider``; when None, from the ``OTEL_*`` environment (``env``) and/or
+      ``span_file`` (JSON lines); when neither is configured no span is built at all.
+    - Metrics: a ``ServingMetrics`` collector registered in ``registry`` (default: the global
+      ``prometheus_client.REGISTRY``), unless ``metrics=False``. ``goodput`` = (TTFT s, TPOT s)
+      enables the goodput counter. ``tenant_label`` adds a capped ``tenant`` label.
+    - Records: every finished request to ``record_sink`` in wall-clock seconds
+      (``record_times="engine"`` keeps engine-clock seconds).
+    - ``gpu``: a GPU sampler (``telemetry.gpu.GpuSampler``) registered and started alongside.
+
+    Spans and records are built on a background thread from a bounded queue (``max_queue``):
+    the step loop never waits, and what does not fit is counted in
+    ``fleetwatch_telemetry_dropped_total``.
+    """
+    replica = replica if replica is not None else str(getattr(engine, "replica", "replica-0"))
+    model = model if model is not None else str(getattr(engine, "model_name", "unknown"))
+    engine_clock = clock or getattr(engine, "clock", None) or time.monotonic
+    offset_s = wall_clock() - engine_clock()
+    drops = drops if drops is not None else DropCounter()
+    owned: SdkTracerProvider | None = None
+    if tracer_provider is None:
+        owned = provider_from_env(env=env, span_file=span_file, drops=drops, max_queue=max_queue)
+        tracer_provider = owned
+
+    serving: ServingMetrics | None = None
+    reg: CollectorRegistry | None = None
+    if metrics:
+        serving = ServingMetrics(
+            model,
+            replica,
+            tenant_label=tenant_label,
+            max_label_values=max_label_values,
+            peak_bandwidth_bytes_per_s=peak_bandwidth_bytes_per_s,
+            peak_flops_per_s=peak_flops_per_s,
+            drops=drops,
+        )
+        reg = registry if registry is not None else REGISTRY
+        reg.register(serving)
+    if gpu is not None:
+        reg = reg if reg is not None else (registry if registry is not None else REGISTRY)
+        reg.register(gpu)
+        gpu.start()
+
+    builder: SpanBuilder | None = None
+    if tracer_provider is not None:
+        builder = SpanBuilder(
+            tracer_provider.get_tracer("fleetwatch.telemetry"),
+            model=model,
+            replica=replica,
+            offset_s=offset_s,
+            capture_text=capture_text,
+        )
+    record_offset = offset_s if record_times == "wall" else 0.0
+    worker: BoundedWorker[RequestState] | None = None
+    if builder is not None or record_sink is not None:
+        worker = BoundedWorker(
+            _finished_handler(builder, record_sink, model, replica, record_offset),
+            stage="requests",
+            drops=drops,
+            max_queue=max_queue,
+            name="fleetwatch-telemetry",
+        )
+    observer = TelemetryObserver(
+        serving, worker.submit if worker is not None else None, goodput=goodput
+    )
+    detach = engine.attach(observer)
+    return Instrumentation(
+        observer=observer,
+        detach_engine=detach,
+        metrics=serving,
+        registry=reg,
+        worker=worker,
+        record_sink=record_sink,
+        gpu=gpu,
+        drops=drops,
+        capture_text=capture_text,
+        offset_s=offset_s,
+        owned_provider=owned,
+    )
+
+
+def _finished_handler(
+    builder: SpanBuilder | None,
+    sink: RecordSink | None,
+    model: str,
+    replica: str,
+    record_offset: float,
+) -> Callable[[Sequence[RequestState]], None]:
+    def handle(batch: Sequence[RequestState]) -> None:
+        if builder is not None:
+            for s in batch:
+                builder.emit(s)
+        if sink is not None:
+            sink.write([to_record(s, model, replica, record_offset) for s in batch])
+
+    return handle
+
+
+def to_record(s: RequestState, model: str, replica: str, offset_s: float = 0.0) -> RequestRecord:
+    """The foundation's ``RequestRecord`` for a finished request (times + ``offset_s``)."""
+
+    def at(t: float | None) -> float | None:
+        return None if t is None else t + offset_s
+
+    info = s.info
+    return RequestRecord(
+        request_id=info.request_id,
+        replica=replica,
+        model=model,
+        arrival_s=s.arrival + offset_s,
+        scheduled_s=at(s.scheduled),
+        first_token_s=at(s.first_token),
+        finished_s=s.finished + offset_s,
+        prompt_tokens=info.prompt_tokens,
+        output_tokens=s.output_tokens,
+        cached_prompt_tokens=min(s.cached_tokens, info.prompt_tokens),
+        preemptions=s.preemptions,
+        preemption_stall_s=s.stall,
+        max_itl_s=s.max_itl,
+        status=Status(s.status),
+        finish_reason=s.finish_reason,
+        error_type=s.error_type,
+        traffic_class=info.traffic_class,
+        tenant=info.tenant,
+    )

@@ -1,0 +1,95 @@
+"""The per-request state the observer keeps between events: plain floats and ints."""
+
+from __future__ import annotations
+
+from engine_probe.engine.hooks import RequestInfo
+from telemetry.metrics.serving import Series
+
+__all__ = ["RequestState"]
+
+
+class RequestState:
+    """Everything needed to build a request's span, record and metrics once it finishes.
+
+    Times are seconds on the engine's clock; ``None`` means the event did not happen. Written only
+    by the engine's step-loop thread until the request finishes, then handed to the export worker.
+    """
+
+    __slots__ = (
+        "arrival",
+        "batch_size",
+        "cached_tokens",
+        "error_type",
+        "events",
+        "finish_reason",
+        "finished",
+        "first_token",
+        "info",
+        "last_token",
+        "max_itl",
+        "output_tokens",
+        "preempted_at",
+        "preemptions",
+        "prefill_tokens",
+        "scheduled",
+        "series",
+        "stall",
+        "status",
+        "text",
+    )
+
+    def __init__(self, t: float, info: RequestInfo, series: Series | None) -> None:
+        self.info = info
+        self.series = series
+        self.arrival = t
+        self.scheduled: float | None = None
+        self.first_token: float | None = None
+        self.last_token = t
+        self.finished = t
+        self.batch_size = 0
+        self.prefill_tokens = 0
+        self.cached_tokens = 0
+        self.preemptions = 0
+        self.preempted_at: float | None = None
+        self.stall = 0.0
+        self.max_itl: float | None = None
+        self.events: list[tuple[str, float]] | None = None
+        self.status = "ok"
+        self.finish_reason: str | None = None
+        self.error_type: str | None = None
+        self.output_tokens = 0
+        self.text: dict[str, str] | None = None
+
+    def add_event(self, name: str, t: float) -> None:
+        if self.events is None:
+            self.events = []
+        self.events.append((name, t))
+
+    # Derived durations (seconds), as ``telemetry.records.RequestRecord`` defines them.
+    @property
+    def queue_s(self) -> float | None:
+        return None if self.scheduled is None else self.scheduled - self.arrival
+
+    @property
+    def prefill_s(self) -> float | None:
+        if self.scheduled is None or self.first_token is None:
+            return None
+        return self.first_token - self.scheduled
+
+    @property
+    def decode_s(self) -> float | None:
+        return None if self.first_token is None else self.finished - self.first_token
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token is None else self.first_token - self.arrival
+
+    @property
+    def e2e_s(self) -> float:
+        return self.finished - self.arrival
+
+    @property
+    def tpot_s(self) -> float | None:
+        if self.first_token is None or self.output_tokens < 2:
+            return None
+        return (self.finished - self.first_token) / (self.output_tokens - 1)

@@ -1,0 +1,5 @@
+"""Where finished requests' records go: memory (tests, in-process analysis) or rotating files."""
+
+from telemetry.sink.records import MemoryRecordSink, RecordSink, RotatingRecordSink
+
+__all__ = ["MemoryRecordSink", "RecordSink", "RotatingRecordSink"]

@@ -1,0 +1,14 @@
+"""OpenTelemetry spans for finished requests, and exporters that never stall the engine."""
+
+from telemetry.spans.builder import SpanBuilder
+from telemetry.spans.jsonl import JsonLinesSpanExporter
+from telemetry.spans.processor import BoundedSpanProcessor
+from telemetry.spans.provider import otlp_configured, tracer_provider
+
+__all__ = [
+    "BoundedSpanProcessor",
+    "JsonLinesSpanExporter",
+    "SpanBuilder",
+    "otlp_configured",
+    "tracer_provider",
+]

@@ -1,0 +1,144 @@
+"""Dashboards: the committed JSON is what the builders produce, and each view fits its profile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dashboards.build import DASHBOARD_PROFILES, drifted, file_name, render_all
+from dashboards.views import VIEWS
+from fleetwatch.cli import main
+
+COMMITTED = Path(__file__).resolve().parents[2] / "dashboards" / "json"
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, dict]:
+    return {name: json.loads(text) for name, text in render_all().items()}
+
+
+def _panels(dashboard: dict) -> list[dict]:
+    return [p for p in dashboard["panels"] if p["type"] != "row"]
+
+
+def _titles(dashboard: dict) -> set[str]:
+    return {p["title"] for p in dashboard["panels"]}
+
+
+def test_committed_dashboards_match_a_fresh_build(tmp_path: Path) -> None:
+    assert main(["dashboards", "build", "--out", str(tmp_path)]) == 0
+    fresh = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert fresh == sorted(p.name for p in COMMITTED.glob("*.json")), "run make dashboards"
+    for name in fresh:
+        assert (COMMITTED / name).read_text() == (tmp_path / name).read_text(), (
+            f"dashboards/json/{name} drifted: run make dashboards"
+        )
+
+
+def test_check_mode_fails_on_drift_and_passes_when_current(tmp_path: Path) -> None:
+    assert main(["dashboards", "build", "--out", str(tmp_path)]) == 0
+    assert main(["dashboards", "build", "--out", str(tmp_path), "--check"]) == 0
+    (tmp_path / "vllm-fleet.json").write_text("{}\n")
+    (tmp_path / "stale-view.json").write_text("{}\n")
+    assert main(["dashboards", "build", "--out", str(tmp_path), "--check"]) == 2
+    assert drifted(tmp_path, render_all()) == (
+        "vllm-fleet.json (differs)",
+        "stale-view.json (not generated)",
+    )
+
+
+def test_build_is_deterministic_with_sorted_keys() -> None:
+    first, second = render_all(), render_all()
+    assert first == second
+    for text in first.values():
+        assert text == json.dumps(json.loads(text), sort_keys=True, indent=2) + "\n"
+
+
+def test_every_profile_gets_every_view(rendered: dict[str, dict]) -> None:
+    expected = {file_name(p, v) for p in DASHBOARD_PROFILES for v in VIEWS}
+    assert set(rendered) == expected
+    assert {"slo", "fleet", "replica", "resilience"} == set(VIEWS)
+
+
+def test_every_dashboard_has_datasource_model_and_replica_variables(
+    rendered: dict[str, dict],
+) -> None:
+    for name, dashboard in rendered.items():
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        assert {"datasource", "model", "replica"} <= set(variables), name
+        assert variables["datasource"]["type"] == "datasource"
+        assert variables["replica"]["includeAll"] and variables["replica"]["multi"]
+    vllm = {v["name"]: v for v in rendered["vllm-fleet.json"]["templating"]["list"]}
+    assert vllm["replica"]["query"] == (
+        'label_values(vllm:request_success_total{model_name=~"$model"}, instance)'
+    )
+
+
+def test_panel_ids_are_unique_and_every_target_uses_the_datasource_variable(
+    rendered: dict[str, dict],
+) -> None:
+    for name, dashboard in rendered.items():
+        ids = [p["id"] for p in dashboard["panels"]]
+        assert len(ids) == len(set(ids)), name
+        assert dashboard["uid"] == f"fleetwatch-{name.removesuffix('.json')}"
+        for panel in _panels(dashboard):
+            assert panel["targets"], (name, panel["title"])
+            for target in panel["targets"]:
+                assert target["datasource"]["uid"] == "${datasource}"
+                assert target["refId"]
+
+
+def test_panels_whose_signal_the_profile_lacks_are_left_out(rendered: dict[str, dict]) -> None:
+    assert "Time per output token: p50 and p99 per replica" in _titles(rendered["vllm-fleet.json"])
+    sglang = _titles(rendered["sglang-fleet.json"])
+    assert not any(t.startswith("Time per output token") for t in sglang)
+    assert "Inter-token latency: p99 against the fleet median" in sglang
+    assert "GPU" not in _titles(rendered["vllm-replica.json"])
+    assert "Preemptions per second" not in _titles(rendered["sglang-replica.json"])
+    assert "Preemptions per second" in _titles(rendered["vllm-replica.json"])
+
+
+def test_gpu_row_puts_utilization_gpu_beside_the_counters_that_matter(
+    rendered: dict[str, dict],
+) -> None:
+    panels = rendered["fleetwatch-replica.json"]["panels"]
+    titles = [p["title"] for p in panels]
+    gpu = titles.index("GPU")
+    misleading = titles.index("utilization.gpu: the number that misleads")
+    assert misleading == gpu + 1 and titles[misleading + 1] == "SM activity"
+    described = panels[misleading]["description"]
+    assert "time" in described and "not chip busy" in described
+    for needed in (
+        "SM occupancy",
+        "Tensor pipe activity",
+        "DRAM bandwidth",
+        "SM clock against max",
+        "Throttle reasons",
+        "Power draw",
+    ):
+        assert needed in titles[gpu:], needed
+
+
+def test_units_come_from_the_sdk_unit_table(rendered: dict[str, dict]) -> None:
+    fleet = {p["title"]: p for p in _panels(rendered["fleetwatch-fleet.json"])}
+    assert (
+        fleet["Time to first token: p50 and p99 per replica"]["fieldConfig"]["defaults"]["unit"]
+        == "s"
+    )
+    assert fleet["Finished requests per second"]["fieldConfig"]["defaults"]["unit"] == "reqps"
+    assert fleet["Error ratio per replica"]["fieldConfig"]["defaults"]["unit"] == "percentunit"
+
+
+def test_slo_overview_reads_the_slo_recording_rules(rendered: dict[str, dict]) -> None:
+    slo = {p["title"]: p for p in _panels(rendered["fleetwatch-slo.json"])}
+    budget = slo["Error budget remaining"]["targets"][0]["expr"]
+    assert budget == 'slo:period_error_budget_remaining:ratio{slo=~"$slo"}'
+    windows = [t["expr"].split("{")[0] for t in slo["Burn rate per window"]["targets"]]
+    assert windows[:3] == [
+        "slo:sli_error:ratio_rate5m",
+        "slo:sli_error:ratio_rate30m",
+        "slo:sli_error:ratio_rate1h",
+    ]
+    assert "ALERTS" in slo["Alert state"]["targets"][0]["expr"]

@@ -1,0 +1,71 @@
+"""Every dashboard expression parses with promtool and reads only what its profile exports."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dashboards.build import DASHBOARD_PROFILES, check_names, dashboard_expressions
+from dashboards.errors import DashboardError
+from dashboards.names import allowed_names
+from dashboards.panels import PanelSpec, Query
+from dashboards.promql import concrete, metric_names
+from dashboards.views import VIEWS
+from telemetry.profiles import get_profile
+
+
+def _all_expressions() -> list[tuple[str, str, str]]:
+    return [
+        (profile, view, expr)
+        for profile in DASHBOARD_PROFILES
+        for view in VIEWS
+        for expr in dashboard_expressions(get_profile(profile), view)
+    ]
+
+
+def test_metric_names_skips_functions_labels_and_durations() -> None:
+    expr = (
+        'histogram_quantile(0.99, sum by (le, replica) (rate(x_bucket{model=~"$model"}'
+        "[$__rate_interval]))) / on (model) group_left () quantile by (model) (0.5, "
+        "vllm:num_requests_running offset 1h) > bool 1e3"
+    )
+    assert metric_names(expr) == {"x_bucket", "vllm:num_requests_running"}
+
+
+def test_concrete_replaces_template_variables_and_rejects_unknown_ones() -> None:
+    assert concrete('rate(x{r=~"$replica"}[$__rate_interval])') == 'rate(x{r=~"replica-0"}[5m])'
+    assert concrete('x{m=~"${model}"}') == 'x{m=~"model-a"}'
+    with pytest.raises(DashboardError, match=r"\$cluster"):
+        concrete('x{c="$cluster"}')
+
+
+def test_every_expression_names_only_metrics_its_profile_exports() -> None:
+    for profile, view, expr in _all_expressions():
+        stray = metric_names(expr) - allowed_names(get_profile(profile))
+        assert not stray, (profile, view, expr)
+    vllm = {n for p, _, e in _all_expressions() if p == "vllm" for n in metric_names(e)}
+    assert not any(n.startswith(("gen_ai_", "sglang:", "fleetwatch_gpu")) for n in vllm)
+
+
+def test_a_panel_naming_a_foreign_metric_is_refused() -> None:
+    panel = PanelSpec("bad", "", (Query("rate(sglang:num_running_reqs[5m])"),), "short")
+    with pytest.raises(DashboardError, match=r"sglang:num_running_reqs.*'vllm'"):
+        check_names(get_profile("vllm"), "vllm-fleet.json", [panel])
+
+
+def test_every_expression_passes_promtool_check_rules(promtool: Path, tmp_path: Path) -> None:
+    rules = [
+        {"record": f"fleetwatch:dashboard_expr_{i}", "expr": concrete(expr)}
+        for i, (_, _, expr) in enumerate(_all_expressions())
+    ]
+    assert len(rules) > 100
+    path = tmp_path / "dashboards.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    result = subprocess.run(
+        [str(promtool), "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(rules)} rules found" in result.stdout

@@ -1,0 +1,174 @@
+"""The detector on constructed fleets: masking, MAD = 0, tiny fleets, volume minimum, causes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from telemetry.analysis.outliers import (
+    Cause,
+    DetectorConfig,
+    FleetTable,
+    Side,
+    detect,
+    table_from_records,
+)
+from telemetry.analysis.synthetic import synthetic_fleet
+
+
+def _table(values: dict[str, list[float]], volume=None, **kw) -> FleetTable:
+    n = len(next(iter(values.values())))
+    idx = pd.Index([f"r{i}" for i in range(n)])
+    vol = pd.Series(volume if volume is not None else [1000.0] * n, index=idx)
+    return FleetTable(values=pd.DataFrame(values, index=idx), volume=vol, **kw)
+
+
+def test_two_bad_of_five_are_both_found_where_mean_minus_sigma_finds_neither():
+    # Envoy's success-rate rule on [50, 50, 100, 100, 100] ejects nobody (threshold ~33.5).
+    report = detect(_table({"error_rate": [0.5, 0.5, 0.0, 0.0, 0.0]}))
+    assert {f.replica for f in report.findings} == {"r0", "r1"}
+    assert all(f.signal == "error_rate" for f in report.findings)
+
+
+def test_two_slow_of_five_on_latency_are_both_found():
+    report = detect(_table({"tpot": [0.04, 0.041, 0.02, 0.0201, 0.0199]}))
+    assert sorted(f.replica for f in report.findings) == ["r0", "r1"]
+
+
+def test_mad_zero_is_sound_and_says_so_in_the_evidence():
+    report = detect(_table({"ttft": [0.1, 0.1, 0.1, 0.1, 0.3]}))
+    [f] = report.findings
+    assert f.replica == "r4" and f.ratio == pytest.approx(3.0)
+    assert np.isfinite(f.robust_z)
+    assert any("MAD = 0 (4 of 5 replicas at the median)" in e for e in f.evidence)
+
+
+def test_mad_zero_with_small_differences_reports_nothing():
+    report = detect(_table({"ttft": [0.1, 0.1, 0.1, 0.1, 0.11]}))
+    assert report.verdict == "no outlier"
+
+
+def test_fleet_of_three_finds_the_slow_one():
+    report = detect(_table({"ttft": [0.100, 0.102, 0.200], "tpot": [0.02, 0.0201, 0.0199]}))
+    assert [(f.replica, f.signal) for f in report.findings] == [("r2", "ttft")]
+
+
+def test_fleet_of_three_healthy_spread_is_not_an_outlier():
+    report = detect(_table({"ttft": [0.100, 0.101, 0.115]}))
+    assert report.verdict == "no outlier"
+
+
+def test_replica_below_volume_minimum_is_listed_not_judged():
+    report = detect(
+        _table({"ttft": [0.1, 0.1, 0.1, 0.1, 0.9]}, volume=[500, 500, 500, 500, 12]),
+        DetectorConfig(min_requests=50),
+    )
+    assert report.verdict == "no outlier"
+    assert report.insufficient == (("r4", 12.0),)
+    assert "r4" not in report.judged
+    assert "insufficient: r4 (12 requests < 50)" in report.render()
+
+
+def test_too_few_judgeable_replicas_is_insufficient_data():
+    report = detect(
+        _table({"ttft": [0.1, 0.1, 0.9]}, volume=[500, 500, 5]), DetectorConfig(min_requests=50)
+    )
+    assert report.verdict == "insufficient data"
+
+
+def test_lower_is_worse_for_throughput():
+    report = detect(_table({"throughput": [100.0, 101, 99, 100, 50]}))
+    [f] = report.findings
+    assert f.replica == "r4" and f.ratio == pytest.approx(0.5)
+
+
+def test_gpu_throttling_makes_a_latency_outlier_replica_side_hardware():
+    t = _table(
+        {
+            "tpot": [0.02, 0.02, 0.021, 0.02, 0.035],
+            "sm_clock_ratio": [0.98, 0.97, 0.98, 0.98, 0.60],
+            "clock_event_active": [0.0, 0.0, 0.0, 0.0, 1.0],
+        }
+    )
+    report = detect(t)
+    tpot = next(f for f in report.findings if f.signal == "tpot")
+    assert (tpot.side, tpot.cause) == (Side.REPLICA, Cause.SLOW_HARDWARE)
+    assert any("SM clock" in e for e in tpot.evidence)
+
+
+def test_normal_gpu_counters_on_a_slow_replica_point_at_host_contention():
+    t = _table(
+        {"tpot": [0.02, 0.02, 0.021, 0.02, 0.035], "sm_clock_ratio": [0.98, 0.97, 0.98, 0.98, 0.98]}
+    )
+    [f] = detect(t).findings
+    assert f.cause is Cause.HOST_CONTENTION
+
+
+def test_fingerprint_drift_is_a_replica_side_cause_and_a_finding_of_its_own():
+    idx = pd.Index([f"r{i}" for i in range(5)])
+    fp = pd.DataFrame(
+        {"engine_version": ["0.9.1"] * 4 + ["0.8.0"], "model_revision": ["abc"] * 5}, index=idx
+    )
+    t = _table({"tpot": [0.02, 0.02, 0.021, 0.02, 0.035]}, fingerprint=fp)
+    report = detect(t)
+    causes = {(f.signal, f.cause) for f in report.findings if f.replica == "r4"}
+    assert causes == {("tpot", Cause.CONFIG_DRIFT), ("config", Cause.CONFIG_DRIFT)}
+    cfg = next(f for f in report.findings if f.signal == "config")
+    assert "engine_version = '0.8.0' where 4 of 5 replicas run '0.9.1'" in cfg.evidence[0]
+
+
+def test_healthy_synthetic_fleets_give_no_outlier():
+    for seed in range(5):
+        report = detect(table_from_records(synthetic_fleet(8, 300, seed=seed)))
+        assert report.verdict == "no outlier", report.render()
+
+
+def test_slow_replica_in_records_is_replica_side():
+    df = synthetic_fleet(6, 300, seed=3, slowdown={4: 1.8})
+    report = detect(table_from_records(df))
+    assert {f.replica for f in report.findings} == {"replica-4"}
+    assert all(f.side is Side.REPLICA for f in report.findings)
+    assert report.findings[0].cause is Cause.HARDWARE_OR_HOST
+
+
+def test_long_prompt_replica_in_records_is_workload_side_not_blamed():
+    df = synthetic_fleet(6, 300, seed=3, prompt_scale={2: 4.0})
+    report = detect(table_from_records(df))
+    assert report.findings, report.render()
+    for f in report.findings:
+        assert f.replica == "replica-2"
+        assert (f.side, f.cause) == (Side.WORKLOAD, Cause.PROMPT_LENGTH_MIX)
+
+
+def test_cache_hit_skew_is_workload_side():
+    # Everyone else hits the prefix cache for 60 % of the prompt; replica-1 for nothing.
+    hits = {i: 0.6 for i in range(6)} | {1: 0.0}
+    df = synthetic_fleet(6, 300, seed=5, cache_hit=hits)
+    report = detect(table_from_records(df))
+    ttft = [f for f in report.findings if f.signal == "ttft"]
+    assert [f.replica for f in ttft] == ["replica-1"]
+    assert (ttft[0].side, ttft[0].cause) == (Side.WORKLOAD, Cause.PREFIX_CACHE_SKEW)
+
+
+def test_error_rate_outlier_from_records():
+    df = synthetic_fleet(5, 400, seed=2, error_rate={0: 0.2})
+    report = detect(table_from_records(df))
+    errs = [f for f in report.findings if f.signal == "error_rate"]
+    assert [f.replica for f in errs] == ["replica-0"]
+
+
+def test_report_is_scale_invariant():
+    base = {"ttft": [0.1, 0.11, 0.1, 0.105, 0.3]}
+    a = detect(_table(base))
+    b = detect(_table({"ttft": [v * 1000 for v in base["ttft"]]}))
+    assert [(f.replica, round(f.robust_z, 6)) for f in a.findings] == [
+        (f.replica, round(f.robust_z, 6)) for f in b.findings
+    ]
+
+
+def test_json_shape():
+    doc = detect(_table({"ttft": [0.1, 0.1, 0.1, 0.1, 0.3]})).to_dict()
+    assert doc["verdict"] == "outliers"
+    f = doc["findings"][0]
+    assert set(f) >= {"replica", "signal", "ratio", "robust_z", "evidence", "side", "cause"}

@@ -1,0 +1,72 @@
+"""`fleetwatch engine serve` as a real process: serves, answers, drains on SIGINT."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from engine_probe.engine import EngineConfigError
+from engine_probe.serve.cli import serve
+
+_LAUNCH = "import typer; from engine_probe.serve.cli import serve; typer.run(serve)"
+
+
+def test_serve_process_answers_and_drains_on_sigint() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LAUNCH, "--port", "0", "--num-blocks", "256", "--replicas", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert all("serving reference" in line for line in lines), lines
+        urls = [line.split(" on ")[1].split()[0] for line in lines]
+        assert "(replica-0-1)" in lines[1] and urls[0] != urls[1]
+        url = urls[1]
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(f"{url}/health", timeout=30) as r:
+            assert json.loads(r.read())["status"] == "ok"
+        body = json.dumps({"prompt": "hello", "max_tokens": 4}).encode()
+        req = urllib.request.Request(
+            f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert json.loads(r.read())["usage"]["completion_tokens"] == 4
+        with urllib.request.urlopen(f"{url}/metrics", timeout=30) as r:
+            assert b"fleetwatch_http_responses_total" in r.read()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert "stopped (0 requests cut off" in out
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_rejects_a_bad_port() -> None:
+    app = typer.Typer()
+    app.command("serve")(serve)
+    app.command("other")(lambda: None)
+    result = CliRunner().invoke(app, ["serve", "--port", "70000"])
+    assert isinstance(result.exception, EngineConfigError)
+    assert "--port" in str(result.exception)
+
+
+@pytest.mark.parametrize("flag", ["--max-queue", "--max-lag", "--replicas"])
+def test_serve_rejects_non_positive_limits(flag: str) -> None:
+    app = typer.Typer()
+    app.command("serve")(serve)
+    app.command("other")(lambda: None)
+    result = CliRunner().invoke(app, ["serve", flag, "0"])
+    assert isinstance(result.exception, EngineConfigError)
+    assert flag in str(result.exception)

@@ -1,0 +1,151 @@
+"""Generated rules for every profile: golden files do not drift, and real promtool checks them
+and passes the generated unit tests (healthy, fast burn, slow burn, recovery, absent)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from slo.errors import SLOSpecError
+from slo.load import load_spec
+from slo.rules import generate_rules, render_rules
+from slo.rules.generate import ABSENT_ALERT
+from telemetry.profiles import get_profile
+
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("regenerate_golden", HERE / "regenerate_golden.py")
+assert _spec is not None and _spec.loader is not None
+golden = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(golden)
+
+PROFILES = list(golden.CASES)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_golden_files_match_the_generator(profile: str) -> None:
+    rules, tests = golden.render(profile)
+    hint = "regenerate with: .venv/bin/python tests/slo/regenerate_golden.py"
+    assert (golden.GOLDEN / f"{profile}.rules.yaml").read_text() == rules, hint
+    assert (golden.GOLDEN / f"{profile}.rules_test.yaml").read_text() == tests, hint
+
+
+@pytest.mark.promtool
+def test_promtool_checks_and_passes_the_generated_tests_for_every_profile(
+    promtool: Path, tmp_path: Path
+) -> None:
+    procs = {}
+    for profile in PROFILES:
+        rules, tests = golden.render(profile)
+        (tmp_path / f"{profile}.rules.yaml").write_text(rules)
+        (tmp_path / f"{profile}.rules_test.yaml").write_text(tests)
+        check = subprocess.run(
+            [str(promtool), "check", "rules", str(tmp_path / f"{profile}.rules.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert check.returncode == 0, profile + check.stdout + check.stderr
+        assert "SUCCESS" in check.stdout
+        procs[profile] = subprocess.Popen(
+            [str(promtool), "test", "rules", str(tmp_path / f"{profile}.rules_test.yaml")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    for profile, proc in procs.items():
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"{profile}:\n{out[-4000:]}"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_burn_scenario_is_generated_for_the_examples(profile: str) -> None:
+    _, tests = golden.render(profile)
+    doc = yaml.safe_load(tests)
+    names = [t["name"] for t in doc["tests"]]
+    assert "# skipped" not in tests
+    assert any("healthy traffic fires nothing" in n for n in names)
+    assert any("pages after" in n and "resets after recovery" in n for n in names)
+    assert any("opens a ticket" in n for n in names)
+    assert any(n.startswith("no metrics at all") for n in names)
+
+
+def test_long_windows_are_a_ratio_of_increases_not_a_mean_of_short_ratios() -> None:
+    spec = load_spec("service: s\nslos: [{name: a, objective: 99.9, sli: {kind: availability}}]")
+    text = render_rules(generate_rules(spec, get_profile("vllm")))
+    doc = yaml.safe_load(text.split("\n", 2)[2])
+    rule = next(
+        r for r in doc["groups"][0]["rules"] if r.get("record") == "slo:sli_error:ratio_rate30d"
+    )
+    assert "increase(vllm:request_success_total[30d])" in rule["expr"]
+    assert "avg_over_time" not in text and "sum_over_time" not in text
+
+
+def test_alerts_carry_severity_runbook_and_numbers() -> None:
+    spec = load_spec((golden.EXAMPLES / "chat.yaml").read_text())
+    ruleset = generate_rules(spec, get_profile("fleetwatch"))
+    avail = [a for a in ruleset.alerts if a.slo.name == "chat-availability"]
+    page = next(a for a in avail if a.severity == "page")
+    assert page.name == "SLOAvailabilityFastBurn"
+    assert page.labels["team"] == "inference-oncall" and page.labels["severity"] == "page"
+    assert page.annotations["runbook_url"] == "runbooks/slo-availability-fast-burn.md"
+    assert "14.4x over 1h and 5m (2% of the budget spent)" in page.annotations["description"]
+    assert "43.2 minutes" in page.annotations["description"]
+    absent = next(a for a in avail if a.name == ABSENT_ALERT)
+    assert absent.labels["traffic_class"] == "chat"
+    assert absent.runbook == "runbooks/slo-metrics-absent.md"
+    batch = [a for a in ruleset.alerts if a.slo.name == "batch-e2e" and a.name != ABSENT_ALERT]
+    assert [a.severity for a in batch] == ["ticket"]
+
+
+def test_min_events_guard_is_part_of_every_burn_condition() -> None:
+    spec = load_spec((golden.EXAMPLES / "chat.yaml").read_text())
+    text = render_rules(generate_rules(spec, get_profile("fleetwatch")))
+    assert 'slo:sli_events:increase1h{service="chat-api",slo="chat-availability"} >= 20' in text
+
+
+@pytest.mark.parametrize(
+    ("profile", "sli", "path", "words"),
+    [
+        (
+            "tgi",
+            "{kind: latency, signal: ttft, threshold: 0.5}",
+            "slos[0].sli.signal",
+            "does not export signal 'ttft'",
+        ),
+        (
+            "vllm",
+            "{kind: goodput, ttft: 0.5, tpot: 0.05}",
+            "slos[0].sli.kind",
+            "no per-request goodput counter",
+        ),
+        (
+            "vllm",
+            "{kind: availability, bad: [rejected]}",
+            "slos[0].sli.bad",
+            "does not count outcome 'rejected'",
+        ),
+        ("sglang", "{kind: availability, bad: [error]}", "slos[0].sli.bad", "(it counts: aborted)"),
+    ],
+)
+def test_a_profile_that_cannot_express_an_sli_is_a_clear_error(
+    profile: str, sli: str, path: str, words: str
+) -> None:
+    spec = load_spec(f"service: s\nslos: [{{name: a, objective: 99, sli: {sli}}}]")
+    with pytest.raises(SLOSpecError) as info:
+        generate_rules(spec, get_profile(profile))
+    assert info.value.path == path
+    assert words in str(info.value)
+
+
+def test_a_per_class_slo_needs_a_profile_with_a_class_label() -> None:
+    spec = load_spec(
+        "service: s\nslos: [{name: a, objective: 99, selector: {traffic_class: chat},"
+        " sli: {kind: availability}}]"
+    )
+    with pytest.raises(SLOSpecError, match="no traffic-class label") as info:
+        generate_rules(spec, get_profile("vllm"))
+    assert info.value.path == "slos[0].selector.traffic_class"

@@ -1,0 +1,151 @@
+"""GPU counters: the no-driver path on this machine, and parsing via the recorded NVML double."""
+
+from __future__ import annotations
+
+import pynvml
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from telemetry.gpu import GpuSampler, NvmlReader, declared_peak, unavailable_reason
+from telemetry.gpu.recorded import RecordedFrame, RecordedNvml
+
+
+def _samples(reg: CollectorRegistry) -> list:
+    return [
+        s for f in text_string_to_metric_families(generate_latest(reg).decode()) for s in f.samples
+    ]
+
+
+def _real_nvml_works() -> bool:
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+@pytest.mark.skipif(_real_nvml_works(), reason="a GPU driver is present on this machine")
+def test_without_a_driver_only_availability_zero_with_a_reason_is_exported():
+    sampler = GpuSampler()  # the real pynvml
+    reg = CollectorRegistry()
+    reg.register(sampler)
+    sampler.start()
+    samples = _samples(reg)
+    sampler.stop()
+    assert [(s.name, s.labels, s.value) for s in samples] == [
+        ("fleetwatch_gpu_available", {"reason": "library_not_found"}, 0.0)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [(12, "library_not_found"), (9, "driver_not_loaded"), (4, "no_permission")],
+)
+def test_init_failures_become_reason_labels(code, reason):
+    sampler = GpuSampler(nvml=RecordedNvml(init_error=code))
+    snap = sampler.sample_once()
+    assert not snap.available and snap.reason == reason and snap.devices == ()
+    assert unavailable_reason(pynvml.NVMLError(code)) == reason
+
+
+def test_recorded_values_are_converted_to_exported_units():
+    sampler = GpuSampler(nvml=RecordedNvml(), labels={"replica": "r0"})
+    reg = CollectorRegistry()
+    reg.register(sampler)
+    first = sampler.sample_once().devices[0]
+    assert first.gpm_reason == "warming_up" and first.sm_active is None
+    second = sampler.sample_once().devices[0]
+    assert second.gpm_reason is None
+    dev = {"replica": "r0", "gpu": "0", "uuid": second.uuid}
+    get = reg.get_sample_value
+    assert get("fleetwatch_gpu_available", {"replica": "r0", "reason": ""}) == 1.0
+    assert get("fleetwatch_gpu_sm_active_ratio", dev) == pytest.approx(0.41)
+    assert get("fleetwatch_gpu_sm_occupancy_ratio", dev) == pytest.approx(0.215)
+    assert get("fleetwatch_gpu_tensor_active_ratio", dev) == pytest.approx(0.1225)
+    assert get("fleetwatch_gpu_dram_bandwidth_ratio", dev) == pytest.approx(0.71)
+    # The misleading number is exported too: 100% "utilization" while 41% of SMs are busy.
+    assert get("fleetwatch_gpu_utilization_ratio", dev) == 1.0
+    assert get("fleetwatch_gpu_sm_clock_hertz", dev) == 1.98e9
+    assert get("fleetwatch_gpu_sm_clock_max_hertz", dev) == 1.98e9
+    assert get("fleetwatch_gpu_memory_clock_max_hertz", dev) == 2.619e9
+    assert get("fleetwatch_gpu_power_watts", dev) == pytest.approx(420.001)
+    assert get("fleetwatch_gpu_energy_joules_total", dev) == pytest.approx(9_876_955.555)
+    assert get("fleetwatch_gpu_temperature_celsius", dev) == 61.0
+    assert get("fleetwatch_gpu_memory_used_bytes", dev) == 71e9
+    assert get("fleetwatch_gpu_memory_total_bytes", dev) == 85_520_809_984
+    assert get("fleetwatch_gpu_ecc_errors_total", {**dev, "type": "uncorrected"}) == 0
+    assert get("fleetwatch_gpu_remapped_rows", {**dev, "kind": "pending"}) == 0
+    assert get("fleetwatch_gpu_info", {**dev, "name": "NVIDIA H100 80GB HBM3"}) == 1.0
+    assert get("fleetwatch_gpu_gpm_available", {**dev, "reason": ""}) == 1.0
+
+
+def test_clock_event_bitmask_becomes_one_gauge_per_reason():
+    sampler = GpuSampler(nvml=RecordedNvml())
+    reg = CollectorRegistry()
+    reg.register(sampler)
+    for _ in range(3):
+        snap = sampler.sample_once()
+    d = snap.devices[0]
+    assert d.sm_clock_hz == 1.755e9 and d.temperature_c == 84.0
+    events = {
+        s.labels["reason"]: s.value
+        for s in _samples(reg)
+        if s.name == "fleetwatch_gpu_clock_event_active"
+    }
+    assert events["sw_power_cap"] == 1.0 and events["sw_thermal_slowdown"] == 1.0
+    assert events["hw_thermal_slowdown"] == 0.0 and events["hw_slowdown"] == 0.0
+    assert len(events) == 9
+
+
+def test_pre_hopper_and_unsupported_fields_are_absent_not_zero():
+    nvml = RecordedNvml(
+        gpm_supported=False,
+        name="NVIDIA A100-SXM4-80GB",
+        unsupported=frozenset({"nvmlDeviceGetRemappedRows", "nvmlDeviceGetTotalEccErrors"}),
+    )
+    sampler = GpuSampler(nvml=nvml)
+    reg = CollectorRegistry()
+    reg.register(sampler)
+    sampler.sample_once()
+    sampler.sample_once()
+    names = {s.name for s in _samples(reg)}
+    assert "fleetwatch_gpu_sm_active_ratio" not in names
+    assert "fleetwatch_gpu_remapped_rows" not in names
+    assert "fleetwatch_gpu_ecc_errors_total" not in names
+    assert "fleetwatch_gpu_sample_errors_total" not in names  # NOT_SUPPORTED is not an error
+    gpm = [s for s in _samples(reg) if s.name == "fleetwatch_gpu_gpm_available"]
+    assert [(s.labels["reason"], s.value) for s in gpm] == [("not_supported", 0.0)]
+
+
+def test_gpm_swaps_sample_buffers_every_poll():
+    frames = [RecordedFrame(sm_util_pct=float(10 * i)) for i in range(1, 6)]
+    reader = NvmlReader(RecordedNvml(frames))
+    reader.open()
+    values = [reader.read().devices[0].sm_active for _ in range(5)]
+    reader.close()
+    assert values == [None, 0.2, 0.3, 0.4, 0.5]
+
+
+def test_background_thread_samples_at_the_injected_interval():
+    waits: list[float] = []
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        return len(waits) > 3  # stop after three more samples
+
+    nvml = RecordedNvml(devices=2)
+    sampler = GpuSampler(nvml=nvml, interval_s=0.25, wait=wait)
+    sampler.start()
+    sampler._thread.join(10)  # the injected wait ends the loop
+    sampler.stop()
+    assert waits == [0.25] * 4
+    assert nvml.polls == [4, 4]
+    assert not nvml.initialised
+
+
+def test_declared_peaks_for_known_devices_only():
+    assert declared_peak("NVIDIA H100 80GB HBM3").bandwidth_bytes_per_s == 3.35e12
+    assert declared_peak("NVIDIA H200").bandwidth_bytes_per_s == 4.8e12
+    assert declared_peak("Some Unknown Accelerator") is None

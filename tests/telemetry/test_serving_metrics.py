@@ -1,0 +1,138 @@
+"""Registry samples agree with the request records of the same real engine run."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from telemetry.instrument import instrument
+from telemetry.profiles import get_profile
+from telemetry.records import to_frame
+from telemetry.sink import MemoryRecordSink
+
+
+def _run(make_engine, mixed_workload, **kw):
+    engine = make_engine(num_blocks=12, error_rate=0.3)
+    reg = CollectorRegistry()
+    sink = MemoryRecordSink()
+    inst = instrument(engine, registry=reg, record_sink=sink, **kw)
+    _, run = mixed_workload(engine)
+    inst.flush()
+    return engine, reg, sink, run, inst
+
+
+def test_histograms_and_counters_match_the_records(make_engine, mixed_workload):
+    engine, reg, sink, run, inst = _run(make_engine, mixed_workload, goodput=(10.0, 10.0))
+    df = to_frame(sink.records)
+    assert len(df) == len(run.final) == 6
+    labels = {"model": engine.model_name, "replica": engine.replica, "traffic_class": "default"}
+    get = reg.get_sample_value
+
+    for name, column in (
+        ("gen_ai_server_time_to_first_token_seconds", "ttft_s"),
+        ("gen_ai_server_time_per_output_token_seconds", "tpot_s"),
+        ("gen_ai_server_request_duration_seconds", "e2e_s"),
+        ("fleetwatch_request_queue_seconds", "queue_s"),
+        ("fleetwatch_request_prefill_seconds", "prefill_s"),
+        ("fleetwatch_request_decode_seconds", "decode_s"),
+    ):
+        values = df[column].dropna().to_numpy()
+        assert get(f"{name}_count", labels) == len(values), name
+        assert math.isclose(
+            get(f"{name}_sum", labels), float(values.sum()), rel_tol=1e-6, abs_tol=1e-6
+        ), name
+        # One bucket checked exactly: le is inclusive.
+        le = float(np.median(values)) if len(values) else 1.0
+        bucket_les = [
+            float(s.labels["le"])
+            for f in text_string_to_metric_families(generate_latest(reg).decode())
+            if f.name == name
+            for s in f.samples
+            if s.name.endswith("_bucket") and s.labels["le"] != "+Inf"
+        ]
+        le = min((b for b in bucket_les if b >= le), default=bucket_les[-1])
+        assert get(f"{name}_bucket", {**labels, "le": _go(le)}) == float((values <= le).sum()), name
+
+    for status in ("ok", "error", "aborted"):
+        sub = df[df["status"] == status]
+        for reason, n in sub["finish_reason"].fillna("none").value_counts().items():
+            got = get(
+                "fleetwatch_requests_total", {**labels, "status": status, "finish_reason": reason}
+            )
+            assert got == n
+    assert get("fleetwatch_prompt_tokens_total", labels) == df["prompt_tokens"].sum()
+    assert get("fleetwatch_generation_tokens_total", labels) == df["output_tokens"].sum()
+    assert get("fleetwatch_cached_prompt_tokens_total", labels) == df["cached_prompt_tokens"].sum()
+    assert get("fleetwatch_preemptions_total", labels) == df["preemptions"].sum() > 0
+    assert get("fleetwatch_goodput_requests_total", labels) == (df["status"] == "ok").sum()
+    # Output tokens after the first produce one ITL each.
+    firsts = df["first_token_s"].notna()
+    assert (
+        get("fleetwatch_inter_token_latency_seconds_count", labels)
+        == (df.loc[firsts, "output_tokens"] - 1).clip(lower=0).sum()
+    )
+    inst.detach()
+
+
+def test_step_metrics_gauges_and_the_profile_names_are_exported(make_engine, mixed_workload):
+    engine, reg, _, run, inst = _run(
+        make_engine, mixed_workload, peak_bandwidth_bytes_per_s=1e12, peak_flops_per_s=1e13
+    )
+    base = {"model": engine.model_name, "replica": engine.replica}
+    get = reg.get_sample_value
+    assert get("fleetwatch_step_duration_seconds_count", base) == run.steps
+    assert get("fleetwatch_step_tokens_count", base) == run.steps
+    assert get("fleetwatch_num_requests_running", base) == 0
+    assert get("fleetwatch_num_requests_waiting", base) == 0
+    assert 0.0 <= get("fleetwatch_kv_cache_usage_ratio", base) <= 1.0
+    bw = get("fleetwatch_achieved_memory_bandwidth_bytes_per_second", base)
+    assert bw > 0
+    assert math.isclose(get("fleetwatch_memory_bandwidth_utilization_ratio", base), bw / 1e12)
+    fl = get("fleetwatch_achieved_flops_per_second", base)
+    assert math.isclose(get("fleetwatch_flops_utilization_ratio", base), fl / 1e13)
+    assert get("fleetwatch_step_bytes_read_total", base) > 0
+    assert get("fleetwatch_prefix_cache_queries_total", base) >= 0
+
+    exported = set()
+    for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+        for s in fam.samples:
+            exported.add(s.name)
+    profile = get_profile("fleetwatch")
+    serving_names = {n for n in profile.metric_names() if not n.startswith("fleetwatch_gpu_")}
+    assert serving_names <= exported, serving_names - exported
+    inst.detach()
+
+
+def test_without_a_declared_peak_no_utilisation_ratio_is_invented(make_engine, mixed_workload):
+    engine, reg, _, _, inst = _run(make_engine, mixed_workload)
+    base = {"model": engine.model_name, "replica": engine.replica}
+    assert reg.get_sample_value("fleetwatch_achieved_memory_bandwidth_bytes_per_second", base) > 0
+    assert reg.get_sample_value("fleetwatch_memory_bandwidth_utilization_ratio", base) is None
+    assert reg.get_sample_value("fleetwatch_flops_utilization_ratio", base) is None
+    inst.detach()
+
+
+def test_detach_stops_observing_and_unregisters(make_engine, drive):
+    engine = make_engine()
+    reg = CollectorRegistry()
+    inst = instrument(engine, registry=reg)
+    drive(engine, [[1, 2, 3]], 3)
+    inst.detach()
+    assert (
+        reg.get_sample_value(
+            "fleetwatch_prompt_tokens_total",
+            {"model": engine.model_name, "replica": engine.replica, "traffic_class": "default"},
+        )
+        is None
+    )
+    drive(engine, [[1, 2, 3]], 3)
+    assert inst.observer.requests == {}
+
+
+def _go(v: float) -> str:
+    from prometheus_client.utils import floatToGoString
+
+    return str(floatToGoString(v))
