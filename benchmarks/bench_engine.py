@@ -3,8 +3,10 @@ and a tight KV cache under recompute vs restart-from-zero preemption.
 
 Run with ``.venv/bin/python -m benchmarks engine``. Everything is measured in this one run:
 the copy bandwidth is a ``torch.clone`` of a 256 MiB buffer (read + write bytes per second, the
-STREAM "copy" convention), measured before and after the decode sweep; the achieved bandwidth of
-a decode step is the engine's own ``StepStats.bytes_read`` estimate divided by the step time.
+STREAM "copy" convention), timed in the same rounds as the decode steps; the achieved bandwidth
+of a decode step is the engine's own ``StepStats.bytes_read`` estimate divided by the step time.
+torch runs on one thread unless FLEETWATCH_ENGINE_THREADS says otherwise: on a shared,
+oversubscribed two-core machine two OpenMP threads wait on each other and steps slow down 5-10x.
 """
 
 from __future__ import annotations
@@ -22,51 +24,75 @@ from engine_probe.engine.workload import RunSummary, run_offline, synthetic_work
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 DECODE_STEPS = 40
+COPY_BYTES = 256 << 20
+MIXED_REQUESTS = 256
 
 
-def copy_bandwidth(nbytes: int = 256 << 20, repeats: int = 5) -> float:
-    """Bytes per second (read + written) of cloning a large float32 tensor; median of repeats."""
-    src = torch.ones(nbytes // 4)
+def _clone_seconds(src: torch.Tensor) -> float:
+    t = time.perf_counter()
     src.clone()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        src.clone()
-        times.append(time.perf_counter() - t)
-    return 2 * nbytes / statistics.median(times)
+    return time.perf_counter() - t
 
 
-def decode_sweep(model: ModelConfig) -> list[tuple[int, float, float, float]]:
-    """(batch, median step s, tokens/s, bytes read per step) for each batch size."""
-    rows = []
-    for batch in BATCHES:
+def decode_sweep(
+    model: ModelConfig,
+    batches: Sequence[int] = BATCHES,
+    prompt_len: int = 128,
+    rounds: int = DECODE_STEPS,
+) -> tuple[list[tuple[int, float, float, float]], float]:
+    """Rows of (batch, median step s, tokens/s, bytes read per step) and the copy bandwidth.
+
+    One engine per batch size, all prefilled first; then rounds in which every engine takes one
+    decode step and a 256 MiB clone is timed, so every number sees the same machine noise.
+    """
+    engines: dict[int, tuple[LLMEngine, EventLog]] = {}
+    for batch in batches:
         log = EventLog()
-        engine = LLMEngine(model, EngineConfig(num_blocks=2048, max_num_seqs=64, max_num_batched_tokens=4096))
+        engine = LLMEngine(
+            model, EngineConfig(num_blocks=1024, max_num_seqs=64, max_num_batched_tokens=8192)
+        )
         for i in range(batch):
-            engine.add_request([(i * 31 + j) % model.vocab_size for j in range(128)], max_tokens=DECODE_STEPS + 8)
+            prompt = [(i * 31 + j) % model.vocab_size for j in range(prompt_len)]
+            engine.add_request(prompt, max_tokens=rounds + 4)
         engine.step()  # the prefill of every prompt
         engine.step()  # warm-up decode
         engine.attach(log)
-        for _ in range(DECODE_STEPS):
+        engines[batch] = (engine, log)
+    src = torch.ones(COPY_BYTES // 4)
+    src.clone()
+    clone_s: list[float] = []
+    for _ in range(rounds):
+        clone_s.append(_clone_seconds(src))
+        for engine, _log in engines.values():
             engine.step()
+    rows = []
+    for batch, (_engine, log) in engines.items():
         steps: Sequence[StepStats] = [s for s in log.steps if s.decode_tokens == batch]
         step_s = statistics.median(s.duration_s for s in steps)
         nbytes = statistics.median(s.bytes_read for s in steps)
         rows.append((batch, step_s, batch / step_s, nbytes))
-    return rows
+    return rows, 2 * COPY_BYTES / statistics.median(clone_s)
 
 
 def batching_comparison(model: ModelConfig, repeats: int = 2) -> dict[str, list[RunSummary]]:
     """Continuous and static batching on the same mixed-length workload, interleaved."""
     items = synthetic_workload(
-        384, prompt_len=48, max_tokens=192, vocab_size=model.vocab_size, seed=1, mixed=True, long_fraction=0.08
+        MIXED_REQUESTS,
+        prompt_len=16,
+        max_tokens=256,
+        vocab_size=model.vocab_size,
+        seed=1,
+        mixed=True,
+        long_fraction=0.04,
     )
     results: dict[str, list[RunSummary]] = {"continuous": [], "static": []}
     for _ in range(repeats):
         for mode in ("continuous", "static"):
             engine = LLMEngine(
                 model,
-                EngineConfig(num_blocks=4096, max_num_seqs=64, max_num_batched_tokens=1024, scheduling=mode),  # type: ignore[arg-type]
+                EngineConfig(
+                    num_blocks=4096, max_num_seqs=64, max_num_batched_tokens=1024, scheduling=mode
+                ),  # type: ignore[arg-type]
             )
             results[mode].append(run_offline(engine, items))
     return results
@@ -74,18 +100,37 @@ def batching_comparison(model: ModelConfig, repeats: int = 2) -> dict[str, list[
 
 def tight_cache(model: ModelConfig) -> dict[str, RunSummary]:
     """200 requests on a pool that holds about four full-length sequences."""
-    items = synthetic_workload(200, prompt_len=32, max_tokens=48, vocab_size=model.vocab_size, seed=2)
+    items = synthetic_workload(
+        200, prompt_len=32, max_tokens=48, vocab_size=model.vocab_size, seed=2
+    )
     longest = max(len(i.prompt) + i.max_tokens for i in items)
     blocks = 4 * -(-longest // 16)
     out: dict[str, RunSummary] = {}
     for policy in ("recompute", "restart"):
         engine = LLMEngine(
             model,
-            EngineConfig(num_blocks=blocks, max_num_seqs=64, max_num_batched_tokens=512, preemption=policy),  # type: ignore[arg-type]
+            EngineConfig(
+                num_blocks=blocks, max_num_seqs=64, max_num_batched_tokens=512, preemption=policy
+            ),  # type: ignore[arg-type]
         )
         out[policy] = run_offline(engine, items, max_steps=20000)
-    _print(f"tight cache: {len(items)} requests, longest {longest} tokens, pool {blocks} blocks x 16")
+    _print(
+        f"tight cache: {len(items)} requests, longest {longest} tokens, pool {blocks} blocks x 16"
+    )
     return out
+
+
+def _table(rows: Sequence[tuple[int, float, float, float]], bw: float) -> None:
+    _print(
+        "\n| batch | step ms (median) | decode tok/s | bytes read/step (MB) | achieved GB/s | of copy bw |"
+    )
+    _print("|---:|---:|---:|---:|---:|---:|")
+    for batch, step_s, tps, nbytes in rows:
+        achieved = nbytes / step_s
+        _print(
+            f"| {batch} | {step_s * 1e3:.2f} | {tps:,.0f} | {nbytes / 1e6:.1f} | "
+            f"{achieved / 1e9:.2f} | {achieved / bw:.0%} |"
+        )
 
 
 def _print(*args: object) -> None:
@@ -97,7 +142,7 @@ def _median(xs: Sequence[float]) -> float:
 
 
 def main() -> None:
-    threads = int(os.environ.get("FLEETWATCH_ENGINE_THREADS", "2"))
+    threads = int(os.environ.get("FLEETWATCH_ENGINE_THREADS", "1"))
     torch.set_num_threads(threads)
     model = ModelConfig()
     _print(
@@ -105,23 +150,35 @@ def main() -> None:
         f"{model.hidden_size}, {model.num_heads} heads / {model.num_kv_heads} kv heads, vocab "
         f"{model.vocab_size}; torch {torch.__version__}, {threads} threads"
     )
-    bw_before = copy_bandwidth()
-    sweep = decode_sweep(model)
-    bw_after = copy_bandwidth()
-    bw = statistics.median([bw_before, bw_after])
-    _print(f"\ncopy bandwidth (clone of 256 MiB, read+write): {bw / 1e9:.1f} GB/s "
-          f"(before {bw_before / 1e9:.1f}, after {bw_after / 1e9:.1f})")
-    _print("\n| batch | step ms (median) | decode tok/s | bytes read/step (MB) | achieved GB/s | of copy bw |")
-    _print("|---:|---:|---:|---:|---:|---:|")
-    for batch, step_s, tps, nbytes in sweep:
-        achieved = nbytes / step_s
-        _print(f"| {batch} | {step_s * 1e3:.2f} | {tps:,.0f} | {nbytes / 1e6:.1f} | {achieved / 1e9:.2f} | {achieved / bw:.0%} |")
+    sweep, bw = decode_sweep(model)
+    _print(
+        f"\ncopy bandwidth (clone of 256 MiB, read+write bytes, median of {DECODE_STEPS}): {bw / 1e9:.1f} GB/s"
+    )
+    _table(sweep, bw)
+    wide = ModelConfig(
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_layers=4,
+        num_heads=16,
+        num_kv_heads=4,
+        vocab_size=8192,
+    )
+    wide_rows, wide_bw = decode_sweep(wide, batches=(1, 8, 32), prompt_len=8, rounds=10)
+    _print(
+        f"\nlarger than the 32 MiB L3: {wide.num_params / 1e6:.0f} M params "
+        f"({wide.num_params * 4 / 2**20:.0f} MiB), hidden {wide.hidden_size}; copy bandwidth in "
+        f"the same rounds {wide_bw / 1e9:.1f} GB/s"
+    )
+    _table(wide_rows, wide_bw)
 
     comp = batching_comparison(model)
     cont, stat = comp["continuous"], comp["static"]
     c_tps = _median([r.output_tokens_per_s for r in cont])
     s_tps = _median([r.output_tokens_per_s for r in stat])
-    _print("\nmixed workload: 384 requests, prompts 24-72 tokens, 92% ask 12 tokens, 8% ask 192; max 64 running")
+    _print(
+        f"\nmixed workload: {MIXED_REQUESTS} requests, prompts 8-24 tokens, 96% ask 16 tokens, 4% ask 256; "
+        "at most 64 running; static keeps finished members as padding until the batch ends"
+    )
     _print("| scheduling | output tok/s | steps | TTFT p50 s | TTFT p99 s | elapsed s |")
     _print("|---|---:|---:|---:|---:|---:|")
     for name, runs in (("continuous", cont), ("static", stat)):
@@ -130,10 +187,14 @@ def main() -> None:
             f"{_median([r.ttft_p50_s for r in runs]):.2f} | {_median([r.ttft_p99_s for r in runs]):.2f} | "
             f"{_median([r.elapsed_s for r in runs]):.2f} |"
         )
-    _print(f"continuous / static throughput: {c_tps / s_tps:.1f}x (medians of {len(cont)} interleaved runs each)")
+    _print(
+        f"continuous / static throughput: {c_tps / s_tps:.1f}x (medians of {len(cont)} interleaved runs each)"
+    )
 
     tight = tight_cache(model)
-    _print("| preemption | completed | preemptions | tokens computed | steps | elapsed s | output tok/s |")
+    _print(
+        "| preemption | completed | preemptions | tokens computed | steps | elapsed s | output tok/s |"
+    )
     _print("|---|---:|---:|---:|---:|---:|---:|")
     for policy in ("recompute", "restart"):
         r = tight[policy]

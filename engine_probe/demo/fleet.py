@@ -162,7 +162,9 @@ async def run_fleet(
                     record_sink=sink,
                 )
             )
-        addresses = {r.name: f"127.0.0.1:{h.port}" for r, h in zip(fleet_roles, handles, strict=True)}
+        addresses = {
+            r.name: f"127.0.0.1:{h.port}" for r, h in zip(fleet_roles, handles, strict=True)
+        }
         faults = {e.replica: dict(e.active_faults) for e in engines}
         if on_ready is not None:
             await on_ready(addresses)

@@ -45,9 +45,7 @@ def alert_intervals(
     out = []
     for series in matrix:
         labels = {
-            k: str(v)
-            for k, v in series["metric"].items()
-            if k not in ("__name__", "alertstate")
+            k: str(v) for k, v in series["metric"].items() if k not in ("__name__", "alertstate")
         }
         times = sorted(float(t) for t, _ in series["values"])
         if not times:
@@ -132,7 +130,7 @@ def observe(
     left = prom.query(f"slo:period_error_budget_remaining:ratio{{{match}}}")
     budget = float(left[0]["value"][1]) if left else None
     ratio = prom.query_range(
-        f'slo:sli_error:ratio_rate{burn_window}{{{match}}}', start_s, end_s, step_s
+        f"slo:sli_error:ratio_rate{burn_window}{{{match}}}", start_s, end_s, step_s
     )
     burn = tuple(
         (float(t), float(v) / error_budget)

@@ -29,7 +29,11 @@ def _burn_section(summary: Mapping[str, Any], burn: Mapping[str, Any]) -> Sectio
     page = slo["page"]
     marks = [(summary["burst"]["start_s"], summary["burst"]["end_s"], "error burst")]
     intervals = [
-        (i["start_s"], i["end_s"] if i["end_s"] is not None else burn["times_s"][-1], i["alert"])
+        (
+            i["start_s"],
+            i["end_s"] if i["end_s"] is not None else burn["times_s"][-1],
+            f"backtest: {i['alert']}",
+        )
         for i in slo["intervals"]
     ]
     extra = {}
@@ -156,7 +160,9 @@ def _bound_section(summary: Mapping[str, Any]) -> Section:
         }
         for p, b in zip(sweep["levels"], sweep["bound"], strict=False)
     ]
-    return Section("Latency against throughput, with the bandwidth bound", text, svg + table_html(rows))
+    return Section(
+        "Latency against throughput, with the bandwidth bound", text, svg + table_html(rows)
+    )
 
 
 def _prometheus_section(summary: Mapping[str, Any]) -> Section | None:
@@ -193,7 +199,10 @@ def _prometheus_section(summary: Mapping[str, Any]) -> Section | None:
 def _files_section(summary: Mapping[str, Any]) -> Section:
     rows = [{"file": f} for f in summary["files"]]
     checks = [
-        {"command": c["command"], "result": "ok" if c["ok"] else ("skipped" if c["skipped"] else "FAILED")}
+        {
+            "command": c["command"],
+            "result": "ok" if c["ok"] else ("skipped" if c["skipped"] else "FAILED"),
+        }
         for c in summary["promtool"]
     ]
     return Section(
@@ -203,13 +212,13 @@ def _files_section(summary: Mapping[str, Any]) -> Section:
     )
 
 
-def build_page(
-    summary: Mapping[str, Any], burn: Mapping[str, Any], lines: Sequence[str]
-) -> str:
+def build_page(summary: Mapping[str, Any], burn: Mapping[str, Any], lines: Sequence[str]) -> str:
     """The whole report page."""
     intro = " ".join(lines[:1])
     sections = [
-        Section("Findings", "What the run found.", "<pre>" + html.escape("\n".join(lines)) + "</pre>"),
+        Section(
+            "Findings", "What the run found.", "<pre>" + html.escape("\n".join(lines)) + "</pre>"
+        ),
         _burn_section(summary, burn),
         _replica_section(summary),
         _tail_section(summary),

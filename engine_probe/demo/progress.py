@@ -70,7 +70,11 @@ class RichProgress:
         if self._task is not None:
             task = self._bar.tasks[-1]
             if task.total is None:
-                self._bar.update(self._task, total=max(1, int(task.completed)), completed=max(1, int(task.completed)))
+                self._bar.update(
+                    self._task,
+                    total=max(1, int(task.completed)),
+                    completed=max(1, int(task.completed)),
+                )
             else:
                 self._bar.update(self._task, completed=task.total)
 

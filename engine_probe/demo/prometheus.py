@@ -181,7 +181,12 @@ class PrometheusServer:
         """Range query; returns the result matrix (``metric`` and ``values`` per series)."""
         data = self._get(
             "/api/v1/query_range",
-            {"query": expr, "start": f"{start_s:.3f}", "end": f"{end_s:.3f}", "step": f"{step_s:g}"},
+            {
+                "query": expr,
+                "start": f"{start_s:.3f}",
+                "end": f"{end_s:.3f}",
+                "step": f"{step_s:g}",
+            },
         )
         result: list[dict[str, Any]] = data["result"]
         return result

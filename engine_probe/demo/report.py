@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 __all__ = [
     "Section",
@@ -33,7 +34,8 @@ def _figure(width: float = 7.5, height: float = 3.4) -> tuple[Figure, Axes]:
 
 def _svg(fig: Figure) -> str:
     buf = io.StringIO()
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     fig.savefig(buf, format="svg")
     text = buf.getvalue()
     return text[text.index("<svg") :]
@@ -64,6 +66,9 @@ def latency_throughput_svg(
         )
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("output throughput (tokens/s)")
     ax.set_ylabel("time per output token (ms)")
     ax.legend(fontsize=8)
@@ -73,39 +78,51 @@ def latency_throughput_svg(
 
 def burn_rate_svg(
     times_s: Sequence[float],
-    burn: Mapping[str, Sequence[float]],
+    burn: Mapping[str, Sequence[float | None]],
     *,
     alert_intervals: Sequence[tuple[float, float, str]],
     threshold: float | None = None,
     marks: Sequence[tuple[float, float, str]] = (),
     extra: Mapping[str, Sequence[tuple[float, float]]] | None = None,
 ) -> str:
-    """Burn rate per window over time (seconds since the start), alert intervals shaded.
+    """Burn rate per window over time (seconds since the start) above, alert intervals below.
 
-    ``marks``: other intervals to show (the error burst), hatched; ``extra``: further series as
+    ``alert_intervals``: (start, end, alert) drawn as bars, one lane per alert name; ``marks``:
+    other intervals (the error burst), hatched in both panels; ``extra``: further series as
     (time, burn) points (e.g. the burn rate Prometheus recorded).
     """
-    fig, ax = _figure()
+    fig = Figure(figsize=(7.5, 4.6), dpi=100, layout="constrained")
+    grid = fig.add_gridspec(2, 1, height_ratios=(3, 1.3))
+    ax = fig.add_subplot(grid[0])
+    lanes = fig.add_subplot(grid[1], sharex=ax)
     for name, values in burn.items():
-        ax.plot(times_s, values, label=name, linewidth=1.2)
+        ys = [float("nan") if v is None else v for v in values]
+        ax.plot(times_s, ys, label=name, linewidth=1.3)
     for name, pts in (extra or {}).items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], ":", label=name, linewidth=1.5)
-    colors = ("orange", "purple", "green")
-    names = list(dict.fromkeys(n for _, _, n in alert_intervals))
-    for start, end, name in alert_intervals:
-        color = colors[names.index(name) % len(colors)]
-        ax.axvspan(start, end, color=color, alpha=0.2, label=f"{name}")
-    for start, end, name in marks:
-        ax.axvspan(start, end, facecolor="none", edgecolor="grey", hatch="//", label=name)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], ":", label=name, linewidth=1.6)
     if threshold is not None:
         ax.axhline(
-            threshold, color="crimson", linestyle=":", label=f"page threshold {threshold:g}x"
+            threshold, color="crimson", linestyle="--", linewidth=0.9, label=f"{threshold:g}x"
         )
-    ax.set_xlabel("time since start (s)")
+    for start, end, name in marks:
+        for a in (ax, lanes):
+            a.axvspan(start, end, facecolor="none", edgecolor="grey", hatch="//", linewidth=0)
+        ax.plot([], [], color="grey", linestyle="", marker="s", fillstyle="none", label=name)
+    names = list(dict.fromkeys(n for _, _, n in alert_intervals))
+    for start, end, name in alert_intervals:
+        lane = names.index(name)
+        lanes.broken_barh(
+            [(start, max(end - start, 0.5))], (lane - 0.35, 0.7), color=f"C{lane + 3}"
+        )
+    lanes.set_yticks(range(len(names)))
+    lanes.set_yticklabels(names, fontsize=7)
+    lanes.set_ylim(-0.6, max(len(names), 1) - 0.4)
+    lanes.invert_yaxis()
+    lanes.set_xlabel("time since start (s)")
+    lanes.grid(alpha=0.3, axis="x")
     ax.set_ylabel("burn rate (x budget)")
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=False))
-    ax.legend(unique.values(), unique.keys(), fontsize=8)
+    ax.tick_params(labelbottom=False)
+    ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.3)
     return _svg(fig)
 

@@ -12,20 +12,20 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine_probe.demo.analysis import Analysis, Verdict, analyse, verdicts
-from engine_probe.demo.artifacts import check_rules, write_dashboards, write_rules
+from engine_probe.demo.artifacts import RuleCheck, write_dashboards, write_rules
 from engine_probe.demo.fleet import FleetRun, SweepLevel, run_fleet, run_sweep
 from engine_probe.demo.observed import PrometheusView, observe
 from engine_probe.demo.progress import Progress, SilentProgress
 from engine_probe.demo.scenario import DemoConfig
 from telemetry.atomic import atomic_write_text
 
-__all__ = ["SPEC_PATH", "DemoResult", "run_demo"]
+__all__ = ["SPEC_PATH", "DemoResult", "Inspect", "run_demo"]
 
 SPEC_PATH = Path(__file__).with_name("slo.yaml")
 """The demo's SLO spec (12 h period, rules evaluated every second)."""
@@ -33,6 +33,11 @@ SPEC_PATH = Path(__file__).with_name("slo.yaml")
 PAGE_SLO = "availability"
 GRACE_S = 3.0
 """Seconds the fleet keeps serving after the traffic so Prometheus scrapes and evaluates the end."""
+
+
+Inspect = Callable[[Any, FleetRun], None]
+"""Called with the running ``PrometheusServer`` and the fleet run, after the traffic and before
+Prometheus stops (the end-to-end test queries the HTTP API itself from here)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,7 @@ async def _fleet_phase(
     prometheus: bool,
     progress: Progress,
     spec: Any,
+    inspect: Inspect | None = None,
 ) -> tuple[FleetRun, PrometheusView | None, str | None]:
     from engine_probe.demo.prometheus import PrometheusServer, ScrapeTarget
 
@@ -131,6 +137,8 @@ async def _fleet_phase(
             burn_window=format_duration(long_window),
             error_budget=slo.error_budget,
         )
+        if inspect is not None:
+            await asyncio.to_thread(inspect, prom, run)
         version = _prometheus_version(prom.binary)
         (out / "prometheus").mkdir(exist_ok=True)
         for name in ("prometheus.yml", "prometheus.log"):
@@ -202,7 +210,12 @@ def _burn_series(analysis: Analysis, origin: float, view: PrometheusView | None)
 
 def _findings_rows(analysis: Analysis) -> list[dict[str, Any]]:
     rows = []
-    for label, report in (("first", analysis.outliers), ("unmasked", analysis.unmasked)):
+    passes = (
+        ("fleet", analysis.outliers),
+        ("peers", analysis.peers),
+        ("unmasked", analysis.unmasked),
+    )
+    for label, report in passes:
         if report is None:
             continue
         for f in report.findings:
@@ -210,7 +223,9 @@ def _findings_rows(analysis: Analysis) -> list[dict[str, Any]]:
     return rows
 
 
-def _slo_summary(analysis: Analysis, spec: Any, config: DemoConfig, origin: float, burst: tuple[float, float]) -> dict[str, Any]:
+def _slo_summary(
+    analysis: Analysis, spec: Any, config: DemoConfig, origin: float, burst: tuple[float, float]
+) -> dict[str, Any]:
     from slo.report import report_json
 
     page_alert = _page_alert(spec)
@@ -314,43 +329,81 @@ def run_demo(
     *,
     prometheus: bool = False,
     progress: Progress | None = None,
+    inspect: Inspect | None = None,
 ) -> DemoResult:
-    """Run the whole demo and write its artifacts under ``out``."""
+    """Run the whole demo and write its artifacts under ``out``; ``inspect`` see ``Inspect``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        return _run_demo(
+            out, config or DemoConfig(), prometheus, progress or SilentProgress(), inspect
+        )
+    finally:
+        torch.set_num_threads(threads)  # the engines ran with one thread each
+
+
+def _run_demo(
+    out: Path,
+    config: DemoConfig,
+    prometheus: bool,
+    progress: Progress,
+    inspect: Inspect | None,
+) -> DemoResult:
     from engine_probe.engine import ModelConfig
     from slo.load import read_spec
     from telemetry.gpu.peak import measure_memory_bandwidth
     from telemetry.records import write_records
 
-    config = config or DemoConfig()
-    progress = progress or SilentProgress()
     t_start = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     spec = read_spec(SPEC_PATH)
     shutil.copyfile(SPEC_PATH, out / "slo.yaml")
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        phases[name] = round(now - mark, 2)
+        mark = now
+
     progress.phase("rules, dashboards, promtool", 3)
     rule_files = write_rules(out / "rules", spec)
     progress.advance()
     dashboards = write_dashboards(out / "dashboards")
     progress.advance()
-    promtool = check_rules(rule_files)
+    checker = RuleCheck(rule_files)
     progress.advance()
 
+    lap("rules")
     model_config = ModelConfig()
     bandwidth = measure_memory_bandwidth("cpu", nbytes=64 << 20, repeats=3)
+    lap("bandwidth")
     trace_path = out / "traces.jsonl"
     trace_path.unlink(missing_ok=True)
-    fleet, view, version = asyncio.run(
-        _fleet_phase(
-            config,
-            model_config,
-            out,
-            rule_files.rules,
-            prometheus=prometheus,
-            progress=progress,
-            spec=spec,
+    try:
+        fleet, view, version = asyncio.run(
+            _fleet_phase(
+                config,
+                model_config,
+                out,
+                rule_files.rules,
+                prometheus=prometheus,
+                progress=progress,
+                spec=spec,
+                inspect=inspect,
+            )
         )
-    )
-    levels = asyncio.run(run_sweep(config, model_config, progress=progress))
+        lap("fleet")
+        levels = asyncio.run(run_sweep(config, model_config, progress=progress))
+        lap("sweep")
+        progress.phase("promtool test rules", 1)
+        promtool = checker.results()
+        progress.advance()
+        lap("promtool")
+    finally:
+        checker.cancel()
 
     progress.phase("analysis and report", 3)
     records_path = out / "records.parquet"
@@ -358,12 +411,13 @@ def run_demo(
     analysis = analyse(fleet.records, spec)
     progress.advance()
     verdict_list = verdicts(analysis, fleet.roles)
+    lap("analysis")
     origin = fleet.start_s
     burst = (fleet.burst_s[0] - origin, fleet.burst_s[1] - origin)
     summary: dict[str, Any] = {
         "run": {
             "replicas": len(fleet.roles),
-            "requests": int(len(fleet.records)),
+            "requests": len(fleet.records),
             "planned": fleet.planned,
             "duration_s": config.duration_s,
             "seed": config.seed,
@@ -389,6 +443,7 @@ def run_demo(
         "slo": _slo_summary(analysis, spec, config, origin, fleet.burst_s),
         "fleet": {
             "outliers": analysis.outliers.to_dict(),
+            "peers": None if analysis.peers is None else analysis.peers.to_dict(),
             "unmasked": None if analysis.unmasked is None else analysis.unmasked.to_dict(),
             "findings": _findings_rows(analysis),
             "ratios": analysis.ratios,
@@ -432,14 +487,16 @@ def run_demo(
     )
     summary["files"] = files
     summary["run"]["wall_s"] = time.monotonic() - t_start
-    burn = _burn_series(analysis, origin, view)
+    summary["slo"]["burn"] = _burn_series(analysis, origin, view)
     summary = _clean(summary)
     lines = _lines(summary, verdict_list, out)
     progress.advance()
     from engine_probe.demo.page import build_page
 
-    atomic_write_text(out / "report.html", build_page(summary, _clean(burn), lines))
+    atomic_write_text(out / "report.html", build_page(summary, summary["slo"]["burn"], lines))
     progress.advance()
+    lap("report")
+    summary["phases_s"] = phases
     summary["lines"] = list(lines)
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return DemoResult(summary, lines, out)

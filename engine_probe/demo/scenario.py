@@ -48,8 +48,8 @@ class DemoConfig:
     short_prompt_tokens: tuple[int, int] = (16, 64)
     long_prompt_tokens: tuple[int, int] = (256, 384)
     max_tokens: tuple[int, int] = (16, 32)
-    burst_start: float = 0.45
-    burst_end: float = 0.65
+    burst_start: float = 0.3
+    burst_end: float = 0.45
     burst_error_rate: float = 0.5
     sweep_concurrency: tuple[int, ...] = (1, 4, 12)
     sweep_requests: int = 12
@@ -62,7 +62,9 @@ class DemoConfig:
             raise ProbeError(f"the demo fleet needs at least 3 replicas, got {self.replicas}")
         for name, idx in (("slow_replica", self.slow_replica), ("long_replica", self.long_replica)):
             if not 0 <= idx < self.replicas:
-                raise ProbeError(f"demo {name} {idx} is not a replica index (0..{self.replicas - 1})")
+                raise ProbeError(
+                    f"demo {name} {idx} is not a replica index (0..{self.replicas - 1})"
+                )
         if self.slow_replica == self.long_replica:
             raise ProbeError("demo slow_replica and long_replica must differ")
         if not 0 <= self.burst_start < self.burst_end <= 1:
@@ -84,9 +86,15 @@ def roles(config: DemoConfig) -> tuple[ReplicaRole, ...]:
     out = []
     for i in range(config.replicas):
         slowdown = config.slowdown if i == config.slow_replica else 1.0
-        prompts = config.long_prompt_tokens if i == config.long_replica else config.short_prompt_tokens
+        prompts = (
+            config.long_prompt_tokens if i == config.long_replica else config.short_prompt_tokens
+        )
         planted = (
-            "replica" if i == config.slow_replica else "workload" if i == config.long_replica else "none"
+            "replica"
+            if i == config.slow_replica
+            else "workload"
+            if i == config.long_replica
+            else "none"
         )
         out.append(ReplicaRole(config.replica_name(i), slowdown, prompts, planted))
     return tuple(out)

@@ -81,8 +81,9 @@ class LLMEngine:
         self.device = _resolve_device(cfg.device)
         dtype = torch_dtype(cfg.dtype)
         self.model = Transformer(self.model_config, self.device, dtype)
+        # one extra block: the scratch slot that static-batching padding rows write to
         self.kv_cache = KVCache(
-            self.model_config, cfg.num_blocks, cfg.block_size, self.device, dtype
+            self.model_config, cfg.num_blocks + 1, cfg.block_size, self.device, dtype
         )
         self.scheduler = Scheduler(cfg)
         self.cost = StepCostModel.for_model(
@@ -291,10 +292,10 @@ class LLMEngine:
         if not decode and not prefill:
             return outputs
 
-        batch, samplers, attn_pairs, kv_read = self._build_batch(decode, prefill)
+        batch, samplers, attn_pairs, kv_read = self._build_batch(decode, prefill, plan.padding)
         with torch.inference_mode():
             logits = self.model.forward(batch, self.kv_cache)
-            sampled = sample(logits, samplers, self.engine_config.seed)
+            sampled = sample(logits[: len(samplers)], samplers, self.engine_config.seed)
 
         first_tokens: list[Request] = []
         token_ids: list[str] = []
@@ -324,7 +325,7 @@ class LLMEngine:
             elif count >= req.max_tokens:
                 finished.append((req, "ok", "length", None))
         for req, *_ in finished:
-            sched.finish(req)
+            sched.complete(req)
             del self._requests[req.request_id]
 
         t1 = clock()
@@ -374,7 +375,7 @@ class LLMEngine:
 
         if obs is not None:
             nbytes, flops = self.cost.estimate(
-                batch.input_ids.shape[0], attn_pairs, kv_read, len(samplers)
+                batch.input_ids.shape[0], attn_pairs, kv_read, batch.sample_index.shape[0]
             )
             pool = sched.pool
             obs.on_step(
@@ -398,8 +399,11 @@ class LLMEngine:
         return outputs
 
     def _build_batch(
-        self, decode: list[Request], prefill: list[tuple[Request, int]]
+        self, decode: list[Request], prefill: list[tuple[Request, int]], padding: list[Request]
     ) -> tuple[StepBatch, list[Request], int, int]:
+        """Pack the step: real decode rows, padding rows (static batching: the last position
+        recomputed in place, same token, same slot), then prefill chunks. Logits rows: samplers
+        first, padding last (computed for their cost, discarded)."""
         bs = self.engine_config.block_size
         device = self.device
         ids: list[int] = []
@@ -417,11 +421,22 @@ class LLMEngine:
             tables.append(table)
             lens.append(p + 1)
             kv_read += p
-        attn_pairs = kv_read + len(decode)
+        scratch = self.engine_config.num_blocks * bs
+        for req in padding:
+            p = req.num_computed - 1
+            ids.append(req.tokens[p])
+            pos.append(p)
+            table = req.block_table
+            slots.append(scratch)  # never overwrite a block a prefix-cache hit may share
+            tables.append(table)
+            lens.append(p + 1)
+            kv_read += p
+        num_decode = len(decode) + len(padding)
+        attn_pairs = kv_read + num_decode
         samplers = list(decode)
         sample_index = list(range(len(decode)))
         chunks: list[PrefillChunk] = []
-        offset = len(decode)
+        offset = num_decode
         for req, n in prefill:
             start = req.num_computed
             ids.extend(req.tokens[start : start + n])
@@ -441,15 +456,16 @@ class LLMEngine:
             if start + n >= req.prefill_target:
                 samplers.append(req)
                 sample_index.append(offset - 1)
+        sample_index.extend(range(len(decode), num_decode))
         width = max((len(t) for t in tables), default=0)
         padded = [t + [0] * (width - len(t)) for t in tables]
         batch = StepBatch(
             input_ids=torch.tensor(ids, dtype=torch.long, device=device),
             positions=torch.tensor(pos, dtype=torch.long, device=device),
             slots=torch.tensor(slots, dtype=torch.long, device=device),
-            num_decode=len(decode),
+            num_decode=num_decode,
             decode_tables=torch.tensor(padded, dtype=torch.long, device=device).view(
-                len(decode), width
+                num_decode, width
             ),
             decode_lens=torch.tensor(lens, dtype=torch.long, device=device),
             prefills=tuple(chunks),

@@ -14,7 +14,9 @@ Policy (close to vLLM's v1 scheduler):
   the pool keeps ``watermark`` of its blocks free after the admission (ignored when nothing runs,
   so a lone request can always start). Full prompt blocks found in the prefix cache are reused.
   No admission happens in a step that preempted.
-- ``static`` scheduling admits a whole new batch only when the running set is empty.
+- ``static`` scheduling admits a whole new batch only when the running set is empty, and a
+  member that finishes early stays in the batch as padding (its last position is recomputed each
+  step and its blocks stay held) until the longest member finishes, as in a padded batch tensor.
 
 Pure Python: it hands out block ids and token counts, the model runner does the tensors.
 """
@@ -40,6 +42,8 @@ class SchedulerOutput:
     admitted: list[tuple[Request, int, bool]] = field(default_factory=list)
     """Admissions in order: (request, running count after it, first admission?)."""
     preempted: list[Request] = field(default_factory=list)
+    padding: list[Request] = field(default_factory=list)
+    """Static batching: finished batch members recomputed as padding (results discarded)."""
     cache_queries: int = 0
     cache_hits: int = 0
 
@@ -57,6 +61,8 @@ class Scheduler:
         self.pool = BlockPool(config.num_blocks, caching=config.enable_prefix_caching)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
+        self.padding: list[Request] = []
+        """Static batching only: finished members still occupying their batch slot."""
         self.watermark_blocks = int(config.watermark * config.num_blocks)
         self._admissions = 0
 
@@ -70,6 +76,9 @@ class Scheduler:
         chunked = cfg.enable_chunked_prefill
         pool = self.pool
         static_batch_open = cfg.scheduling == "static" and not self.running
+        if static_batch_open and self.padding:
+            self._release_padding()
+        out.padding = list(self.padding)
         running = self.running
         i = 0
         while i < len(running) and budget > 0:
@@ -182,6 +191,24 @@ class Scheduler:
             table = req.block_table
             for b in range(first, last):
                 self.pool.cache(table[b], hashes[b])
+
+    def complete(self, req: Request) -> None:
+        """A running request finished normally. Under static batching it stays in the batch as
+        padding (holding its blocks, computed every step) until the whole batch is done."""
+        if self.config.scheduling == "static" and req.state is RequestState.RUNNING:
+            self.running.remove(req)
+            req.state = RequestState.FINISHED
+            self.padding.append(req)
+            if not self.running:
+                self._release_padding()
+        else:
+            self.finish(req)
+
+    def _release_padding(self) -> None:
+        for req in self.padding:
+            self.pool.free(req.block_table)
+            req.block_table = []
+        self.padding.clear()
 
     def finish(self, req: Request) -> None:
         """Drop a request from wherever it is and free its blocks at once."""

@@ -79,6 +79,10 @@ def run(
     config: Path | None = typer.Option(
         None, "--config", help="The served model's config.json (its size, for the bound)."
     ),
+    warmup: int = typer.Option(0, "--warmup", help="Uncounted requests sent first."),
+    header: list[str] = typer.Option(
+        [], "--header", "-H", help="Extra header 'Name: value' (repeatable), e.g. authorization."
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Sweep load levels against an endpoint; print TTFT/TPOT/ITL percentiles, goodput, capacity."""
@@ -96,6 +100,12 @@ def run(
         raise ProbeError("give --concurrency (closed loop) or --rate (open loop), not both")
     if arrivals not in ("poisson", "gamma", "constant"):
         raise ProbeError(f"--arrivals must be poisson, gamma or constant, got {arrivals!r}")
+    headers = []
+    for h in header:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise ProbeError(f"--header must look like 'Name: value', got {h!r}")
+        headers.append((name.strip(), value.strip()))
     plan = ProbePlan(
         mode="closed" if not rates else arrivals,  # type: ignore[arg-type]
         levels=rates or conc or (1.0,),
@@ -108,6 +118,8 @@ def run(
         seed=seed,
         targets=SLOTargets(ttft, tpot, from_schedule=not ttft_from_send),
         timeout_s=timeout,
+        warmup=warmup,
+        headers=tuple(headers),
     )
     run_result = asyncio.run(_run(url, plan, gpu=gpu, config=config, progress=progress))
 

@@ -45,6 +45,7 @@ def run_to_dict(run: ProbeRun) -> dict[str, Any]:
                 "max_concurrency": plan.max_concurrency,
                 "model": plan.model,
                 "seed": plan.seed,
+                "warmup": plan.warmup,
                 "targets": {
                     "ttft_s": plan.targets.ttft_s,
                     "tpot_s": plan.targets.tpot_s,

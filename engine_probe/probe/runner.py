@@ -47,6 +47,10 @@ class ProbePlan:
     seed: int = 0
     targets: SLOTargets = field(default_factory=SLOTargets)
     timeout_s: float = 600.0
+    warmup: int = 0
+    """Requests sent (closed loop, one at a time) before the first level and not counted."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Extra HTTP headers (e.g. authorization) sent with every request."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("closed", "poisson", "gamma", "constant"):
@@ -62,6 +66,8 @@ class ProbePlan:
             raise ProbeError(f"--requests must be >= 1, got {self.requests}")
         if self.prompt_tokens < 1 or self.max_tokens < 1:
             raise ProbeError("--prompt-tokens and --max-tokens must be >= 1")
+        if self.warmup < 0:
+            raise ProbeError(f"--warmup must be >= 0, got {self.warmup}")
 
     def level_label(self, level: float) -> str:
         return f"c={int(level)}" if self.mode == "closed" else f"{level:g}/s"
@@ -105,7 +111,20 @@ async def run_plan(
     conns = max_connections or min(max(top, plan.max_concurrency or 0) + 16, 65536)
     offset = wall_clock() - clock()
     levels: list[LevelResult] = []
-    async with Prober(url, max_connections=conns, timeout_s=plan.timeout_s, clock=clock) as prober:
+    async with Prober(
+        url,
+        max_connections=conns,
+        timeout_s=plan.timeout_s,
+        headers=dict(plan.headers),
+        clock=clock,
+    ) as prober:
+        if plan.warmup:
+            warm = make_prompts(
+                plan.warmup, plan.prompt_tokens, np.random.default_rng(plan.seed + 1)
+            )
+            await prober.closed_loop(
+                1, [completion_body(p, plan.max_tokens, model=plan.model) for p in warm]
+            )
         for level in plan.levels:
             if on_level is not None:
                 on_level(level, plan.requests)

@@ -47,6 +47,8 @@ class ScriptedServer:
     emitted: list[list[float]] = field(default_factory=list)
     """Per request, in arrival order: the instants its token chunks were written."""
     arrived: list[float] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """Per request, in arrival order: the request headers."""
     barrier: int = 0
     """Hold every response until this many requests have arrived (proves they were concurrent)."""
     _all_in: asyncio.Event | None = None
@@ -96,6 +98,7 @@ class ScriptedServer:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.arrived.append(self.clock())
+        self.headers.append(dict(request.headers))
         times: list[float] = []
         self.emitted.append(times)
         s = self.script

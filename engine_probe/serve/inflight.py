@@ -61,6 +61,8 @@ class InFlight:
         self.slow_drops = 0
         self.queue_s: float | None = None
         """Time the request waited in the engine's queue (seconds), once known."""
+        self.sse_head: bytes | None = None
+        """The rendered start of this request's SSE chunks (id, model, created)."""
 
     def attach(self, on_drop: Callable[[], None] | None = None, *, bounded: bool = True) -> Reader:
         reader = Reader(on_drop=on_drop, bounded=bounded)

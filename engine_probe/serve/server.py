@@ -274,22 +274,23 @@ class CompletionServer:
     # -- the engine side ------------------------------------------------------------------------
 
     def _chunk(self, flight: InFlight, tokens: tuple[int, ...], finish: str | None) -> bytes:
-        obj = {
-            "id": flight.request_id,
-            "object": "text_completion",
-            "created": int(self.wall_clock()),
-            "model": self.limits.model_name,
-            "choices": [
-                {
-                    "index": 0,
-                    "text": decode(tokens),
-                    "token_ids": list(tokens),
-                    "logprobs": None,
-                    "finish_reason": finish,
-                }
-            ],
-        }
-        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+        """One SSE content chunk. The per-request head is rendered once; per token only the text,
+        ids and finish reason are (this runs once per request per engine step)."""
+        head = flight.sse_head
+        if head is None:
+            obj = {
+                "id": flight.request_id,
+                "object": "text_completion",
+                "created": int(self.wall_clock()),
+                "model": self.limits.model_name,
+            }
+            head = b"data: " + json.dumps(obj, separators=(",", ":")).encode()[:-1]
+            head += b',"choices":[{"index":0,"text":'
+            flight.sse_head = head
+        ids = ",".join(map(str, tokens))
+        fin = "null" if finish is None else json.dumps(finish)
+        tail = f',"token_ids":[{ids}],"logprobs":null,"finish_reason":{fin}}}]}}\n\n'
+        return head + json.dumps(decode(tokens)).encode() + tail.encode()
 
     def _usage_chunk(
         self, flight: InFlight, prompt: int, completion: int, queue_s: float | None

@@ -133,6 +133,9 @@ class CompareReport:
     confidence: float
     draws: int
     seed: int
+    matched: tuple[tuple[str, float, float], ...] = ()
+    """(metric, like-for-like ratio after/before, share of requests compared): per-prompt-length
+    bucket median ratios weighted by the before run's mix, so a workload change cancels out."""
 
     @property
     def workload_differs(self) -> bool:
@@ -157,6 +160,14 @@ class CompareReport:
             )
         reg = self.regressions
         parts.append(f"regressed: {', '.join(reg)}" if reg else "no latency regression found")
+        if self.workload_differs:
+            like = [
+                f"{m} {r:.2f}x" for m, r, cov in self.matched if math.isfinite(r) and cov >= 0.5
+            ]
+            if like:
+                parts.append(
+                    "like-for-like within prompt-length buckets (after/before): " + ", ".join(like)
+                )
         mv = self.moved()
         if mv is not None and reg:
             parts.append(f"largest move in the e2e tail: {mv.component} {mv.delta:+.4g} s")
@@ -217,6 +228,9 @@ class CompareReport:
                 }
                 for w in self.workload
             ],
+            "matched": [
+                {"metric": m, "ratio": num(r), "coverage": num(c)} for m, r, c in self.matched
+            ],
             "error_rate": {
                 "before": num(self.error_rate_before),
                 "after": num(self.error_rate_after),
@@ -246,6 +260,13 @@ class CompareReport:
             f"  {c.cohort:<14} {c.component:<20} {c.before:.4g} -> {c.after:.4g} ({c.delta:+.4g})"
             for c in self.components
         )
+        if self.matched:
+            lines.append("like-for-like after/before (per prompt-length bucket, before's mix):")
+            lines.extend(
+                f"  {m:<10} {r:.3f}x over {c:.0%} of requests"
+                for m, r, c in self.matched
+                if math.isfinite(r)
+            )
         lines.append("workload:")
         lines.extend(
             f"  {w.name:<22} {w.before:.4g} -> {w.after:.4g}  stat {w.statistic:.3f} "
@@ -402,7 +423,9 @@ def compare_runs(
         if eb[1] and ea[1]
         else math.nan
     )
+    matched = tuple((m, *_matched_ratio(b_ok, a_ok, m)) for m in metrics if m in b_ok.columns)
     return CompareReport(
+        matched=matched,
         metrics=comps,
         components=tuple(moves),
         workload=tuple(checks),
@@ -419,3 +442,39 @@ def _errors(df: pd.DataFrame) -> tuple[int, int]:
     if "status" not in df.columns:
         return 0, len(df)
     return int((df["status"].astype(str) == "error").sum()), len(df)
+
+
+def _matched_ratio(
+    before: pd.DataFrame, after: pd.DataFrame, col: str, buckets: int = 8, min_count: int = 20
+) -> tuple[float, float]:
+    """Like-for-like after/before ratio of ``col``: per bucket of uncached prompt tokens (edges
+    from the before run), the ratio of medians, weighted by the before run's counts. Returns
+    (ratio, share of the before run's requests in buckets both runs fill)."""
+
+    def uncached(df: pd.DataFrame) -> F64:
+        p = df["prompt_tokens"].to_numpy(dtype=np.float64)
+        if "cached_prompt_tokens" in df.columns:
+            p = p - df["cached_prompt_tokens"].to_numpy(dtype=np.float64)
+        return p
+
+    if "prompt_tokens" not in before.columns or "prompt_tokens" not in after.columns:
+        return math.nan, 0.0
+    ub, ua = uncached(before), uncached(after)
+    vb = before[col].to_numpy(dtype=np.float64, na_value=np.nan)
+    va = after[col].to_numpy(dtype=np.float64, na_value=np.nan)
+    kb, ka = ~np.isnan(vb), ~np.isnan(va)
+    if kb.sum() < min_count or ka.sum() < min_count:
+        return math.nan, 0.0
+    edges = np.unique(np.quantile(ub[kb], np.linspace(0, 1, buckets + 1))[1:-1])
+    bb = np.searchsorted(edges, ub[kb], side="right")
+    ba = np.searchsorted(edges, ua[ka], side="right")
+    mb = pd.Series(vb[kb]).groupby(bb).agg(["median", "size"])
+    ma = pd.Series(va[ka]).groupby(ba).agg(["median", "size"])
+    both = mb.join(ma, lsuffix="_b", rsuffix="_a", how="inner")
+    both = both[(both["size_b"] >= min_count) & (both["size_a"] >= min_count)]
+    both = both[both["median_b"] > 0]
+    if both.empty:
+        return math.nan, 0.0
+    w = both["size_b"].to_numpy(dtype=np.float64)
+    ratio = both["median_a"].to_numpy() / both["median_b"].to_numpy()
+    return float(np.dot(w, ratio) / w.sum()), float(w.sum() / kb.sum())

@@ -245,13 +245,13 @@ def attribute_tail(
 
     # Features of the service-time model.
     if "replica" in df.columns:
-        codes, uniques = pd.factorize(df["replica"].to_numpy()[idx])
+        all_codes, uniques = pd.factorize(df["replica"])
+        codes = all_codes[idx]
         names = [str(u) for u in uniques]
     else:
         codes, names = np.zeros(len(idx), dtype=np.int64), ["all"]
-    thr_long = max(
-        float(np.quantile(uncached, long_prompt_quantile)), 2.0 * float(np.median(uncached)), 1.0
-    )
+    q_long, q_mid = np.quantile(uncached, [long_prompt_quantile, 0.5])
+    thr_long = max(float(q_long), 2.0 * float(q_mid), 1.0)
     long_mask = uncached >= thr_long
     # The window a request would have been in flight at the body's typical speed: using the
     # measured window would count more overlap for requests that were slow for other reasons.

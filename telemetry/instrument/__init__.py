@@ -7,6 +7,6 @@
 
 from telemetry.instrument.api import Instrumentation, instrument
 from telemetry.instrument.observer import TelemetryObserver
-from telemetry.instrument.state import RequestState
+from telemetry.request_state import RequestState
 
 __all__ = ["Instrumentation", "RequestState", "TelemetryObserver", "instrument"]

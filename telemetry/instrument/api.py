@@ -13,10 +13,10 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
 
 from telemetry.instrument.observer import TelemetryObserver
-from telemetry.instrument.state import RequestState
 from telemetry.metrics.drops import DropCounter
 from telemetry.metrics.serving import ServingMetrics
 from telemetry.records import RequestRecord, Status
+from telemetry.request_state import RequestState
 from telemetry.sink.records import RecordSink
 from telemetry.spans.builder import SpanBuilder
 from telemetry.spans.provider import tracer_provider as provider_from_env
@@ -46,6 +46,7 @@ class Instrumentation:
         self,
         *,
         observer: TelemetryObserver,
+        engine: _Attachable,
         detach_engine: Callable[[], None],
         metrics: ServingMetrics | None,
         registry: CollectorRegistry | None,
@@ -68,8 +69,28 @@ class Instrumentation:
         """Epoch seconds minus engine-clock seconds, captured when instrumenting."""
         self._worker = worker
         self._owned_provider = owned_provider
-        self._detach_engine = detach_engine
+        self._detach_engine: Callable[[], None] | None = detach_engine
+        self._engine = engine
         self._detached = False
+
+    @property
+    def attached(self) -> bool:
+        """Whether the observer is attached to the engine right now."""
+        return self._detach_engine is not None
+
+    def pause(self) -> None:
+        """Stop observing (telemetry off: the engine is back to its no-observer path) while
+        keeping metrics, exporters and sinks. Requests in flight are forgotten: they get no span
+        or record. ``resume`` re-attaches."""
+        if self._detach_engine is not None:
+            self._detach_engine()
+            self._detach_engine = None
+            self.observer.requests.clear()
+
+    def resume(self) -> None:
+        """Observe the engine again after ``pause`` (requests already running are ignored)."""
+        if self._detach_engine is None and not self._detached:
+            self._detach_engine = self._engine.attach(self.observer)
 
     def annotate_text(
         self, request_id: str, *, input_text: str | None = None, output_text: str | None = None
@@ -107,8 +128,8 @@ class Instrumentation:
         """Stop observing the engine, drain spans and records, unregister the collectors."""
         if self._detached:
             return
+        self.pause()
         self._detached = True
-        self._detach_engine()
         self.flush(timeout)
         if self._worker is not None:
             self._worker.close(timeout)
@@ -228,6 +249,7 @@ def instrument(
     detach = engine.attach(observer)
     return Instrumentation(
         observer=observer,
+        engine=engine,
         detach_engine=detach,
         metrics=serving,
         registry=reg,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from engine_probe.engine.hooks import RequestInfo, StepStats
-from telemetry.instrument.state import RequestState
 from telemetry.metrics.serving import ServingMetrics
+from telemetry.request_state import RequestState
 
 __all__ = ["TelemetryObserver"]
 

@@ -126,7 +126,7 @@ class ServingMetrics(Collector):
     >>> m.series("chat").prompt_tokens += 12
     >>> reg.get_sample_value("fleetwatch_prompt_tokens_total",
     ...     {"model": "m", "replica": "r0", "traffic_class": "chat"})
-    12.0
+    12
     """
 
     def __init__(
@@ -224,7 +224,9 @@ class ServingMetrics(Collector):
     # --- scrape ---------------------------------------------------------------------------------
 
     def describe(self) -> Iterable[Metric]:
-        return []
+        """The metric families (so a registry refuses a second collector with the same names
+        instead of exposing duplicates: use one registry per instrumented engine)."""
+        return list(self.collect())
 
     def collect(self) -> Iterable[Metric]:
         p = self.profile

@@ -91,7 +91,9 @@ class KVAccounting(RuleBasedStateMachine):
         pool = sched.pool
         pool.check()
         assert pool.num_free + pool.num_used == pool.num_blocks
-        holders = Counter(b for r in [*sched.running, *sched.waiting] for b in r.block_table)
+        holders = Counter(
+            b for r in [*sched.running, *sched.waiting, *sched.padding] for b in r.block_table
+        )
         for b in range(pool.num_blocks):
             assert pool.refcount(b) == holders.get(b, 0)
         for r in sched.waiting:

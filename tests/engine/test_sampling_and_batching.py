@@ -67,3 +67,20 @@ def test_bfloat16_runs_and_mostly_agrees_with_float32(make_engine, make_prompts)
     bf16 = make_engine(dtype="bfloat16").generate(prompts, 4)
     assert all(len(t) == 4 for t in bf16)
     assert sum(x[0] == y[0] for x, y in zip(f32, bf16, strict=True)) >= 2
+
+
+def test_static_batch_keeps_finished_members_as_padding_until_the_longest_ends(make_engine) -> None:
+    log = EventLog()
+    engine = make_engine(scheduling="static", observer=log)
+    short = engine.add_request([1, 2, 3, 4], max_tokens=2)
+    engine.add_request([5, 6, 7, 8], max_tokens=9)
+    while engine.has_unfinished():
+        engine.step()
+    short_done = next(
+        e.t for e in log.events if e.name == "request_finished" and e.args[0] == short
+    )
+    after = [s for s in log.steps if s.start_s > short_done]
+    assert after and all(s.decode_tokens == 1 for s in after)
+    # the finished member still holds its 2 blocks (the long one holds 2, then 3)
+    assert all(s.kv_blocks_used >= 2 + 2 for s in after[:-1])
+    assert engine.scheduler.pool.num_used == 0 and not engine.scheduler.padding

@@ -50,6 +50,26 @@ def test_longer_prompts_warn_that_the_workload_changed():
     assert report.workload_differs
     assert [w.name for w in report.workload if w.differs] == ["prompt_tokens"]
     assert report.summary().startswith("WARNING: the workload differs (prompt_tokens)")
+    # Like-for-like (same prompt-length buckets) nothing moved: the workload explains it.
+    matched = {m: r for m, r, _ in report.matched}
+    assert matched["ttft_s"] == pytest.approx(1.0, abs=0.06)
+    assert "like-for-like within prompt-length buckets" in report.summary()
+
+
+def test_real_slowdown_shows_like_for_like_even_when_the_workload_changed():
+    before = synthetic_fleet(4, 1500, seed=1)
+    after = synthetic_fleet(
+        4,
+        1500,
+        seed=2,
+        prompt_scale={i: 2.0 for i in range(4)},
+        slowdown={i: 1.3 for i in range(4)},
+    )
+    report = compare_runs(before, after, draws=300)
+    matched = {m: r for m, r, _ in report.matched}
+    assert report.workload_differs
+    assert matched["ttft_s"] == pytest.approx(1.3, abs=0.08)
+    assert matched["tpot_s"] == pytest.approx(1.3, abs=0.05)
 
 
 def test_seeded_and_deterministic():

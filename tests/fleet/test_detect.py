@@ -172,3 +172,25 @@ def test_json_shape():
     assert doc["verdict"] == "outliers"
     f = doc["findings"][0]
     assert set(f) >= {"replica", "signal", "ratio", "robust_z", "evidence", "side", "cause"}
+
+
+def test_slow_replica_that_also_got_long_prompts_is_still_replica_side():
+    # No like-for-like TTFT buckets (its prompts are its own), but TPOT barely depends on prompt
+    # length and is twice the fleet's: the replica is to blame, the workload is noted.
+    df = synthetic_fleet(6, 300, seed=3, slowdown={2: 2.0}, prompt_scale={2: 4.0})
+    report = detect(table_from_records(df))
+    mine = [f for f in report.findings if f.replica == "replica-2"]
+    assert {f.signal for f in mine} >= {"ttft", "tpot"}
+    assert all(f.side is Side.REPLICA for f in mine), report.render()
+    ttft = next(f for f in mine if f.signal == "ttft")
+    assert any(e.startswith("prompt length: mean") and "(3.7" in e for e in ttft.evidence)
+
+
+@pytest.mark.parametrize(("tpot_slow", "side"), [(True, Side.REPLICA), (False, Side.WORKLOAD)])
+def test_without_per_request_data_tpot_decides_between_replica_and_workload(tpot_slow, side):
+    idx = pd.Index([f"r{i}" for i in range(5)])
+    workload = pd.DataFrame({"mean_prompt_tokens": [500, 500, 500, 500, 2000.0]}, index=idx)
+    tpot = [0.02, 0.02, 0.021, 0.02, 0.04 if tpot_slow else 0.02]
+    t = _table({"ttft": [0.1, 0.1, 0.1, 0.1, 0.5], "tpot": tpot}, workload=workload)
+    ttft = next(f for f in detect(t).findings if f.signal == "ttft")
+    assert ttft.side is side

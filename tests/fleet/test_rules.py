@@ -57,3 +57,15 @@ def test_each_replica_is_compared_with_the_fleet_median_of_its_model():
 def test_rules_yaml_round_trips():
     text = render_yaml(outlier_rules(get_profile("tgi")))
     assert yaml.safe_load(text)["groups"][0]["name"] == "fleetwatch-fleet-outliers-tgi"
+
+
+@pytest.mark.parametrize("name", ["fleetwatch", "vllm"])
+def test_generated_rules_match_the_golden_files(name):
+    """Regenerate with: fleetwatch fleet rules --profile NAME -o tests/fleet/golden/outlier-rules-NAME.yaml"""
+    from pathlib import Path
+
+    golden = Path(__file__).parent / "golden" / f"outlier-rules-{name}.yaml"
+    test_golden = golden.with_name(golden.stem + ".test.yaml")
+    profile = get_profile(name)
+    assert render_yaml(outlier_rules(profile)) == golden.read_text()
+    assert render_yaml(outlier_rules_test(profile, golden.name)) == test_golden.read_text()

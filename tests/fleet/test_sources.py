@@ -129,3 +129,37 @@ def test_bad_snapshot_dir_and_text_are_analysis_errors(tmp_path):
     (tmp_path / "r0.prom").write_text("this is { not exposition\n")
     with pytest.raises(AnalysisError, match="r0"):
         table_from_metrics_dir(tmp_path, get_profile("fleetwatch"))
+
+
+def test_matched_ratio_compares_within_prompt_buckets():
+    import pandas as pd
+
+    from telemetry.analysis.outliers.sources import matched_ratios
+
+    # Same latency per prompt size everywhere; r2 only got the long prompts' bucket mixed in more.
+    rows = []
+    for r, long_share in (("r0", 0.2), ("r1", 0.2), ("r2", 0.8)):
+        for k in range(100):
+            p = 2000 if k < long_share * 100 else 200
+            rows.append(
+                {"replica": r, "prompt_tokens": p, "cached_prompt_tokens": 0, "ttft_s": p / 1e4}
+            )
+    df = pd.DataFrame(rows)
+    raw = df.groupby("replica")["ttft_s"].median()
+    assert raw["r2"] / raw["r0"] == pytest.approx(10.0)
+    m = matched_ratios(df, "ttft_s", buckets=4)
+    assert m.to_dict() == pytest.approx({"r0": 1.0, "r1": 1.0, "r2": 1.0})
+
+
+def test_cli_metrics_dir(tmp_path, capsys):
+    import json
+
+    from fleetwatch.cli import main
+
+    for i in range(4):
+        (tmp_path / f"r{i}.prom").write_text(_snapshot("vllm", seed=i, slow=2.0 if i == 0 else 1.0))
+    args = ["fleet", "outliers", "--metrics-dir", str(tmp_path), "--profile", "vllm", "--json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {f["replica"] for f in doc["findings"]} == {"r0"}
+    assert doc["source"] == "metrics snapshots"

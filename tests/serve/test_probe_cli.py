@@ -114,6 +114,8 @@ def test_probe_run_open_loop_gamma(tmp_path: Path) -> None:
             "--arrivals",
         ),
         (["probe", "run", "http://127.0.0.1:1", "--gpu", "H100"], "--config"),
+        (["probe", "run", "http://127.0.0.1:1", "-H", "no colon"], "--header"),
+        (["probe", "run", "http://127.0.0.1:1", "--warmup", "-1"], "--warmup"),
     ],
 )
 def test_probe_run_bad_input_is_one_line_and_exit_2(
@@ -235,3 +237,45 @@ def test_probe_records_feed_fleet_tail_and_compare(
     assert json.loads(capsys.readouterr().out)
     assert main(["fleet", "compare", runs[0], runs[1], "--json", "--draws", "200"]) == 0
     assert json.loads(capsys.readouterr().out)
+
+
+def test_warmup_is_not_counted_and_headers_reach_the_server(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    from engine_probe.probe.scripted_server import Script, ScriptedServer
+
+    loop = asyncio.new_event_loop()
+    server = ScriptedServer(Script(chunks=((0.0, 1),)))
+    url = loop.run_until_complete(server.start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        out = tmp_path / "w.json"
+        argv = [
+            "probe",
+            "run",
+            url,
+            "-c",
+            "1",
+            "-n",
+            "3",
+            "--warmup",
+            "2",
+            "--no-progress",
+            "-H",
+            "Authorization: Bearer s3cret",
+            "--json",
+            str(out),
+        ]
+        assert main(argv) == 0
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+    data = json.loads(out.read_text())
+    assert data["levels"][0]["requests"] == 3 and data["plan"]["warmup"] == 2
+    assert len(server.arrived) == 5
+    assert all(h.get("Authorization") == "Bearer s3cret" for h in server.headers)
+    assert "s3cret" not in out.read_text()

@@ -115,3 +115,22 @@ def test_schedule_based_latency_shows_a_stall_that_send_based_latency_hides() ->
 async def _stall_later(server: ScriptedServer, after_s: float, stall_s: float) -> None:
     await asyncio.sleep(after_s)
     await server.stall(stall_s)
+
+
+def test_an_event_longer_than_the_client_line_limit_is_read_whole() -> None:
+    """aiohttp's line reader stops at 64 KiB; the probe reads raw chunks and parses SSE itself."""
+    script = Script(first_chunk_tokens=150_000, chunks=((0.0, 2),), send_token_ids=False)
+
+    async def go() -> RequestResult:
+        server = ScriptedServer(script)
+        url = await server.start()
+        try:
+            async with Prober(url) as p:
+                return await p.one(0, 0.0, completion_body("big", 150_002))
+        finally:
+            await server.stop()
+
+    r = asyncio.run(go())
+    assert r.ok, r.error
+    assert r.output_tokens == 150_002
+    assert list(r.chunk_tokens) == [150_000, 2]

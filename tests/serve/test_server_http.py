@@ -295,3 +295,23 @@ def test_disconnect_while_queued_frees_the_slot_and_a_key_reruns_after_an_abort(
     assert tokens == 5
     assert arrived == 3  # a, the abandoned b, and b again: aborted work is not replayed
     assert kv == 0
+
+
+def test_injected_engine_errors_reach_the_client_as_errors_not_hangs(kit: Any) -> None:
+    from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
+    from engine_probe.probe.client import Prober, completion_body
+
+    async def go() -> tuple[list[str], int]:
+        model = kit.make_engine().model_config
+        engine = LLMEngine(
+            model, EngineConfig(num_blocks=256, device="cpu"), faults=FaultConfig(error_rate=1.0)
+        )
+        async with await start_server(engine) as h, Prober(h.url) as p:
+            results = [await p.one(i, 0.0, completion_body("boom", 8)) for i in range(3)]
+            async with aiohttp.ClientSession() as s, s.get(f"{h.url}/health") as r:
+                health = r.status
+        return [r.status for r in results], health
+
+    statuses, health = asyncio.run(go())
+    assert statuses == ["error"] * 3
+    assert health == 200

@@ -149,3 +149,26 @@ def test_declared_peaks_for_known_devices_only():
     assert declared_peak("NVIDIA H100 80GB HBM3").bandwidth_bytes_per_s == 3.35e12
     assert declared_peak("NVIDIA H200").bandwidth_bytes_per_s == 4.8e12
     assert declared_peak("Some Unknown Accelerator") is None
+
+
+def test_instrument_registers_and_stops_the_sampler(make_engine, drive):
+    from telemetry.instrument import instrument
+
+    nvml = RecordedNvml()
+    sampler = GpuSampler(nvml=nvml, wait=lambda s: True)  # the thread exits at once
+    reg = CollectorRegistry()
+    engine = make_engine()
+    inst = instrument(engine, registry=reg, gpu=sampler, env={})
+    drive(engine, [[1, 2, 3]], 2)
+    assert reg.get_sample_value("fleetwatch_gpu_available", {"reason": ""}) == 1.0
+    inst.detach()
+    assert not nvml.initialised
+    assert reg.get_sample_value("fleetwatch_gpu_available", {"reason": ""}) is None
+
+
+def test_measured_bandwidth_is_positive_and_says_where_it_came_from():
+    from telemetry.gpu import measure_memory_bandwidth
+
+    peak = measure_memory_bandwidth("cpu", nbytes=1 << 20, repeats=2)
+    assert peak.bandwidth_bytes_per_s > 0 and peak.flops_per_s is None
+    assert peak.source == "measured: cpu copy"

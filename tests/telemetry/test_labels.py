@@ -35,7 +35,7 @@ def test_100k_distinct_tenants_give_a_bounded_number_of_series():
     engine = NoEngine()
     reg = CollectorRegistry()
     inst = instrument(
-        engine, registry=reg, tenant_label=True, max_label_values=50, clock=lambda: 0.0
+        engine, registry=reg, env={}, tenant_label=True, max_label_values=50, clock=lambda: 0.0
     )
     obs = engine.observer
     n = 100_000
@@ -85,7 +85,7 @@ def test_100k_distinct_tenants_give_a_bounded_number_of_series():
 def test_tenant_label_is_off_by_default():
     engine = NoEngine()
     reg = CollectorRegistry()
-    instrument(engine, registry=reg, clock=lambda: 0.0, model="explicit", replica="r1")
+    instrument(engine, registry=reg, env={}, clock=lambda: 0.0, model="explicit", replica="r1")
     engine.observer.on_request_arrived(0.0, RequestInfo("x", 1, 1, tenant="acme"))
     engine.observer.on_request_finished(0.0, "x", "rejected", None, "QueueFull", 0, 0)
     text = generate_latest(reg).decode()
@@ -103,3 +103,12 @@ def test_tenant_label_is_off_by_default():
         )
         == 1
     )
+
+
+def test_a_second_engine_on_the_same_registry_is_refused():
+    import pytest
+
+    reg = CollectorRegistry()
+    instrument(NoEngine(), registry=reg, env={}, clock=lambda: 0.0)
+    with pytest.raises(ValueError, match="Duplicated"):
+        instrument(NoEngine(), registry=reg, env={}, clock=lambda: 0.0)

@@ -54,7 +54,7 @@ def test_engine_run_to_record_files_in_wall_clock_seconds(make_engine, mixed_wor
     engine = make_engine(num_blocks=12, error_rate=0.3)
     sink = RotatingRecordSink(tmp_path, fmt="parquet", max_records=4)
     inst = instrument(
-        engine, registry=CollectorRegistry(), record_sink=sink, wall_clock=lambda: 1.7e9
+        engine, registry=CollectorRegistry(), record_sink=sink, env={}, wall_clock=lambda: 1.7e9
     )
     _, run = mixed_workload(engine)
     inst.detach()

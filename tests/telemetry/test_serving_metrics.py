@@ -18,7 +18,7 @@ def _run(make_engine, mixed_workload, **kw):
     engine = make_engine(num_blocks=12, error_rate=0.3)
     reg = CollectorRegistry()
     sink = MemoryRecordSink()
-    inst = instrument(engine, registry=reg, record_sink=sink, **kw)
+    inst = instrument(engine, registry=reg, record_sink=sink, env={}, **kw)
     _, run = mixed_workload(engine)
     inst.flush()
     return engine, reg, sink, run, inst
@@ -118,7 +118,7 @@ def test_without_a_declared_peak_no_utilisation_ratio_is_invented(make_engine, m
 def test_detach_stops_observing_and_unregisters(make_engine, drive):
     engine = make_engine()
     reg = CollectorRegistry()
-    inst = instrument(engine, registry=reg)
+    inst = instrument(engine, registry=reg, env={})
     drive(engine, [[1, 2, 3]], 3)
     inst.detach()
     assert (
@@ -136,3 +136,32 @@ def _go(v: float) -> str:
     from prometheus_client.utils import floatToGoString
 
     return str(floatToGoString(v))
+
+
+def test_pause_turns_telemetry_off_and_resume_on(make_engine, drive):
+    engine = make_engine()
+    reg = CollectorRegistry()
+    inst = instrument(engine, registry=reg, env={})
+    labels = {"model": engine.model_name, "replica": engine.replica, "traffic_class": "default"}
+    drive(engine, [[1, 2, 3]], 2)
+    inst.pause()
+    assert not inst.attached
+    drive(engine, [[1, 2, 3]], 2)
+    inst.resume()
+    drive(engine, [[1, 2, 3]], 2)
+    assert reg.get_sample_value("fleetwatch_prompt_tokens_total", labels) == 6
+    inst.detach()
+    inst.resume()  # a detached handle stays detached
+    assert not inst.attached
+
+
+def test_exposition_passes_promtool_lint(make_engine, mixed_workload, promtool):
+    import subprocess
+
+    _, reg, _, _, inst = _run(make_engine, mixed_workload, goodput=(1.0, 0.1))
+    text = generate_latest(reg)
+    inst.detach()
+    done = subprocess.run(
+        [str(promtool), "check", "metrics"], input=text, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -59,6 +59,8 @@ class ReplicaContext:
     gpu_bad: tuple[str, ...] = ()
     drift: tuple[str, ...] = ()
     low_request_rate: bool = False
+    decode_slow: bool = False
+    """The replica is also slow on a prompt-insensitive signal (TPOT)."""
     extra: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -99,12 +101,24 @@ def classify(spec: SignalSpec, ctx: ReplicaContext) -> tuple[Side, Cause, tuple[
     if ctx.drift or ctx.gpu_bad:
         cause, why = _replica_cause(ctx)
         return Side.REPLICA, cause, (*evidence, *why)
-    if ctx.matched_slow is True:
+    matched = ctx.matched_slow
+    if matched is None and not spec.prompt_sensitive:
+        evidence.append(
+            f"{spec.name} barely depends on prompt length: its raw value is already like-for-like"
+        )
+        matched = True
+    if matched is None and ctx.decode_slow:
+        evidence.append(
+            "its time per output token, which barely depends on prompt length, is slow too: "
+            "replica-side even though its workload differs"
+        )
+        matched = True
+    if matched is True:
         cause, why = _replica_cause(ctx)
         return Side.REPLICA, cause, (*evidence, *why)
     if ctx.workload:
         return Side.WORKLOAD, ctx.workload[0][0], tuple(evidence)
-    if ctx.matched_slow is False:
+    if matched is False:
         evidence.append("slow only on its raw median: within prompt-length buckets it is normal")
         return Side.WORKLOAD, Cause.PROMPT_LENGTH_MIX, tuple(evidence)
     cause, why = _replica_cause(ctx)

@@ -356,6 +356,13 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
                     f"{_fmt(float(rc.median[j]), s.unit)}"
                 )
 
+    decode_slow = {
+        str(judged[int(i)])
+        for i, j in zip(rows.tolist(), colidx.tolist(), strict=True)
+        if specs[j].family == "latency"
+        and not specs[j].prompt_sensitive
+        and matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is not False
+    }
     findings: list[Finding] = []
     for i, j in zip(rows.tolist(), colidx.tolist(), strict=True):
         r = str(judged[i])
@@ -370,6 +377,7 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             gpu_bad=tuple(gpu_bad.get(r, ())),
             drift=drift.get(r, ()),
             low_request_rate=wl[2],
+            decode_slow=r in decode_slow,
         )
         side, cause, why = classify(spec, ctx)
         med = float(rc.median[j])

@@ -360,9 +360,9 @@ def outlier_rules_test(
 
 
 def _label_dict(matchers: str) -> dict[str, str]:
-    from telemetry.analysis.outliers.sources import _matchers
+    from telemetry.analysis.outliers.sources import label_matchers
 
-    return _matchers(matchers)
+    return label_matchers(matchers)
 
 
 def _ok_label(bad: MetricRef) -> dict[str, str]:

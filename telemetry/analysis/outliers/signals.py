@@ -44,13 +44,23 @@ class SignalSpec:
     rel_floor: float = 0.05
     abs_floor: float = 0.0
     description: str = ""
+    prompt_sensitive: bool = True
+    """Latency that grows with prompt length (TTFT, e2e); TPOT barely does, so a raw comparison
+    of it is already like-for-like."""
 
 
 SIGNALS: Final[Mapping[str, SignalSpec]] = {
     s.name: s
     for s in (
         SignalSpec("ttft", "s", "higher", "latency", description="time to first token, p50"),
-        SignalSpec("tpot", "s", "higher", "latency", description="time per output token, p50"),
+        SignalSpec(
+            "tpot",
+            "s",
+            "higher",
+            "latency",
+            description="time per output token, p50",
+            prompt_sensitive=False,
+        ),
         SignalSpec("e2e", "s", "higher", "latency", description="end-to-end latency, p50"),
         SignalSpec(
             "error_rate",

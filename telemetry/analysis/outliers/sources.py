@@ -32,6 +32,7 @@ from telemetry.profiles import MetricRef, Profile, ProfileError, Signal
 __all__ = [
     "DEFAULT_FINGERPRINT_METRIC",
     "histogram_quantile",
+    "label_matchers",
     "matched_ratios",
     "table_from_metrics_dir",
     "table_from_metrics_text",
@@ -206,7 +207,8 @@ def table_from_records(
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*')
 
 
-def _matchers(text: str) -> dict[str, str]:
+def label_matchers(text: str) -> dict[str, str]:
+    """Parse `name="value",…` label matchers (equality only) into a dict."""
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         m = _MATCHER.fullmatch(part)
@@ -262,18 +264,20 @@ def _select(samples: list[Sample], name: str, matchers: Mapping[str, str]) -> li
 
 
 def _sum(samples: list[Sample], ref: MetricRef) -> float:
-    chosen = _select(samples, ref.name, _matchers(ref.matchers))
+    chosen = _select(samples, ref.name, label_matchers(ref.matchers))
     return float(sum(s[2] for s in chosen)) if chosen else math.nan
 
 
 def _mean(samples: list[Sample], ref: MetricRef) -> float:
-    chosen = _select(samples, ref.name, _matchers(ref.matchers))
+    chosen = _select(samples, ref.name, label_matchers(ref.matchers))
     return float(np.mean([s[2] for s in chosen])) if chosen else math.nan
 
 
 def _hist(samples: list[Sample], ref: MetricRef, q: float) -> tuple[float, float]:
     by_le: dict[float, float] = defaultdict(float)
-    for _name, labels, value in _select(samples, ref.name + "_bucket", _matchers(ref.matchers)):
+    for _name, labels, value in _select(
+        samples, ref.name + "_bucket", label_matchers(ref.matchers)
+    ):
         by_le[float(labels.get("le", "nan"))] += value
     count = _sum(samples, MetricRef(ref.name + "_count", "counter", matchers=ref.matchers))
     return histogram_quantile(q, by_le.items()), count
