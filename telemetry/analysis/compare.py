@@ -470,7 +470,7 @@ def _matched_ratio(
     ba = np.searchsorted(edges, ua[ka], side="right")
     mb = pd.Series(vb[kb]).groupby(bb).agg(["median", "size"])
     ma = pd.Series(va[ka]).groupby(ba).agg(["median", "size"])
-    both = mb.join(ma, lsuffix="_b", rsuffix="_a", how="inner")
+    both = mb.add_suffix("_b").join(ma.add_suffix("_a"), how="inner")
     both = both[(both["size_b"] >= min_count) & (both["size_a"] >= min_count)]
     both = both[both["median_b"] > 0]
     if both.empty:

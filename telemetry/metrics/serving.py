@@ -31,6 +31,15 @@ from telemetry.profiles import FLEETWATCH, MetricRef, Profile, Signal
 
 __all__ = ["DROP_STAGES", "REQUEST_HISTOGRAMS", "Series", "SeriesKey", "ServingMetrics"]
 
+INITIAL_OUTCOMES: Final = (
+    ("ok", "stop"),
+    ("ok", "length"),
+    ("error", "error"),
+    ("aborted", "abort"),
+    ("rejected", "none"),
+)
+"""(status, finish_reason) pairs exported at 0 from a series' creation."""
+
 DROP_STAGES: Final = ("requests", "spans")
 """Always exported (at 0 until something drops): finished requests waiting for span/record
 building (``requests``) and spans waiting for an exporter (``spans``)."""
@@ -96,7 +105,9 @@ class Series:
         self.queue = h(Signal.QUEUE)
         self.prefill = h(Signal.PREFILL)
         self.decode = h(Signal.DECODE)
-        self.outcomes: dict[tuple[str, str], int] = {}
+        # Every outcome starts at 0, so a rate over the first error sees it (Prometheus's
+        # increase() cannot count an event on a series that did not exist before it).
+        self.outcomes: dict[tuple[str, str], int] = dict.fromkeys(INITIAL_OUTCOMES, 0)
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.cached_tokens = 0
