@@ -38,6 +38,6 @@ def sample(logits: torch.Tensor, requests: Sequence[Request], engine_seed: int) 
             keep = (sorted_p.cumsum(0) - sorted_p) < sp.top_p
             sorted_p = sorted_p * keep
         cum = sorted_p.cumsum(0)
-        pick = int(torch.searchsorted(cum, torch.tensor([u * float(cum[-1])], dtype=cum.dtype)))
+        pick = int((cum < u * float(cum[-1])).sum())  # first index whose cumulative mass >= u
         tokens[row] = int(order[min(pick, order.shape[0] - 1)])
     return tokens

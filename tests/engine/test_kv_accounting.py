@@ -117,7 +117,7 @@ class KVAccounting(RuleBasedStateMachine):
 
 
 KVAccounting.TestCase.settings = settings(
-    max_examples=120,
+    max_examples=300,
     stateful_step_count=30,
     deadline=None,
     derandomize=True,

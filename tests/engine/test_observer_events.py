@@ -100,3 +100,21 @@ def test_several_observers_see_the_same_events_and_detach(make_engine) -> None:
     engine.generate([[1, 2, 3]], 3)
     assert len(a.events) > len(b.events)
     assert engine._obs is a
+
+
+def test_step_cost_estimates_follow_the_model_shape(make_engine, tiny) -> None:
+    log = EventLog()
+    engine = make_engine(observer=log)
+    for i in range(8):
+        engine.add_request([i + 1] * 8, max_tokens=3)
+    while engine.has_unfinished():
+        engine.step()
+    prefill, decode = log.steps[0], log.steps[1]
+    assert (prefill.prefill_tokens, decode.decode_tokens) == (64, 8)
+    weights = engine.model.weight_bytes - tiny.vocab_size * tiny.hidden_size * 4  # embedding: rows only
+    assert decode.bytes_read > weights
+    kv_token = 2 * tiny.num_layers * tiny.kv_dim * 4
+    # weights + 8 embedding rows + 8 new K/V + 8 x 8 cached tokens read
+    assert decode.bytes_read == weights + 8 * tiny.hidden_size * 4 + 8 * kv_token + 64 * kv_token
+    matmul = 2 * (tiny.num_params - 2 * tiny.vocab_size * tiny.hidden_size)
+    assert decode.flops > 8 * matmul and prefill.flops > 64 * matmul
