@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
 __all__ = ["demo"]
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
 
 
 def demo(
@@ -28,19 +35,25 @@ def demo(
     """Run a four-replica reference fleet with a slowed replica, a long-prompt replica and an
     error burst; report what fleetwatch finds and write rules, dashboards, traces, records and
     report.html to the output folder."""
-    from engine_probe.demo.progress import Progress, RichProgress, SilentProgress
+    from engine_probe.demo.progress import RichProgress, SilentProgress
+    from engine_probe.demo.prometheus import PrometheusError
     from engine_probe.demo.run import run_demo
     from engine_probe.demo.scenario import DemoConfig
 
     config = DemoConfig(duration_s=duration, seed=seed)
+    if prometheus and shutil.which("prometheus") is None:
+        _fail("demo --prometheus: prometheus not found on PATH (apt-get install prometheus)")
     t0 = time.monotonic()
-    progress: Progress
-    if quiet or not sys.stdout.isatty():
-        result = run_demo(out, config, prometheus=prometheus, progress=SilentProgress())
-    else:
-        with RichProgress() as bar:
-            progress = bar
-            result = run_demo(out, config, prometheus=prometheus, progress=progress)
+    try:
+        if quiet or not sys.stdout.isatty():
+            result = run_demo(out, config, prometheus=prometheus, progress=SilentProgress())
+        else:
+            with RichProgress() as bar:
+                result = run_demo(out, config, prometheus=prometheus, progress=bar)
+    except PrometheusError as exc:
+        _fail(f"demo --prometheus: {exc}")
+    except OSError as exc:
+        _fail(f"demo: cannot write to {out}: {exc.strerror or exc}")
     for line in result.lines:
         typer.echo(line)
     typer.echo(f"  done in {time.monotonic() - t0:.0f} s")

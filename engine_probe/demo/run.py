@@ -282,9 +282,20 @@ def _lines(
     if page["first_fired_s"] is None:
         lines.append(f"  page alert {page['alert']}: did not fire")
     else:
+        first = next(
+            i
+            for i in slo["intervals"]
+            if i["alert"] == page["alert"] and i["start_s"] == page["first_fired_s"]
+        )
+        ended = (
+            "still firing at the end"
+            if first["end_s"] is None
+            else f"resolved at {first['end_s']:.0f} s"
+        )
         lines.append(
-            f"  page alert {page['alert']} fired {page['first_fired_s']:.0f} s into the run "
-            f"(error burst {burst['start_s']:.0f}-{burst['end_s']:.0f} s)"
+            f"  page alert {page['alert']} fired {page['first_fired_s']:.0f} s into the run, "
+            f"{page['delay_after_burst_s']:.0f} s after the error burst began "
+            f"(burst {burst['start_s']:.0f}-{burst['end_s']:.0f} s); {ended}"
         )
     rep = next(r for r in slo["reports"] if r["slo"] == PAGE_SLO)
     left = rep["budget_remaining"]

@@ -15,9 +15,7 @@ from telemetry.analysis.synthetic import synthetic_fleet
 @pytest.fixture(scope="module")
 def masked_fleet():  # type: ignore[no-untyped-def]
     """Four replicas: replica-1 slow, replica-3 sent 8x longer prompts (both stand out on TTFT)."""
-    return synthetic_fleet(
-        4, 200, seed=3, slowdown={1: 3.0}, prompt_scale={3: 8.0}, rate_per_s=2.0
-    )
+    return synthetic_fleet(4, 200, seed=3, slowdown={1: 3.0}, prompt_scale={3: 8.0}, rate_per_s=2.0)
 
 
 def test_different_traffic_names_the_long_prompt_replica(masked_fleet) -> None:  # type: ignore[no-untyped-def]

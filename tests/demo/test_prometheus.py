@@ -24,7 +24,9 @@ def test_config_scrapes_each_target_with_its_labels(tmp_path: Path) -> None:
     assert cfg["global"] == {"scrape_interval": "1s", "evaluation_interval": "1s"}
     assert cfg["rule_files"] == [str((tmp_path / "a.rules.yaml").resolve())]
     [job] = cfg["scrape_configs"]
-    assert job["static_configs"] == [{"targets": ["127.0.0.1:1"], "labels": {"replica_target": "r0"}}]
+    assert job["static_configs"] == [
+        {"targets": ["127.0.0.1:1"], "labels": {"replica_target": "r0"}}
+    ]
     assert server.url == "http://127.0.0.1:9"
 
 

@@ -36,7 +36,10 @@ def test_burn_plot_names_each_alert_lane() -> None:
     svg = burn_rate_svg(
         [0.0, 1.0],
         {"burn 5s": [0.0, 1.0]},
-        alert_intervals=[(0.0, 1.0, "SLOAvailabilityFastBurn"), (0.0, 1.0, "SLOAvailabilitySlowBurn")],
+        alert_intervals=[
+            (0.0, 1.0, "SLOAvailabilityFastBurn"),
+            (0.0, 1.0, "SLOAvailabilitySlowBurn"),
+        ],
     )
     assert "SLOAvailabilityFastBurn" in svg and "SLOAvailabilitySlowBurn" in svg
 

@@ -111,7 +111,9 @@ def test_step_cost_estimates_follow_the_model_shape(make_engine, tiny) -> None:
         engine.step()
     prefill, decode = log.steps[0], log.steps[1]
     assert (prefill.prefill_tokens, decode.decode_tokens) == (64, 8)
-    weights = engine.model.weight_bytes - tiny.vocab_size * tiny.hidden_size * 4  # embedding: rows only
+    weights = (
+        engine.model.weight_bytes - tiny.vocab_size * tiny.hidden_size * 4
+    )  # embedding: rows only
     assert decode.bytes_read > weights
     kv_token = 2 * tiny.num_layers * tiny.kv_dim * 4
     # weights + 8 embedding rows + 8 new K/V + 8 x 8 cached tokens read
