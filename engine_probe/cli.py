@@ -45,7 +45,7 @@ def run(
     dtype: str = typer.Option("float32", "--dtype", help="float32 | bfloat16."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
     threads: int | None = typer.Option(
-        None, "--threads", help="torch CPU threads (default: torch's choice)."
+        None, "--threads", help="torch CPU threads (default: $FLEETWATCH_ENGINE_THREADS, else 1)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of weights and workload."),
 ) -> None:

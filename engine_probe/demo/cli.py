@@ -14,7 +14,7 @@ __all__ = ["demo"]
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"fleetwatch: error: {message}", err=True)
     raise typer.Exit(2)
 
 

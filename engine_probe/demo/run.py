@@ -265,7 +265,7 @@ def _lines(
     run = summary["run"]
     lines = [
         f"fleetwatch demo: {run['replicas']} replicas on loopback, {run['requests']} requests over "
-        f"{run['duration_s']:g} s of open-loop traffic (wall {run['wall_s']:.0f} s)"
+        f"{run['duration_s']:g} s of open-loop traffic"
     ]
     for v in verdict_list:
         planted = "slowed" if v.planted == "replica" else "sent only long prompts"

@@ -190,7 +190,8 @@ class EngineConfig:
     running sequences have room to grow. ``preemption="recompute"`` keeps a preempted sequence's
     generated tokens and recomputes prompt + generated on resume; ``"restart"`` discards them
     (the naive baseline). ``scheduling="static"`` admits a new batch only when the running set is
-    empty. ``num_threads`` sets torch's CPU threads when the engine is built (None leaves it).
+    empty. ``num_threads`` sets torch's (process-wide) CPU threads when the engine is built; None means
+    the FLEETWATCH_ENGINE_THREADS environment variable, else 1 on CPU.
     ``max_waiting`` bounds the waiting queue; arrivals beyond it are rejected.
     """
 

@@ -52,3 +52,14 @@ def test_bad_config_is_one_probe_error(kwargs: dict[str, object]) -> None:
 
 def test_cli_refuses_a_too_short_run() -> None:
     assert main(["demo", "--duration", "3", "--quiet"]) == 2
+
+
+def test_cli_without_prometheus_binary_is_one_line_exit_2(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["demo", "--prometheus", "--quiet", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "fleetwatch: error: demo --prometheus: prometheus not found on PATH (apt-get install prometheus)"
+    ]

@@ -109,3 +109,16 @@ def test_bad_requests_are_refused_with_a_reason(make_engine) -> None:
 def test_default_model_is_small() -> None:
     cfg = ModelConfig()
     assert 3e6 < cfg.num_params < 5e6
+
+
+def test_threads_come_from_config_then_environment(make_engine, monkeypatch) -> None:
+    import torch
+
+    monkeypatch.setenv("FLEETWATCH_ENGINE_THREADS", "two")
+    with pytest.raises(EngineConfigError, match="FLEETWATCH_ENGINE_THREADS"):
+        make_engine()
+    monkeypatch.setenv("FLEETWATCH_ENGINE_THREADS", "1")
+    make_engine(num_threads=2)
+    assert torch.get_num_threads() == 2
+    make_engine()
+    assert torch.get_num_threads() == 1
