@@ -7,7 +7,10 @@ from typing import Literal, cast
 
 import typer
 
+from engine_probe.serve.cli import serve
+
 app = typer.Typer(help="The reference engine: run it, serve it over HTTP.", no_args_is_help=True)
+app.command("serve")(serve)
 
 __all__ = ["app"]
 
