@@ -151,6 +151,7 @@ async def run_fleet(
     sinks = [MemoryRecordSink() for _ in fleet_roles]
     engines = [_engine(r, config, model_config, threads) for r in fleet_roles]
     handles = []
+    burst: asyncio.Task[None] | None = None
     try:
         for engine, sink in zip(engines, sinks, strict=True):
             handles.append(
@@ -180,7 +181,7 @@ async def run_fleet(
         t0 = clock() + lead
         start_wall = time.time() + lead
         burst = asyncio.create_task(_burst(engines, config, t0, clock, switched))
-        async with _probers([h.url for h in handles], total) as probers:
+        async with _ProberGroup([h.url for h in handles], total) as probers:
             results = await asyncio.gather(
                 *(
                     prober.open_loop(
@@ -197,6 +198,8 @@ async def run_fleet(
         if grace_s > 0:
             await asyncio.sleep(grace_s)
     finally:
+        if burst is not None and not burst.done():
+            burst.cancel()
         for h in handles:
             await h.stop(drain_timeout_s=5.0)
         if provider is not None:
@@ -220,7 +223,7 @@ async def run_fleet(
     )
 
 
-class _probers:
+class _ProberGroup:
     """One ``Prober`` (own connection pool) per replica URL, entered and left together."""
 
     def __init__(self, urls: Sequence[str], total: int) -> None:

@@ -144,11 +144,22 @@ def _bound_section(summary: Mapping[str, Any]) -> Section:
     text = (
         f"Closed-loop sweep at concurrency {', '.join(str(p['concurrency']) for p in sweep['levels'])} "
         f"against one healthy replica: at most {best:.0f} output tokens/s. The bound reads every "
-        f"weight ({sweep['weight_bytes'] / 1e6:.1f} MB) and the KV cache once per decode step at "
-        f"this machine's measured copy bandwidth ({bw / 1e9:.1f} GB/s): {top_bound:.0f} tokens/s "
-        "at the largest batch. A CPU engine spends its time in Python and small kernels, far "
-        "from the bound; on a GPU the gap is what batching and kernels can still win."
+        f"weight ({sweep['weight_bytes'] / 1e6:.1f} MB, float32) and the KV cache once per decode "
+        f"step at this machine's copy bandwidth measured on a buffer of the weights' size "
+        f"({bw / 1e9:.1f} GB/s): {top_bound:.0f} tokens/s at the largest batch. The engine runs "
+        "far from it: on a CPU a step of this small model is Python and kernel-launch overhead, "
+        "not memory traffic."
     )
+    above = [
+        p["concurrency"]
+        for p, b in zip(sweep["levels"], sweep["bound"], strict=False)
+        if p["output_tokens_per_s"] > b["tokens_per_s"]
+    ]
+    if above:
+        text += (
+            f" At concurrency {', '.join(map(str, above))} the measured throughput exceeds the "
+            "bound: the bandwidth measurement was disturbed (a busy machine) and is too low."
+        )
     rows = [
         {
             "concurrency": p["concurrency"],
