@@ -34,7 +34,7 @@ def validate(
     ),
 ) -> None:
     """Check a spec; print each SLO's budget and burn-rate windows."""
-    from slo.duration import format_duration
+    from telemetry.duration import format_duration
     from slo.load import read_spec
 
     parsed = read_spec(spec)

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import yaml
 
-from slo.duration import parse_duration
+from telemetry.duration import parse_duration
 from slo.errors import SLOSpecError
 from slo.spec import (
     LATENCY_SIGNALS,

@@ -19,7 +19,7 @@ import pandas as pd
 
 from slo.backtest import Backtest, backtest_slo
 from slo.burn import window_counts
-from slo.duration import format_duration
+from telemetry.duration import format_duration
 from slo.events import sli_events
 from slo.spec import ServiceLevelObjective, SLOSpec
 

@@ -67,39 +67,6 @@ class PromtoolResult:
         }
 
 
-OUTLIER_TEST_STEP = 10
-"""Seconds between samples in the outlier rules' promtool test (the generator writes one sample
-a minute, fewer than two per 30 s rate window; the demo's copy keeps the same samples and
-expectations on a 10 s grid)."""
-
-
-def _seconds(text: str) -> int:
-    from slo.duration import parse_duration
-
-    return parse_duration(text)
-
-
-def _rescaled(doc: dict[str, Any], step_s: int) -> dict[str, Any]:
-    """The same promtool test with every interval and evaluation time moved from a one-minute
-    sample grid to one of ``step_s`` seconds (sample k stays sample k)."""
-
-    def scale(text: str) -> str:
-        return f"{_seconds(text) * step_s // 60}s"
-
-    out = dict(doc)
-    out["evaluation_interval"] = scale(str(doc["evaluation_interval"]))
-    tests = []
-    for t in doc["tests"]:
-        t = dict(t)
-        t["interval"] = scale(str(t["interval"]))
-        for key in ("alert_rule_test", "promql_expr_test"):
-            if key in t:
-                t[key] = [{**c, "eval_time": scale(str(c["eval_time"]))} for c in t[key]]
-        tests.append(t)
-    out["tests"] = tests
-    return out
-
-
 def _test_path(rules: Path) -> Path:
     return rules.with_name(f"{rules.name.removesuffix('.rules.yaml')}.rules_test.yaml")
 
@@ -131,7 +98,7 @@ def write_rules(folder: Path, spec: Any) -> RuleFiles:
     out_path = folder / "outliers.rules.yaml"
     options = RuleOptions(window=OUTLIER_WINDOW, for_=OUTLIER_FOR)
     atomic_write_text(out_path, render_yaml(outlier_rules(profile, options)))
-    test_doc = _rescaled(outlier_rules_test(profile, out_path.name, options), OUTLIER_TEST_STEP)
+    test_doc = outlier_rules_test(profile, out_path.name, options)
     atomic_write_text(_test_path(out_path), render_yaml(test_doc))
 
     ops_path = folder / "operational.rules.yaml"

@@ -6,8 +6,7 @@ port, with telemetry attached (a Prometheus registry per replica at ``/metrics``
 JSON-lines file, request records to memory). The probe sends each replica its planned requests
 at their planned times, whatever happens to earlier ones (open loop).
 
-The error burst changes the engines' faults while they run: ``LLMEngine.faults`` is read on
-every arrival, so assigning a new ``FaultConfig`` (one attribute store, atomic under the GIL)
+The error burst changes the engines' faults while they run (``LLMEngine.set_faults``), which
 switches injected errors on and off without restarting anything.
 """
 
@@ -110,13 +109,13 @@ async def _burst(
     await asyncio.sleep(max(0.0, t0 + start - clock()))
     healthy = [e.faults for e in engines]
     for e in engines:
-        e.faults = dataclasses.replace(e.faults, error_rate=config.burst_error_rate)
+        e.set_faults(dataclasses.replace(e.faults, error_rate=config.burst_error_rate))
     switched.append(time.time())
     try:
         await asyncio.sleep(max(0.0, t0 + end - clock()))
     finally:
         for e, f in zip(engines, healthy, strict=True):
-            e.faults = f
+            e.set_faults(f)
         switched.append(time.time())
 
 

@@ -122,7 +122,7 @@ async def _fleet_phase(
         prom = holder[0]
         slo = next(s for s in spec.slos if s.name == PAGE_SLO)
         long_window = max(w.long_s for w in slo.windows if w.severity == "page" and w.burn > 10)
-        from slo.duration import format_duration
+        from telemetry.duration import format_duration
 
         view = await asyncio.to_thread(
             observe,
@@ -190,7 +190,7 @@ def _burn_series(analysis: Analysis, origin: float, view: PrometheusView | None)
     tl = bt.timeline
     page = [w for w in slo.windows if w.severity == "page"]
     fast = max(page, key=lambda w: w.burn)
-    from slo.duration import format_duration
+    from telemetry.duration import format_duration
 
     series = {}
     for w_s in (fast.long_s, fast.short_s):

@@ -124,6 +124,12 @@ class LLMEngine:
         """The injected faults that are on (the ground truth for diagnosis tests); empty if none."""
         return self.faults.active
 
+    def set_faults(self, faults: FaultConfig) -> None:
+        """Change the injected faults while the engine runs (an error burst, a throttle that
+        starts mid-run). Safe from any thread: the step loop reads ``faults`` once per use, and
+        replacing the frozen value is atomic. The fault random stream is kept, not reseeded."""
+        self.faults = faults
+
     @property
     def num_waiting(self) -> int:
         return len(self.scheduler.waiting)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from slo.duration import format_duration
+from telemetry.duration import format_duration
 from slo.errors import SLOSpecError
 from slo.rules.promql import SLIQuery, format_le, quote, sli_query
 from slo.spec import (

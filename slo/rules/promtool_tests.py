@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from slo.duration import format_duration
+from telemetry.duration import format_duration
 from slo.rules.generate import ABSENT_ALERT, AlertInfo, RuleSet
 from slo.rules.series import slo_series
 from slo.spec import ServiceLevelObjective

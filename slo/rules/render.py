@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from slo.duration import format_duration
+from telemetry.duration import format_duration
 from slo.rules.generate import Rule, RuleSet
 
 __all__ = ["dump_yaml", "render_rules", "render_tests", "rules_document"]

@@ -8,31 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine_probe.demo.artifacts import _rescaled, write_dashboards, write_rules
+from engine_probe.demo.artifacts import write_dashboards, write_rules
 from engine_probe.demo.run import SPEC_PATH
 from slo.load import read_spec
-
-
-def test_rescaled_test_keeps_sample_indices_on_a_finer_grid() -> None:
-    doc = {
-        "rule_files": ["r.yaml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [],
-                "alert_rule_test": [{"eval_time": "30m", "alertname": "A", "exp_alerts": []}],
-                "promql_expr_test": [{"expr": "x", "eval_time": "5m", "exp_samples": []}],
-            }
-        ],
-    }
-    out = _rescaled(doc, 10)
-    assert out["evaluation_interval"] == "10s"
-    [t] = out["tests"]
-    assert t["interval"] == "10s"
-    assert t["alert_rule_test"][0]["eval_time"] == "300s"
-    assert t["promql_expr_test"][0]["eval_time"] == "50s"
-    assert doc["tests"][0]["interval"] == "1m"
 
 
 def test_demo_spec_scales_the_page_windows_to_seconds() -> None:

@@ -100,3 +100,25 @@ def test_stall_every_n_steps(make_engine) -> None:
     while engine.has_unfinished():
         engine.step()
     assert slept == [2.0, 2.0]  # 7 steps: stalls after steps 3 and 6
+
+
+def test_set_faults_switches_an_error_burst_on_and_off_mid_run(make_engine, make_prompts) -> None:
+    engine = make_engine(num_blocks=512)
+    prompts = make_prompts(60, 2, 6)
+
+    def run(batch: list[list[int]]) -> list[str | None]:
+        ids = [engine.add_request(p, max_tokens=2) for p in batch]
+        status: dict[str, str | None] = {}
+        while engine.has_unfinished():
+            for o in engine.step():
+                if o.finished:
+                    status[o.request_id] = o.status
+        return [status[rid] for rid in ids]
+
+    assert set(run(prompts[:20])) == {"ok"}
+    engine.set_faults(FaultConfig(error_rate=1.0, seed=1))
+    assert engine.active_faults == {"error_rate": 1.0}
+    assert set(run(prompts[20:40])) == {"error"}
+    engine.set_faults(FaultConfig())
+    assert engine.active_faults == {}
+    assert set(run(prompts[40:])) == {"ok"}

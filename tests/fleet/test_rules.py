@@ -10,6 +10,7 @@ import yaml
 from telemetry.analysis.outliers.rules import (
     ALERT_NAME,
     RUNBOOK,
+    RuleOptions,
     outlier_rules,
     outlier_rules_test,
     render_yaml,
@@ -18,12 +19,19 @@ from telemetry.profiles import PROFILES, get_profile
 
 
 @pytest.mark.promtool
-@pytest.mark.parametrize("name", sorted(PROFILES))
-def test_rules_pass_promtool_check_and_test(tmp_path, promtool, name):
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        *((name, RuleOptions()) for name in sorted(PROFILES)),
+        ("fleetwatch", RuleOptions(window="30s", for_="10s")),
+        ("vllm", RuleOptions(window="1m", for_="0s")),
+    ],
+)
+def test_rules_pass_promtool_check_and_test(tmp_path, promtool, name, options):
     profile = get_profile(name)
-    (tmp_path / "rules.yaml").write_text(render_yaml(outlier_rules(profile)))
+    (tmp_path / "rules.yaml").write_text(render_yaml(outlier_rules(profile, options)))
     (tmp_path / "rules.test.yaml").write_text(
-        render_yaml(outlier_rules_test(profile, "rules.yaml"))
+        render_yaml(outlier_rules_test(profile, "rules.yaml", options))
     )
     check = subprocess.run(
         [str(promtool), "check", "rules", "rules.yaml"],

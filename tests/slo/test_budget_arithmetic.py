@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slo.duration import format_duration, parse_duration
+from telemetry.duration import format_duration, parse_duration
 from slo.load import load_spec
 from slo.windows import WORKBOOK_WINDOWS, budget_fraction, scaled_windows
 

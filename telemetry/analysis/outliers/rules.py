@@ -14,6 +14,7 @@ Metric names come from ``telemetry.profiles``; nothing here spells an engine's n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ import yaml
 
 from telemetry.analysis.errors import AnalysisError
 from telemetry.analysis.outliers.sources import histogram_quantile
+from telemetry.duration import format_duration, parse_duration
 from telemetry.profiles import MetricRef, Profile, Signal
 
 __all__ = [
@@ -204,6 +206,14 @@ def _series(name: str, labels: dict[str, str]) -> str:
     return f"{name}{{{body}}}"
 
 
+def sample_step_s(options: RuleOptions) -> int:
+    """Seconds between samples in the generated promtool test: at most a minute, and at least
+    15 samples across the rule's window plus its ``for``."""
+    for_s = 0 if options.for_.strip() in ("0", "0s") else parse_duration(options.for_)
+    span = parse_duration(options.window) + for_s
+    return max(1, min(60, math.ceil(span / 15)))
+
+
 def outlier_rules_test(
     profile: Profile, rule_file: str, options: RuleOptions | None = None
 ) -> dict[str, Any]:
@@ -214,8 +224,14 @@ def outlier_rules_test(
     r, m = profile.replica_label, profile.model_label
     replicas = [f"replica-{i}" for i in range(5)]
     slow, failing = replicas[3], replicas[1]
-    minutes = 40
-    per_min = 600  # 10 requests per second
+    # The sample grid scales with the rule's window and ``for``, so a 30 s window is tested with
+    # several samples per window and a 5 m one on the usual one-minute grid; the alert is checked
+    # 30 samples in, well past window + for.
+    step_s = sample_step_s(o)
+    minutes = 40  # samples
+    per_min = 10 * step_s  # 10 requests per second
+    at = format_duration(30 * step_s)
+    interval = format_duration(step_s)
 
     def fleet_series(bad: bool) -> list[dict[str, str]]:
         series: list[dict[str, str]] = []
@@ -234,7 +250,7 @@ def outlier_rules_test(
                             "values": f"0+{per_min if in_bucket else 0}x{minutes}",
                         }
                     )
-            errors = 60 if bad and rep == failing else 0
+            errors = per_min // 10 if bad and rep == failing else 0
             total = profile.outcomes.total
             total_labels = {**base, **_label_dict(total.matchers)}
             bad_ref = profile.outcomes.bad.get("error")
@@ -298,7 +314,7 @@ def outlier_rules_test(
     has_error = "error" in profile.outcomes.bad or profile.outcomes.good is not None
     alerts = [
         {
-            "eval_time": "30m",
+            "eval_time": at,
             "alertname": ALERT_NAME,
             "exp_alerts": [
                 *expected,
@@ -332,7 +348,7 @@ def outlier_rules_test(
         expr_tests.append(
             {
                 "expr": f'{ratio_rule}{{{r}="{slow}"}}',
-                "eval_time": "30m",
+                "eval_time": at,
                 "exp_samples": [
                     {"labels": _series(ratio_rule, {m: "m", r: slow}), "value": slow_v / healthy}
                 ],
@@ -340,20 +356,18 @@ def outlier_rules_test(
         )
     return {
         "rule_files": [rule_file],
-        "evaluation_interval": "1m",
+        "evaluation_interval": interval,
         "tests": [
             {
-                "interval": "1m",
+                "interval": interval,
                 "input_series": fleet_series(True),
                 "alert_rule_test": alerts,
                 "promql_expr_test": expr_tests,
             },
             {
-                "interval": "1m",
+                "interval": interval,
                 "input_series": fleet_series(False),
-                "alert_rule_test": [
-                    {"eval_time": "30m", "alertname": ALERT_NAME, "exp_alerts": []}
-                ],
+                "alert_rule_test": [{"eval_time": at, "alertname": ALERT_NAME, "exp_alerts": []}],
             },
         ],
     }
