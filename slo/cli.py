@@ -34,8 +34,8 @@ def validate(
     ),
 ) -> None:
     """Check a spec; print each SLO's budget and burn-rate windows."""
-    from telemetry.duration import format_duration
     from slo.load import read_spec
+    from telemetry.duration import format_duration
 
     parsed = read_spec(spec)
     if profile is not None:

@@ -29,7 +29,6 @@ from typing import Any, Final
 
 import yaml
 
-from telemetry.duration import parse_duration
 from slo.errors import SLOSpecError
 from slo.spec import (
     LATENCY_SIGNALS,
@@ -47,6 +46,7 @@ from slo.spec import (
     SLOSpec,
 )
 from slo.windows import scaled_windows
+from telemetry.duration import parse_duration
 
 __all__ = ["VERSION", "load_spec", "parse_spec", "read_spec"]
 

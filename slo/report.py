@@ -19,9 +19,9 @@ import pandas as pd
 
 from slo.backtest import Backtest, backtest_slo
 from slo.burn import window_counts
-from telemetry.duration import format_duration
 from slo.events import sli_events
 from slo.spec import ServiceLevelObjective, SLOSpec
+from telemetry.duration import format_duration
 
 __all__ = [
     "SLOReport",

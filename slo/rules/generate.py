@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from telemetry.duration import format_duration
 from slo.errors import SLOSpecError
 from slo.rules.promql import SLIQuery, format_le, quote, sli_query
 from slo.spec import (
@@ -35,6 +34,7 @@ from slo.spec import (
     Severity,
     SLOSpec,
 )
+from telemetry.duration import format_duration
 from telemetry.profiles import Profile
 
 __all__ = [

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from telemetry.duration import format_duration
 from slo.rules.generate import ABSENT_ALERT, AlertInfo, RuleSet
 from slo.rules.series import slo_series
 from slo.spec import ServiceLevelObjective
+from telemetry.duration import format_duration
 from telemetry.profiles import Profile
 
 __all__ = ["generate_promtool_tests"]

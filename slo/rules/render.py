@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from telemetry.duration import format_duration
 from slo.rules.generate import Rule, RuleSet
+from telemetry.duration import format_duration
 
 __all__ = ["dump_yaml", "render_rules", "render_tests", "rules_document"]
 
