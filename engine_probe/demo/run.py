@@ -209,18 +209,7 @@ def _burn_series(analysis: Analysis, origin: float, view: PrometheusView | None)
 
 
 def _findings_rows(analysis: Analysis) -> list[dict[str, Any]]:
-    rows = []
-    passes = (
-        ("fleet", analysis.outliers),
-        ("peers", analysis.peers),
-        ("unmasked", analysis.unmasked),
-    )
-    for label, report in passes:
-        if report is None:
-            continue
-        for f in report.findings:
-            rows.append({**f.to_dict(), "pass": label})
-    return rows
+    return [{**f.to_dict(), "pass": f.found_in} for f in analysis.outliers.findings]
 
 
 def _slo_summary(
@@ -459,8 +448,6 @@ def _run_demo(
         "slo": _slo_summary(analysis, spec, config, origin, fleet.burst_s),
         "fleet": {
             "outliers": analysis.outliers.to_dict(),
-            "peers": None if analysis.peers is None else analysis.peers.to_dict(),
-            "unmasked": None if analysis.unmasked is None else analysis.unmasked.to_dict(),
             "findings": _findings_rows(analysis),
             "ratios": analysis.ratios,
         },

@@ -1,14 +1,13 @@
-"""The demo's conclusions over records: the three outlier passes and the verdicts."""
+"""The demo's conclusions over records: one detector call, and the verdicts on planted replicas."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine_probe.demo.analysis import analyse, different_traffic, verdicts
+from engine_probe.demo.analysis import analyse, verdicts
 from engine_probe.demo.run import SPEC_PATH
 from engine_probe.demo.scenario import DemoConfig, roles
 from slo.load import read_spec
-from telemetry.analysis.outliers import DetectorConfig, table_from_records
 from telemetry.analysis.synthetic import synthetic_fleet
 
 
@@ -18,24 +17,27 @@ def masked_fleet():  # type: ignore[no-untyped-def]
     return synthetic_fleet(4, 200, seed=3, slowdown={1: 3.0}, prompt_scale={3: 8.0}, rate_per_s=2.0)
 
 
-def test_different_traffic_names_the_long_prompt_replica(masked_fleet) -> None:  # type: ignore[no-untyped-def]
-    table = table_from_records(masked_fleet)
-    assert different_traffic(table, DetectorConfig()) == ("replica-3",)
+@pytest.fixture(scope="module")
+def analysis(masked_fleet):  # type: ignore[no-untyped-def]
+    return analyse(masked_fleet, read_spec(SPEC_PATH))
 
 
-def test_verdicts_blame_the_slow_replica_and_not_the_long_prompt_one(masked_fleet) -> None:  # type: ignore[no-untyped-def]
-    analysis = analyse(masked_fleet, read_spec(SPEC_PATH))
+def test_verdicts_blame_the_slow_replica_and_not_the_long_prompt_one(analysis) -> None:  # type: ignore[no-untyped-def]
     found = {v.replica: v for v in verdicts(analysis, roles(DemoConfig()))}
     assert found["replica-1"].side == "replica"
     assert found["replica-3"].side == "workload"
     assert found["replica-3"].cause == "prompt_length_mix"
     assert all(v.correct for v in found.values())
-    assert analysis.peers is not None
-    assert {f.replica for f in analysis.peers.findings} == {"replica-1"}
 
 
-def test_ratios_are_to_the_fleet_median(masked_fleet) -> None:  # type: ignore[no-untyped-def]
-    analysis = analyse(masked_fleet, read_spec(SPEC_PATH))
+def test_masked_findings_say_which_pass_found_them(analysis) -> None:  # type: ignore[no-untyped-def]
+    by = {(f.replica, f.signal): f for f in analysis.outliers.findings}
+    assert by[("replica-1", "ttft")].found_in == "peers"
+    assert by[("replica-3", "ttft")].found_in == "unmasked"
+    assert "judged against peers with like traffic" in by[("replica-1", "ttft")].evidence[-1]
+
+
+def test_ratios_are_to_the_fleet_median(analysis) -> None:  # type: ignore[no-untyped-def]
     tpot = analysis.ratios["tpot"]
     assert tpot["replica-1"] > 2.0
     assert sorted(tpot.values())[1] < 1.0 < sorted(tpot.values())[2]

@@ -12,6 +12,7 @@ from telemetry.analysis.outliers import (
     FleetTable,
     Side,
     detect,
+    different_traffic,
     table_from_records,
 )
 from telemetry.analysis.synthetic import synthetic_fleet
@@ -194,3 +195,102 @@ def test_without_per_request_data_tpot_decides_between_replica_and_workload(tpot
     t = _table({"ttft": [0.1, 0.1, 0.1, 0.1, 0.5], "tpot": tpot}, workload=workload)
     ttft = next(f for f in detect(t).findings if f.signal == "ttft")
     assert ttft.side is side
+
+
+# Masking in small fleets: a slowed replica and one sent only long prompts, both high on TTFT.
+
+
+def _masked_four() -> FleetTable:
+    """r1 slowed on prefill only, r3 sent prompts 7x the fleet's (no per-request data).
+
+    A single pass over the four misses both: TTFT sorted [0.100, 0.105, 0.300, 0.630] has median
+    0.2025 and MAD 0.100, so the spread is 1.4826 · b(4)=1.363 · 0.100 ≈ 0.202 and the robust z is
+    (0.300 − 0.2025) / 0.202 ≈ 0.5 for r1 and (0.630 − 0.2025) / 0.202 ≈ 2.1 for r3, both below
+    the cutoff 3.5. Without r3 (its traffic differs) r1 has z ≈ 17.6; without r1 (blamed) r3 ≈ 47.
+    """
+    idx = pd.Index([f"r{i}" for i in range(4)])
+    workload = pd.DataFrame(
+        {
+            "mean_prompt_tokens": [620.0, 600.0, 640.0, 4400.0],
+            "cache_hit_rate": [0.2, 0.2, 0.2, 0.2],
+            "request_rate": [2.0, 1.9, 2.0, 2.0],
+            "mean_output_tokens": [170.0, 168.0, 172.0, 171.0],
+        },
+        index=idx,
+    )
+    return _table(
+        {"ttft": [0.100, 0.300, 0.105, 0.630], "tpot": [0.0200, 0.0201, 0.0199, 0.0200]},
+        workload=workload,
+    )
+
+
+def test_single_pass_statistics_hide_both_in_a_fleet_of_four():
+    # The first-pass numbers the docstring of _masked_four works through.
+    report = detect(_masked_four())
+    ttft = report.fleet["ttft"]
+    assert ttft["median"] == pytest.approx(0.2025)
+    assert ttft["mad"] == pytest.approx(0.100)
+    scale = 1.4826 * 1.363 * ttft["mad"]
+    assert (0.300 - ttft["median"]) / scale < 3.5
+    assert (0.630 - ttft["median"]) / scale < 3.5
+    assert not [f for f in report.findings if f.found_in == "fleet"]
+
+
+def test_slowed_and_long_prompt_replicas_in_a_fleet_of_four_are_both_found_with_their_side():
+    report = detect(_masked_four())
+    by = {f.replica: f for f in report.findings}
+    assert set(by) == {"r1", "r3"}, report.render()
+    assert (by["r1"].signal, by["r1"].side) == ("ttft", Side.REPLICA)
+    assert by["r1"].found_in == "peers"
+    assert any(e.startswith("judged against peers with like traffic") for e in by["r1"].evidence)
+    assert (by["r3"].side, by["r3"].cause) == (Side.WORKLOAD, Cause.PROMPT_LENGTH_MIX)
+    assert by["r3"].found_in == "unmasked"
+    assert "set aside, blamed replica-side: r1" in by["r3"].evidence[-1]
+    assert report.findings[0].replica == "r1"  # replica-side ranks first
+    assert report.to_dict()["findings"][1]["found_in"] == "unmasked"
+    assert "judged against peers with like traffic" in report.render()
+
+
+def test_masked_pair_from_records_is_found_where_one_pass_misses_the_long_prompt_replica():
+    df = synthetic_fleet(4, 200, seed=3, slowdown={1: 3.0}, prompt_scale={3: 8.0}, rate_per_s=2.0)
+    table = table_from_records(df)
+    # First pass alone: TTFT median 0.186 s and MAD 0.084 s (spread 0.17 s), so replica-3's
+    # 0.631 s has robust z ≈ 2.6 < 3.5 and it is not found at all.
+    first = detect(table).fleet["ttft"]
+    assert (0.631 - first["median"]) / (1.4826 * 1.363 * first["mad"]) < 3.5
+    report = detect(table, DetectorConfig(min_requests=30))
+    sides = {(f.replica, f.side) for f in report.findings}
+    assert sides == {("replica-1", Side.REPLICA), ("replica-3", Side.WORKLOAD)}, report.render()
+    r3 = [f for f in report.findings if f.replica == "replica-3"]
+    assert all(f.found_in == "unmasked" and f.cause is Cause.PROMPT_LENGTH_MIX for f in r3)
+
+
+def test_replica_side_outranks_workload_side_for_the_same_replica_across_passes():
+    # r4 is blamed replica-side on TPOT in the first pass; no workload-side finding of it survives.
+    idx = pd.Index([f"r{i}" for i in range(5)])
+    workload = pd.DataFrame({"mean_prompt_tokens": [500, 500, 500, 500, 2000.0]}, index=idx)
+    t = _table(
+        {"ttft": [0.1, 0.1, 0.1, 0.1, 0.5], "tpot": [0.02, 0.02, 0.021, 0.02, 0.04]},
+        workload=workload,
+    )
+    report = detect(t)
+    assert {f.side for f in report.findings if f.replica == "r4"} == {Side.REPLICA}
+    assert len({(f.replica, f.signal) for f in report.findings}) == len(report.findings)
+
+
+def test_table_only_filters_every_per_replica_frame():
+    t = _masked_four()
+    sub = t.only(["r0", "r2", "r3"])
+    assert list(sub.replicas) == ["r0", "r2", "r3"]
+    assert list(sub.workload.index) == ["r0", "r2", "r3"]
+    assert list(sub.volume.index) == ["r0", "r2", "r3"]
+    assert different_traffic(t, DetectorConfig()) == ("r3",)
+
+
+def test_healthy_fleet_of_unlike_traffic_still_gives_no_outlier():
+    # The re-judgement without the replica that gets long prompts must not invent a finding.
+    for seed in range(5):
+        df = synthetic_fleet(6, 300, seed=seed, prompt_scale={5: 1.5})
+        report = detect(table_from_records(df))
+        assert all(f.replica == "replica-5" for f in report.findings), report.render()
+        assert all(f.side is Side.WORKLOAD for f in report.findings), report.render()

@@ -1,7 +1,13 @@
 """Slow-replica detection: each replica against its fleet's median, with a suspected cause."""
 
 from telemetry.analysis.outliers.causes import Cause, Side
-from telemetry.analysis.outliers.detect import DetectorConfig, Finding, OutlierReport, detect
+from telemetry.analysis.outliers.detect import (
+    DetectorConfig,
+    Finding,
+    OutlierReport,
+    Pass,
+    detect,
+)
 from telemetry.analysis.outliers.signals import SIGNALS, SignalSpec
 from telemetry.analysis.outliers.sources import (
     table_from_metrics_dir,
@@ -11,6 +17,7 @@ from telemetry.analysis.outliers.sources import (
 )
 from telemetry.analysis.outliers.stats import n_aware_cutoff, robust_columns
 from telemetry.analysis.outliers.table import FleetTable
+from telemetry.analysis.outliers.traffic import different_traffic
 
 __all__ = [
     "SIGNALS",
@@ -19,9 +26,11 @@ __all__ = [
     "Finding",
     "FleetTable",
     "OutlierReport",
+    "Pass",
     "Side",
     "SignalSpec",
     "detect",
+    "different_traffic",
     "n_aware_cutoff",
     "robust_columns",
     "table_from_metrics_dir",

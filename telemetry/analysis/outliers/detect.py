@@ -7,12 +7,32 @@ beyond the n-aware cutoff and the effect is at least the signal's ``min_effect``
 Replicas below ``min_requests`` are listed as insufficient and neither judged nor counted in the
 fleet median. The statistics are vectorised over the whole table; only flagged cells become
 ``Finding`` objects, so a healthy fleet of 10,000 replicas costs a few matrix operations.
+
+Masking. In a small fleet two replicas that stand out on the same signal hide each other: with four
+replicas, a slowed one and one sent only long prompts (both high on TTFT) pull the median up and
+inflate the MAD, so neither passes the cutoff. The detector therefore judges in passes, each over
+the same table filtered to fewer replicas (so it works for every source), never below
+``min_fleet`` replicas:
+
+1. ``fleet``: every judged replica against the whole fleet.
+2. ``peers``: only the replicas whose traffic is like the fleet's (``traffic.different_traffic``:
+   prompt length, prefix-cache hit rate, request rate), so a replica sent different traffic cannot
+   hide a slow one.
+3. ``unmasked``: the replicas blamed replica-side so far set aside and the rest judged against each
+   other (what an operator does after draining the bad replica); repeated while it blames someone
+   new, at most ``_MAX_UNMASK_ROUNDS`` times.
+
+Findings are merged: one per (replica, signal), the earliest pass's, and a replica blamed
+replica-side in any pass keeps only its replica-side findings. Each finding's evidence ends with
+the pass that found it, and ``Finding.found_in`` names it. The fleet statistics in the report are
+the first pass's. A pass only runs when it has someone to set aside, so a healthy fleet of
+like traffic is judged once.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,10 +44,17 @@ from telemetry.analysis.outliers.causes import Cause, ReplicaContext, Side, clas
 from telemetry.analysis.outliers.signals import SignalSpec, signal_spec
 from telemetry.analysis.outliers.stats import RobustColumns, robust_columns
 from telemetry.analysis.outliers.table import FleetTable
+from telemetry.analysis.outliers.traffic import different_traffic
 
-__all__ = ["DetectorConfig", "Finding", "OutlierReport", "detect"]
+__all__ = ["DetectorConfig", "Finding", "OutlierReport", "Pass", "detect"]
 
 Verdict = Literal["outliers", "no outlier", "insufficient data"]
+Pass = Literal["fleet", "peers", "unmasked"]
+"""Which judgement found a finding: the whole fleet, peers with like traffic, or the fleet with
+the replicas blamed so far set aside."""
+
+_MAX_UNMASK_ROUNDS = 3
+"""Re-judgements with blamed replicas set aside; each sets aside at least one more replica."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +86,11 @@ def _num(v: float) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One replica standing out on one signal (``signal="config"`` for fingerprint drift)."""
+    """One replica standing out on one signal (``signal="config"`` for fingerprint drift).
+
+    ``found_in``: the pass that found it (see the module docstring); ``value``, ``fleet_median``,
+    ``robust_z`` and ``cutoff`` are that pass's.
+    """
 
     replica: str
     signal: str
@@ -71,6 +102,7 @@ class Finding:
     side: Side
     cause: Cause
     evidence: tuple[str, ...]
+    found_in: Pass = "fleet"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +116,7 @@ class Finding:
             "side": self.side.value,
             "cause": self.cause.value,
             "evidence": list(self.evidence),
+            "found_in": self.found_in,
         }
 
 
@@ -293,36 +326,24 @@ def _drift(table: FleetTable, judged: pd.Index) -> dict[str, tuple[str, ...]]:
     return {r: tuple(v) for r, v in out.items()}
 
 
-def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierReport:
-    """Judge every replica in ``table`` against its fleet; see the module docstring."""
-    cfg = config or DetectorConfig()
-    if cfg.min_fleet < 3:
-        raise AnalysisError("min_fleet must be at least 3 (a median of two outvotes nobody)")
-    volume = table.volume_array()
-    ok = ~(volume < cfg.min_requests).to_numpy()
-    judged = table.replicas[ok]
-    insufficient = tuple((str(r), float(volume[r])) for r in table.replicas[~ok])
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """One judgement of part of the fleet: its findings and, for the first pass, the statistics."""
+
+    findings: list[Finding]
+    fleet: dict[str, dict[str, float | None]]
+
+
+def _judge(table: FleetTable, cfg: DetectorConfig, found_in: Pass, how: str) -> _Pass:
+    """Judge every replica of ``table`` (all above the volume gate) against the others.
+
+    ``how`` is the evidence line that says which replicas the finding was judged against.
+    """
+    judged = table.replicas
     cols = [c for c in table.values.columns if table.values[c].notna().any()]
-    values = table.values.loc[judged, cols].astype("float64")
-    notes = list(table.notes)
-    if len(judged) < cfg.min_fleet:
-        notes.append(
-            f"only {len(judged)} replica(s) with at least {cfg.min_requests} requests; "
-            f"need {cfg.min_fleet} to judge"
-        )
-        return OutlierReport(
-            "insufficient data",
-            (),
-            tuple(map(str, judged.tolist())),
-            insufficient,
-            {},
-            cfg.min_requests,
-            table.source,
-            tuple(notes),
-        )
+    values = table.values.loc[:, cols].astype("float64")
     specs = [cfg.spec(c) for c in cols]
-    stderr = table.stderr.loc[judged] if table.stderr is not None else None
-    rc, oz, flag = _score(values, stderr, specs, cfg.alpha)
+    rc, oz, flag = _score(values, table.stderr, specs, cfg.alpha)
     x = values.to_numpy(dtype=np.float64, na_value=np.nan)
 
     fleet = {
@@ -389,6 +410,7 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             f"(n={int(rc.n[j])})",
             _spread_line(rc, j, spec, x[:, j]),
             *why,
+            how,
         )
         findings.append(
             Finding(
@@ -402,6 +424,7 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
                 side,
                 cause,
                 tuple(dict.fromkeys(evidence)),
+                found_in,
             )
         )
     for r, lines in drift.items():
@@ -416,26 +439,115 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
                 math.nan,
                 Side.REPLICA,
                 Cause.CONFIG_DRIFT,
-                lines,
+                (*lines, how),
+                found_in,
             )
         )
+    return _Pass(findings, fleet)
 
-    def severity(f: Finding) -> tuple[int, float]:
-        if math.isfinite(f.ratio) and f.ratio > 0:
-            s = abs(math.log(f.ratio))
-        elif math.isfinite(f.robust_z):
-            s = math.log1p(abs(f.robust_z) / max(f.cutoff, 1.0))
-        else:
-            s = 0.0
-        return (0 if f.side is Side.REPLICA else 1, -s)
 
-    findings.sort(key=severity)
+def _blamed(findings: list[Finding]) -> set[str]:
+    return {f.replica for f in findings if f.side is Side.REPLICA}
+
+
+def _merge(passes: list[_Pass]) -> list[Finding]:
+    """One finding per (replica, signal), the earliest pass's; a replica blamed replica-side in
+    any pass keeps only its replica-side findings (its traffic is noted in their evidence)."""
+    every = [f for p in passes for f in p.findings]
+    blamed = _blamed(every)
+    out: dict[tuple[str, str], Finding] = {}
+    for f in every:
+        if f.replica in blamed and f.side is not Side.REPLICA:
+            continue
+        out.setdefault((f.replica, f.signal), f)
+    return list(out.values())
+
+
+def _severity(f: Finding) -> tuple[int, float]:
+    if math.isfinite(f.ratio) and f.ratio > 0:
+        s = abs(math.log(f.ratio))
+    elif math.isfinite(f.robust_z):
+        s = math.log1p(abs(f.robust_z) / max(f.cutoff, 1.0))
+    else:
+        s = 0.0
+    return (0 if f.side is Side.REPLICA else 1, -s)
+
+
+def _names(replicas: Iterable[str]) -> str:
+    return ", ".join(sorted(replicas))
+
+
+def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierReport:
+    """Judge every replica in ``table`` against its fleet; see the module docstring."""
+    cfg = config or DetectorConfig()
+    if cfg.min_fleet < 3:
+        raise AnalysisError("min_fleet must be at least 3 (a median of two outvotes nobody)")
+    volume = table.volume_array()
+    ok = ~(volume < cfg.min_requests).to_numpy()
+    judged = table.replicas[ok]
+    insufficient = tuple((str(r), float(volume[r])) for r in table.replicas[~ok])
+    notes = list(table.notes)
+    names = tuple(map(str, judged.tolist()))
+    if len(judged) < cfg.min_fleet:
+        notes.append(
+            f"only {len(judged)} replica(s) with at least {cfg.min_requests} requests; "
+            f"need {cfg.min_fleet} to judge"
+        )
+        return OutlierReport(
+            "insufficient data",
+            (),
+            names,
+            insufficient,
+            {},
+            cfg.min_requests,
+            table.source,
+            tuple(notes),
+        )
+    base = table.only(names)
+    first = _judge(base, cfg, "fleet", f"judged against the whole fleet ({len(names)} replicas)")
+    passes = [first]
+
+    # Pass 2: only the replicas whose traffic is like the fleet's.
+    differ = set(different_traffic(base, cfg))
+    peers = [r for r in names if r not in differ]
+    if differ and len(peers) >= cfg.min_fleet:
+        how = (
+            f"judged against peers with like traffic ({len(peers)} replicas; set aside, traffic "
+            f"differs: {_names(differ)})"
+        )
+        passes.append(_judge(base.only(peers), cfg, "peers", how))
+        notes.append(f"re-judged without {_names(differ)} (traffic differs from the fleet's)")
+
+    # Pass 3 and on: the replicas blamed so far set aside, until nobody new is blamed.
+    blamed = _blamed([f for p in passes for f in p.findings])
+    aside: set[str] = set()
+    for _ in range(_MAX_UNMASK_ROUNDS):
+        if not blamed - aside:
+            break
+        rest = [r for r in names if r not in blamed]
+        if len(rest) < cfg.min_fleet:
+            notes.append(
+                f"not re-judged without {_names(blamed)}: {len(rest)} replica(s) would remain, "
+                f"need {cfg.min_fleet}"
+            )
+            break
+        aside = set(blamed)
+        how = (
+            f"judged with blamed replicas set aside ({len(rest)} replicas; set aside, blamed "
+            f"replica-side: {_names(aside)})"
+        )
+        found = _judge(base.only(rest), cfg, "unmasked", how)
+        passes.append(found)
+        blamed |= _blamed(found.findings)
+        notes.append(f"re-judged without {_names(aside)} (blamed replica-side)")
+
+    findings = sorted(_merge(passes), key=_severity)
     return OutlierReport(
         "outliers" if findings else "no outlier",
         tuple(findings),
-        tuple(map(str, judged.tolist())),
+        names,
         insufficient,
-        fleet,
+        first.fleet,
         cfg.min_requests,
         table.source,
         tuple(notes),

@@ -15,7 +15,8 @@ A ``FleetTable`` holds one row per replica:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -63,3 +64,26 @@ class FleetTable:
         if self.volume is None:
             return pd.Series(float("nan"), index=self.values.index, dtype="float64")
         return self.volume.reindex(self.values.index).astype("float64")
+
+    def only(self, replicas: Collection[str]) -> FleetTable:
+        """This table restricted to ``replicas`` (in this table's order), every per-replica frame
+        filtered alike, so the detector can re-judge part of a fleet whatever the source was."""
+        keep = set(map(str, replicas))
+
+        def rows(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+            if frame is None:
+                return None
+            return frame.loc[frame.index.astype(str).isin(keep)]
+
+        volume = None
+        if self.volume is not None:
+            volume = self.volume.loc[self.volume.index.astype(str).isin(keep)]
+        return replace(
+            self,
+            values=self.values.loc[self.values.index.astype(str).isin(keep)],
+            volume=volume,
+            stderr=rows(self.stderr),
+            matched=rows(self.matched),
+            workload=rows(self.workload),
+            fingerprint=rows(self.fingerprint),
+        )
