@@ -503,7 +503,7 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             table.source,
             tuple(notes),
         )
-    base = table.only(names)
+    base = table if len(names) == len(table.replicas) else table.only(names)
     first = _judge(base, cfg, "fleet", f"judged against the whole fleet ({len(names)} replicas)")
     passes = [first]
 
