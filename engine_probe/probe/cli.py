@@ -11,11 +11,25 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from engine_probe.probe.errors import ProbeError
 
+
+class _RunByDefault(TyperGroup):
+    """``fleetwatch probe URL …`` and ``fleetwatch probe --engine reference …`` mean
+    ``fleetwatch probe run …``: anything that is not a sub-command or help goes to ``run``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return list(super().parse_args(ctx, args))
+
+
 app = typer.Typer(
-    help="Load-test an OpenAI-compatible endpoint; compute the bandwidth bound.",
+    cls=_RunByDefault,
+    help="Load-test an OpenAI-compatible endpoint (`probe URL` = `probe run URL`); compute the "
+    "bandwidth bound.",
     no_args_is_help=True,
 )
 

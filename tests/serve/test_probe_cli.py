@@ -16,6 +16,19 @@ from fleetwatch.cli import main
 from telemetry.records import read_records
 
 
+@pytest.mark.parametrize("argv", [["--engine", "reference"], ["run", "--engine", "reference"]])
+def test_probe_without_run_means_run(tmp_path: Path, argv: list[str]) -> None:
+    out = tmp_path / "run.json"
+    common = ["-c", "2", "-n", "2", "--prompt-tokens", "8", "--max-tokens", "4", "--no-progress"]
+    assert main(["probe", *argv, *common, "--json", str(out)]) == 0
+    assert [lv["ok"] for lv in json.loads(out.read_text())["levels"]] == [2]
+
+
+def test_probe_bound_is_still_a_subcommand_and_bad_flags_exit_2() -> None:
+    assert main(["probe", "bound", "--help"]) == 0
+    assert main(["probe", "--no-such-flag"]) == 2
+
+
 def test_probe_run_in_process_writes_json_csv_and_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
