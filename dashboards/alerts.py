@@ -28,6 +28,7 @@ from dashboards.names import (
     Resilience,
 )
 from dashboards.views.replica import CLOCK_EVENT_LABEL, GPU_LABEL
+from telemetry.duration import parse_duration
 from telemetry.profiles import Profile, Signal
 
 __all__ = [
@@ -287,13 +288,13 @@ def rules_document(
 
 
 def _eval_after(duration: str) -> str:
-    """Evaluation time by which an alert with ``for: duration`` must fire (minutes)."""
-    units = {"s": 1 / 60, "m": 1, "h": 60}
+    """Evaluation time by which an alert with ``for: duration`` must fire: ten minutes after the
+    ``for`` duration (whole minutes) has elapsed."""
     try:
-        minutes = float(duration[:-1]) * units[duration[-1]]
-    except (KeyError, ValueError):
-        raise DashboardError(f"alert duration '{duration}' is not like 5m, 30s or 1h") from None
-    return f"{int(minutes) + 10}m"
+        seconds = parse_duration(duration)
+    except ValueError as exc:
+        raise DashboardError(f"alert duration: {exc}") from None
+    return f"{seconds // 60 + 10}m"
 
 
 _LABEL_REF = re.compile(r"\{\{ \$labels\.(\w+) \}\}")

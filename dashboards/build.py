@@ -51,41 +51,38 @@ def file_name(profile: str, view: str) -> str:
     return f"{profile}-{view}.json"
 
 
+def _query_variable(name: str, label: str, query: str) -> QueryVariable:
+    """A multi-value variable with an "All" option matching everything."""
+    return (
+        QueryVariable(name)
+        .label(label)
+        .datasource(DATASOURCE)
+        .query(query)
+        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(VariableSort.ALPHABETICAL_ASC)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+    )
+
+
 def _variables(profile: Profile, view: str) -> list[QueryVariable | DatasourceVariable]:
     total = profile.outcomes.total.name
+    model, replica = profile.model_label, profile.replica_label
     variables: list[QueryVariable | DatasourceVariable] = [
         DatasourceVariable("datasource").label("Data source").type("prometheus"),
-    ]
-    for name, label, query in (
-        ("model", profile.model_label, f"label_values({total}, {profile.model_label})"),
-        (
+        _query_variable("model", f"model ({model})", f"label_values({total}, {model})"),
+        _query_variable(
             "replica",
-            profile.replica_label,
-            f'label_values({total}{{{profile.model_label}=~"$model"}}, {profile.replica_label})',
+            f"replica ({replica})",
+            f'label_values({total}{{{model}=~"$model"}}, {replica})',
         ),
-    ):
-        variables.append(
-            QueryVariable(name)
-            .label(f"{name} ({label})")
-            .datasource(DATASOURCE)
-            .query(query)
-            .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
-            .sort(VariableSort.ALPHABETICAL_ASC)
-            .multi(True)
-            .include_all(True)
-            .all_value(".*")
-        )
+    ]
     if view == "slo":
         variables.append(
-            QueryVariable("slo")
-            .label("SLO")
-            .datasource(DATASOURCE)
-            .query(f"label_values({SLO_RULES.objective}, {SLO_RULES.slo_label})")
-            .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
-            .sort(VariableSort.ALPHABETICAL_ASC)
-            .multi(True)
-            .include_all(True)
-            .all_value(".*")
+            _query_variable(
+                "slo", "SLO", f"label_values({SLO_RULES.objective}, {SLO_RULES.slo_label})"
+            )
         )
     return variables
 

@@ -29,7 +29,7 @@ from grafana_foundation_sdk.models import dashboard as dashboard_models
 from grafana_foundation_sdk.models import heatmap as heatmap_models
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-__all__ = ["Kind", "PanelSpec", "Query", "RowSpec", "Threshold", "render_panel"]
+__all__ = ["Kind", "PanelSpec", "Query", "RowSpec", "Threshold", "legend_of", "render_panel"]
 
 DATASOURCE: Final = dashboard_models.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
@@ -41,6 +41,11 @@ class Kind(StrEnum):
     STAT = "stat"
     HEATMAP = "heatmap"
     STATE = "state-timeline"
+
+
+def legend_of(label: str) -> str:
+    """Grafana legend text that shows the value of ``label`` (``{{label}}``)."""
+    return "{{" + label + "}}"
 
 
 @dataclass(frozen=True, slots=True)

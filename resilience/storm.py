@@ -165,7 +165,7 @@ def simulate(config: StormConfig, jitter: Jitter, with_budget: bool) -> StormRow
             arrivals.setdefault(round(t / tick), []).append((1, 0.0))
             requests += 1
             t += cfg.interval_s
-    completions: dict[int, int] = {}  # tick -> slots freed
+    # completion tick -> the attempts (attempt number, previous sleep) holding a slot until then
     in_flight_by_tick: dict[int, list[tuple[int, float]]] = {}
     in_flight = 0
     attempts = 0
@@ -184,16 +184,13 @@ def simulate(config: StormConfig, jitter: Jitter, with_budget: bool) -> StormRow
     t = 0
     while arrivals or in_flight:
         now[0] = t * tick
-        freed = completions.pop(t, 0)
-        in_flight -= freed
-        in_flight_by_tick.pop(t, None)
+        in_flight -= len(in_flight_by_tick.pop(t, ()))
         if t == outage_start and outage_end > outage_start:
-            for dropped in sorted(in_flight_by_tick):
-                for attempt, previous in in_flight_by_tick[dropped]:
+            for done in sorted(in_flight_by_tick):
+                for attempt, previous in in_flight_by_tick[done]:
                     fail(t, attempt, previous)
                     last_reject = t
             in_flight_by_tick.clear()
-            completions.clear()
             in_flight = 0
         batch = arrivals.pop(t, [])
         per_tick.append(len(batch))
@@ -207,9 +204,7 @@ def simulate(config: StormConfig, jitter: Jitter, with_budget: bool) -> StormRow
                 fail(t, attempt, previous)
             else:
                 in_flight += 1
-                done = t + latency_ticks
-                completions[done] = completions.get(done, 0) + 1
-                in_flight_by_tick.setdefault(done, []).append((attempt, previous))
+                in_flight_by_tick.setdefault(t + latency_ticks, []).append((attempt, previous))
         t += 1
 
     peak_ticks = max(1, round(cfg.peak_window_s / tick))

@@ -65,28 +65,10 @@ class RequestState:
             self.events = []
         self.events.append((name, t))
 
-    # Derived durations (seconds), as ``telemetry.records.RequestRecord`` defines them.
-    @property
-    def queue_s(self) -> float | None:
-        return None if self.scheduled is None else self.scheduled - self.arrival
-
-    @property
-    def prefill_s(self) -> float | None:
-        if self.scheduled is None or self.first_token is None:
-            return None
-        return self.first_token - self.scheduled
-
-    @property
-    def decode_s(self) -> float | None:
-        return None if self.first_token is None else self.finished - self.first_token
-
+    # Derived durations (seconds) that spans and metrics need, as ``RequestRecord`` defines them.
     @property
     def ttft_s(self) -> float | None:
         return None if self.first_token is None else self.first_token - self.arrival
-
-    @property
-    def e2e_s(self) -> float:
-        return self.finished - self.arrival
 
     @property
     def tpot_s(self) -> float | None:

@@ -1,13 +1,24 @@
-"""Panel pieces shared by several views (traffic and errors of a profile)."""
+"""Pieces shared by several views: the latency signals, traffic and errors of a profile."""
 
 from __future__ import annotations
+
+from typing import Final
 
 from grafana_foundation_sdk.models import units
 
 from dashboards.panels import PanelSpec, Query
 from dashboards.promql import Scope
+from telemetry.profiles import Signal
 
-__all__ = ["error_ratio_queries", "request_rate_panel"]
+__all__ = ["LATENCY_SIGNALS", "error_ratio_queries", "request_rate_panel"]
+
+# The request latency histograms, in display order, with a plain-words title.
+LATENCY_SIGNALS: Final = (
+    (Signal.TTFT, "Time to first token"),
+    (Signal.TPOT, "Time per output token"),
+    (Signal.ITL, "Inter-token latency"),
+    (Signal.E2E, "End-to-end latency"),
+)
 
 
 def error_ratio_queries(scope: Scope, by: str, legend: str) -> tuple[Query, ...]:

@@ -6,20 +6,13 @@ from typing import Final
 
 from grafana_foundation_sdk.models import units
 
-from dashboards.panels import PanelSpec, Query, RowSpec, Threshold
+from dashboards.panels import PanelSpec, Query, RowSpec, Threshold, legend_of
 from dashboards.promql import Scope
-from dashboards.views.common import error_ratio_queries, request_rate_panel
+from dashboards.views.common import LATENCY_SIGNALS, error_ratio_queries, request_rate_panel
 from telemetry.profiles import Profile, Signal
 
-__all__ = ["LATENCY_SIGNALS", "fleet_rows"]
+__all__ = ["fleet_rows"]
 
-# Latency histograms compared across the fleet, in display order, with a plain-words title.
-LATENCY_SIGNALS: Final = (
-    (Signal.TTFT, "Time to first token"),
-    (Signal.TPOT, "Time per output token"),
-    (Signal.ITL, "Inter-token latency"),
-    (Signal.E2E, "End-to-end latency"),
-)
 _RATIO_STEPS: Final = (Threshold(None, "green"), Threshold(1.5, "orange"), Threshold(2.0, "red"))
 
 
@@ -27,7 +20,7 @@ def _latency_panels(scope: Scope, signal: Signal, title: str) -> tuple[PanelSpec
     ref = scope.profile.metric(signal)
     replica, model = scope.replica, scope.model
     by = f"{replica}, {model}"
-    legend = f"{{{{{replica}}}}}"
+    legend = legend_of(replica)
     mine = scope.quantile(0.99, ref, by)
     fleet = scope.quantile(0.99, ref, by, fleet=True)
     return (
@@ -61,7 +54,7 @@ def _latency_panels(scope: Scope, signal: Signal, title: str) -> tuple[PanelSpec
 def fleet_rows(profile: Profile) -> tuple[RowSpec, ...]:
     scope = Scope(profile)
     replica = scope.replica
-    legend = f"{{{{{replica}}}}}"
+    legend = legend_of(replica)
     rows = [
         RowSpec(title, _latency_panels(scope, signal, title))
         for signal, title in LATENCY_SIGNALS

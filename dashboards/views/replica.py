@@ -6,23 +6,19 @@ from typing import Final
 
 from grafana_foundation_sdk.models import units
 
-from dashboards.panels import Kind, PanelSpec, Query, RowSpec
+from dashboards.panels import Kind, PanelSpec, Query, RowSpec, legend_of
 from dashboards.promql import Scope
+from dashboards.views.common import LATENCY_SIGNALS
 from telemetry.profiles import Profile, Signal
 
-__all__ = ["GPU_LABEL", "replica_rows"]
+__all__ = ["CLOCK_EVENT_LABEL", "GPU_LABEL", "replica_rows"]
 
 # Label that tells GPUs of one replica apart in the GPU gauges.
 GPU_LABEL: Final = "gpu"
+# Label of the clock-event gauge naming the NVML reason.
 CLOCK_EVENT_LABEL: Final = "reason"
 
-HEATMAPS: Final = (
-    (Signal.TTFT, "Time to first token"),
-    (Signal.TPOT, "Time per output token"),
-    (Signal.ITL, "Inter-token latency"),
-    (Signal.E2E, "End-to-end latency"),
-    (Signal.QUEUE, "Queue time"),
-)
+HEATMAPS: Final = (*LATENCY_SIGNALS, (Signal.QUEUE, "Queue time"))
 PHASES: Final = ((Signal.QUEUE, "queue"), (Signal.PREFILL, "prefill"), (Signal.DECODE, "decode"))
 
 # (signal, title, description, unit): plain GPU gauges, averaged per replica and GPU.
@@ -98,7 +94,7 @@ def _heatmap(scope: Scope, signal: Signal, title: str) -> PanelSpec:
 
 def _scheduler(scope: Scope) -> list[PanelSpec]:
     profile, replica = scope.profile, scope.replica
-    legend = f"{{{{{replica}}}}}"
+    legend = legend_of(replica)
     panels: list[PanelSpec] = []
     phases = [
         Query(scope.quantile(0.99, profile.metric(s), replica), f"{legend} {name} p99")
@@ -203,7 +199,7 @@ def _scheduler(scope: Scope) -> list[PanelSpec]:
 def _gpu(scope: Scope) -> list[PanelSpec]:
     profile, replica = scope.profile, scope.replica
     by = f"{replica}, {GPU_LABEL}"
-    legend = f"{{{{{replica}}}}} gpu {{{{{GPU_LABEL}}}}}"
+    legend = f"{legend_of(replica)} gpu {legend_of(GPU_LABEL)}"
     panels: list[PanelSpec] = []
     if profile.has(Signal.GPU_UTILIZATION):
         panels.append(
@@ -258,7 +254,7 @@ def _gpu(scope: Scope) -> list[PanelSpec]:
                     Query(
                         f"max by ({replica}, {GPU_LABEL}, {CLOCK_EVENT_LABEL}) "
                         f"({ref.selector(scope.hardware())})",
-                        f"{{{{{replica}}}}} gpu {{{{{GPU_LABEL}}}}} {{{{{CLOCK_EVENT_LABEL}}}}}",
+                        f"{legend_of(replica)} gpu {legend_of(GPU_LABEL)} {legend_of(CLOCK_EVENT_LABEL)}",
                     ),
                 ),
                 units.Short,
@@ -282,7 +278,7 @@ def replica_rows(profile: Profile) -> tuple[RowSpec, ...]:
     if gpu:
         rows.append(RowSpec("GPU", tuple(gpu)))
     if profile.has(Signal.TELEMETRY_DROPS):
-        legend = f"{{{{{scope.replica}}}}}"
+        legend = legend_of(scope.replica)
         rows.append(
             RowSpec(
                 "Telemetry",

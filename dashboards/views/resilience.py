@@ -18,14 +18,14 @@ from dashboards.names import (
     RETRY_POLICY_LABEL,
     Resilience,
 )
-from dashboards.panels import Kind, PanelSpec, Query, RowSpec
+from dashboards.panels import Kind, PanelSpec, Query, RowSpec, legend_of
 from dashboards.promql import RATE
 from telemetry.profiles import MetricRef, Profile
 
 __all__ = ["breaker_state_code", "resilience_rows"]
 
-_BREAKER = f"{{{{{BREAKER_LABEL}}}}}"
-_BATCHER = f"{{{{{BATCHER_LABEL}}}}}"
+_BREAKER = legend_of(BREAKER_LABEL)
+_BATCHER = legend_of(BATCHER_LABEL)
 # Timeline colours: red where calls are refused, yellow while probing, blue where an operator
 # took the breaker out of the decision.
 _STATE_COLORS = {
@@ -142,7 +142,7 @@ def resilience_rows(profile: Profile) -> tuple[RowSpec, ...]:
                 Query(
                     f"{_rate(m[Resilience.RETRIES], RETRY_POLICY_LABEL)} / "
                     f"{_rate(m[Resilience.RETRY_ATTEMPTS], RETRY_POLICY_LABEL)}",
-                    f"{{{{{RETRY_POLICY_LABEL}}}}}",
+                    legend_of(RETRY_POLICY_LABEL),
                 ),
             ),
             units.PercentUnit,
@@ -153,7 +153,7 @@ def resilience_rows(profile: Profile) -> tuple[RowSpec, ...]:
             (
                 Query(
                     _rate(m[Resilience.RETRY_BUDGET_REFUSALS], RETRY_BUDGET_LABEL),
-                    f"{{{{{RETRY_BUDGET_LABEL}}}}}",
+                    legend_of(RETRY_BUDGET_LABEL),
                 ),
             ),
             units.OpsPerSecond,
@@ -166,7 +166,7 @@ def resilience_rows(profile: Profile) -> tuple[RowSpec, ...]:
                 Query(
                     f"sum by ({RETRY_BUDGET_LABEL}) "
                     f"({m[Resilience.RETRY_BUDGET_BALANCE].selector()})",
-                    f"{{{{{RETRY_BUDGET_LABEL}}}}}",
+                    legend_of(RETRY_BUDGET_LABEL),
                 ),
             ),
             units.Short,

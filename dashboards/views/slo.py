@@ -5,7 +5,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.models import units
 
 from dashboards.names import SLO_RULES, SLO_WINDOWS
-from dashboards.panels import Kind, PanelSpec, Query, RowSpec, Threshold
+from dashboards.panels import Kind, PanelSpec, Query, RowSpec, Threshold, legend_of
 from dashboards.promql import Scope
 from dashboards.views.common import error_ratio_queries, request_rate_panel
 from telemetry.profiles import Profile
@@ -14,7 +14,7 @@ __all__ = ["slo_rows"]
 
 _SLO = f'{SLO_RULES.slo_label}=~"$slo"'
 _KEYS = f"{SLO_RULES.slo_label}, {SLO_RULES.service_label}"
-_LEGEND = f"{{{{{SLO_RULES.service_label}}}}}/{{{{{SLO_RULES.slo_label}}}}}"
+_LEGEND = f"{legend_of(SLO_RULES.service_label)}/{legend_of(SLO_RULES.slo_label)}"
 # Workbook burn-rate thresholds: page at 14.4x and 6x, ticket at 3x and 1x.
 _BURN_STEPS = (
     Threshold(None, "green"),
@@ -82,7 +82,7 @@ def slo_rows(profile: Profile) -> tuple[RowSpec, ...]:
                 Query(
                     f"max by (alertname, severity, {SLO_RULES.slo_label}) "
                     f'(ALERTS{{alertstate="firing",{_SLO}}})',
-                    f"{{{{alertname}}}} {{{{severity}}}} {{{{{SLO_RULES.slo_label}}}}}",
+                    f"{{{{alertname}}}} {{{{severity}}}} {legend_of(SLO_RULES.slo_label)}",
                 ),
             ),
             units.Short,
@@ -93,11 +93,11 @@ def slo_rows(profile: Profile) -> tuple[RowSpec, ...]:
         ),
     )
     traffic = (
-        request_rate_panel(scope, model, f"{{{{{model}}}}}"),
+        request_rate_panel(scope, model, legend_of(model)),
         PanelSpec(
             "Error ratio by outcome",
             "Failed share of finished requests, per outcome this engine counts.",
-            error_ratio_queries(scope, model, f"{{{{{model}}}}}"),
+            error_ratio_queries(scope, model, legend_of(model)),
             units.PercentUnit,
         ),
     )

@@ -1,5 +1,5 @@
 """``EventLog``: an observer that records every event as a plain tuple (the test double that ships
-with the engine, like OpenTelemetry's in-memory exporter), plus a checker of per-request order."""
+with the engine, like OpenTelemetry's in-memory exporter), plus each request's event names in order."""
 
 from __future__ import annotations
 

@@ -253,7 +253,7 @@ class LLMEngine:
             self._pending.append(RequestOutput(rid, (), True, "rejected", None, reject))
             return rid
         fail = self.faults.error_rate > 0 and self._fault_rng.random() < self.faults.error_rate
-        req = Request(rid, prompt, max_tokens, sampling or _GREEDY, now, fail)
+        req = Request(rid, prompt, max_tokens, sampling or _GREEDY, fail)
         self._requests[rid] = req
         sched.waiting.append(req)
         return rid
@@ -317,19 +317,18 @@ class LLMEngine:
         for req, n in prefill:
             sched.commit_prefill(req, n)
         for req, tok in zip(samplers, sampled, strict=True):
-            if req.error_at_first_token and not req.first_token_done:
+            if req.error_at_first_token and not req.num_emitted:
                 finished.append((req, "error", "error", "InjectedFault"))
                 continue
             req.tokens.append(tok)
             count = req.num_output
             if count > req.num_emitted:
-                req.num_emitted = count
-                new_tokens[req.request_id] = (tok,)
-                if req.first_token_done:
+                if req.num_emitted:
                     token_ids.append(req.request_id)
                 else:
-                    req.first_token_done = True
                     first_tokens.append(req)
+                req.num_emitted = count
+                new_tokens[req.request_id] = (tok,)
             sp = req.sampling
             if sp.eos_token_id is not None and tok == sp.eos_token_id:
                 finished.append((req, "ok", "stop", None))

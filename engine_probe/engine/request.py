@@ -39,21 +39,19 @@ class Request:
     ``tokens`` is prompt + generated so far. ``num_computed`` counts tokens whose K/V sit in the
     cache. While ``num_computed < prefill_target`` the request is prefilling (its prompt, or on a
     resume its prompt + generated tokens); after that each step computes one token.
+    ``num_emitted`` counts output tokens already handed out (0: no first token yet); a request
+    restarted after preemption regenerates tokens without handing them out again.
     """
 
     __slots__ = (
-        "admit_seq",
-        "arrival_s",
         "block_hashes",
         "block_table",
         "cached_prompt_tokens",
         "chunk_cached",
         "error_at_first_token",
-        "first_token_done",
         "max_tokens",
         "num_computed",
         "num_emitted",
-        "num_preemptions",
         "num_prompt",
         "prefill_target",
         "request_id",
@@ -69,7 +67,6 @@ class Request:
         prompt: list[int],
         max_tokens: int,
         sampling: SamplingParams,
-        arrival_s: float,
         error_at_first_token: bool,
     ) -> None:
         self.request_id = request_id
@@ -77,7 +74,6 @@ class Request:
         self.num_prompt = len(prompt)
         self.max_tokens = max_tokens
         self.sampling = sampling
-        self.arrival_s = arrival_s
         self.error_at_first_token = error_at_first_token
         self.state = RequestState.WAITING
         self.block_table: list[int] = []
@@ -87,19 +83,8 @@ class Request:
         self.num_emitted = 0
         self.cached_prompt_tokens = 0
         self.chunk_cached = 0
-        self.num_preemptions = 0
         self.scheduled_once = False
-        self.first_token_done = False
-        self.admit_seq = -1
 
     @property
     def num_output(self) -> int:
         return len(self.tokens) - self.num_prompt
-
-    @property
-    def output_ids(self) -> list[int]:
-        return self.tokens[self.num_prompt :]
-
-    @property
-    def is_prefilling(self) -> bool:
-        return self.num_computed < self.prefill_target

@@ -47,10 +47,6 @@ class SchedulerOutput:
     cache_queries: int = 0
     cache_hits: int = 0
 
-    @property
-    def num_tokens(self) -> int:
-        return len(self.decode) + sum(n for _, n in self.prefill)
-
 
 class Scheduler:
     """Owns the waiting queue, the running list (in admission order) and the block pool."""
@@ -64,7 +60,6 @@ class Scheduler:
         self.padding: list[Request] = []
         """Static batching only: finished members still occupying their batch slot."""
         self.watermark_blocks = int(config.watermark * config.num_blocks)
-        self._admissions = 0
 
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
@@ -151,8 +146,6 @@ class Scheduler:
             req.block_table = hits + pool.allocate(need)
             req.num_computed = cached
             req.state = RequestState.RUNNING
-            req.admit_seq = self._admissions
-            self._admissions += 1
             running.append(req)
             if pool.caching:
                 out.cache_queries += target
@@ -172,7 +165,6 @@ class Scheduler:
         self.pool.free(req.block_table)
         req.block_table = []
         req.num_computed = 0
-        req.num_preemptions += 1
         if self.config.preemption == "restart":
             del req.tokens[req.num_prompt :]
         req.prefill_target = len(req.tokens)

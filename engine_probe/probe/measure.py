@@ -9,7 +9,8 @@ All instants are seconds on the probe's monotonic clock.
 - E2E = end of the stream ([DONE] or close) - sent; ``e2e_sched_s`` = end - scheduled. Measuring from
   the scheduled send avoids coordinated omission: a stalled server delays the sends of a client with
   bounded concurrency, which hides the stall from send-based latency but not from this one.
-- Tokens come from the ``usage`` of the last chunk, never from the number of chunks.
+- Tokens come from the ``usage`` of the last chunk (without it, from the chunks' ``token_ids``); only
+  a server that sends neither is counted one token per chunk (``tokens_from_usage`` is then False).
 - TPOT = (E2E - TTFT) / (tokens - 1): the mean time per output token after the first, defined for
   two tokens or more (as vLLM bench and the OpenTelemetry GenAI conventions define it).
 - ITL, per token: a chunk carrying k tokens that arrives Δ after the previous token-carrying chunk

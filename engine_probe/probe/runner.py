@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -160,15 +160,7 @@ async def run_plan(
                 batch = _mean_in_flight(summary)
                 bound = bound_tokens_per_s(batch) if batch > 0 else None
                 if bound:
-                    summary = summarise(
-                        results,
-                        label=summary.label,
-                        mode=summary.mode,
-                        rate=summary.rate,
-                        concurrency=summary.concurrency,
-                        targets=plan.targets,
-                        bound_tokens_per_s=bound,
-                    )
+                    summary = replace(summary, bound_fraction=summary.output_tokens_per_s / bound)
             levels.append(LevelResult(level, tuple(results), summary))
     return ProbeRun(url=url, plan=plan, levels=tuple(levels), wall_offset_s=offset)
 

@@ -28,14 +28,16 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[str]:
         """Add bytes; return the payloads of every event completed by them, in order."""
-        self._buf += chunk
+        buf = self._buf + chunk
         events: list[str] = []
+        pos = 0
         while True:
-            nl = self._buf.find(b"\n")
+            nl = buf.find(b"\n", pos)
             if nl < 0:
+                self._buf = buf[pos:]
                 return events
-            line = self._buf[:nl]
-            self._buf = self._buf[nl + 1 :]
+            line = buf[pos:nl]
+            pos = nl + 1
             if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:

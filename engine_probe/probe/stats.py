@@ -129,9 +129,9 @@ def summarise(
     rate: float | None = None,
     concurrency: int | None = None,
     targets: SLOTargets | None = None,
-    bound_tokens_per_s: float | None = None,
 ) -> RunSummary:
-    """Reduce one load level's results to a summary."""
+    """Reduce one load level's results to a summary (``bound_fraction`` is left to the caller,
+    who knows the engine's size)."""
     targets = targets or SLOTargets()
     ok = [r for r in results if r.ok]
     if results:
@@ -146,7 +146,6 @@ def summarise(
     itl: list[float] = []
     for r in ok:
         itl.extend(r.itl_s())
-    tokens_per_s = per_s(out_tokens)
     return RunSummary(
         label=label,
         mode=mode,
@@ -158,7 +157,7 @@ def summarise(
         rejected=sum(1 for r in results if r.status == "rejected"),
         duration_s=duration,
         request_throughput=per_s(len(ok)),
-        output_tokens_per_s=tokens_per_s,
+        output_tokens_per_s=per_s(out_tokens),
         ttft=distribution(r.ttft_s for r in ok if r.ttft_s is not None),
         ttft_sched=distribution(r.ttft_sched_s for r in ok if r.ttft_sched_s is not None),
         tpot=distribution(r.tpot_s for r in ok if r.tpot_s is not None),
@@ -169,7 +168,6 @@ def summarise(
         goodput_rps=per_s(met),
         attainment=met / len(results) if results else 0.0,
         targets=targets,
-        bound_fraction=(tokens_per_s / bound_tokens_per_s) if bound_tokens_per_s else None,
     )
 
 

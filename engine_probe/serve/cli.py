@@ -1,6 +1,6 @@
 """``fleetwatch engine serve``: the reference engine behind the OpenAI-compatible HTTP server.
 
-The front door mounts ``serve`` under the engine's sub-command (``app.command("serve")(serve)``).
+``engine_probe/cli.py`` mounts ``serve`` as the engine's sub-command (``app.command("serve")(serve)``).
 """
 
 from __future__ import annotations

@@ -58,7 +58,6 @@ class InFlight:
         """Set when the first piece (tokens, or a rejection/error) exists."""
         self.finished = asyncio.Event()
         self.producer: asyncio.Task[None] | None = None
-        self.slow_drops = 0
         self.queue_s: float | None = None
         """Time the request waited in the engine's queue (seconds), once known."""
         self.sse_head: bytes | None = None
@@ -91,7 +90,6 @@ class InFlight:
         if reader.dropped:
             return
         reader.dropped = True
-        self.slow_drops += 1
         self.readers.discard(reader)
         reader.wake.set()
         if reader.on_drop is not None:

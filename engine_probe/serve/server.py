@@ -18,7 +18,7 @@ Behaviour that matters under load:
 - Slow readers: a streaming reader more than ``max_lag`` outputs behind is dropped (its connection
   closed); if it was the only reader the request is aborted.
 - ``traceparent`` (W3C) is handed to the engine, so the request's span continues the caller's trace.
-- ``stop()`` drains: the listener closes and new requests get 503, in-flight streams finish (up to
+- ``ServerHandle.stop()`` drains (``drain`` here): the listener closes and new requests get 503, in-flight streams finish (up to
   ``drain_timeout_s``), then the rest are aborted.
 """
 

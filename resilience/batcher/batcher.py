@@ -215,12 +215,7 @@ class MicroBatcher(Generic[T, R]):
         future: asyncio.Future[R] = loop.create_future()
         queue.append(_Pending(item, future, loop.time(), cost))
         self._queued_cost += cost
-        n = len(queue)
-        if (
-            n == 1
-            or n >= cfg.max_batch_size
-            or (cfg.max_batch_cost is not None and self._queued_cost >= cfg.max_batch_cost)
-        ):
+        if len(queue) == 1 or self._full():
             self._wake.set()
         return await future
 
@@ -230,17 +225,14 @@ class MicroBatcher(Generic[T, R]):
         Waits for the batch in flight. Cancelling the caller of ``close`` does not stop the worker.
         """
         self._closing = True
+        closed = BatcherClosedError(f"micro-batcher {self.name!r} closed before the item ran")
         if not drain:
-            self._fail_queued(
-                BatcherClosedError(f"micro-batcher {self.name!r} closed before the item ran")
-            )
+            self._fail_queued(closed)
         self._wake.set()
         worker = self._worker
         if worker is not None and not worker.done():
             await asyncio.shield(worker)
-        self._fail_queued(
-            BatcherClosedError(f"micro-batcher {self.name!r} closed before the item ran")
-        )
+        self._fail_queued(closed)
 
     async def __aenter__(self) -> MicroBatcher[T, R]:
         return self

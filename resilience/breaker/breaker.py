@@ -32,7 +32,7 @@ from resilience.breaker.state import (
 )
 from resilience.breaker.window import CountWindow, SlidingWindow, TimeWindow, WindowSnapshot
 
-__all__ = ["CallNotPermittedError", "CircuitBreaker", "Listener", "Scheduler"]
+__all__ = ["CallNotPermittedError", "CircuitBreaker", "Guard", "Listener", "Scheduler"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -120,9 +120,8 @@ class CircuitBreaker:
         self._probes_left = 0
         self._since = clock()
         self._exceeded = False
-        self._judged = (
-            False  # the count window was judged below both thresholds since the last change
-        )
+        # the count window was judged below both thresholds since the last change
+        self._judged = False
         if self._metrics is not None:
             self._metrics.set_state(State.CLOSED)
 
@@ -420,8 +419,6 @@ class CircuitBreaker:
             self._scheduler(
                 self.config.wait_in_open_s, functools.partial(self._auto_half_open, epoch)
             )
-        if not events:
-            return
         for event in events:
             for listener in self._listeners:
                 try:

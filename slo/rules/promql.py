@@ -16,6 +16,7 @@ import numpy as np
 
 from slo.errors import SLOSpecError
 from slo.spec import (
+    LATENCY_SIGNALS,
     AvailabilitySLI,
     GoodputSLI,
     LatencySLI,
@@ -110,7 +111,7 @@ def selector_labels(slo: ServiceLevelObjective, profile: Profile) -> dict[str, s
     return labels
 
 
-def _matchers(ref: MetricRef, labels: Mapping[str, str], extra: str = "") -> str:
+def _matchers(labels: Mapping[str, str], extra: str = "") -> str:
     parts = [f"{k}={quote(v)}" for k, v in labels.items()]
     if extra:
         parts.append(extra)
@@ -146,11 +147,11 @@ def _bad_outcomes(refs: Sequence[MetricRef], labels: Mapping[str, str]) -> str:
             key = keys.pop()
             values = "|".join(_regex_escape(p[key]) for p in parsed if p is not None)
             regex = f"{key}=~{quote(values)}"
-            sel = f"{name}{{{_matchers(group[0], labels, regex)}}}"
+            sel = f"{name}{{{_matchers(labels, regex)}}}"
             terms.append(f"({_increase(sel)} or vector(0))")
         else:
             for ref in group:
-                terms.append(f"({_increase(ref.selector(_matchers(ref, labels)))} or vector(0))")
+                terms.append(f"({_increase(ref.selector(_matchers(labels)))} or vector(0))")
     return "\n+ ".join(terms)
 
 
@@ -161,9 +162,9 @@ def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
     labels = selector_labels(slo, profile)
     if isinstance(sli, AvailabilitySLI):
         outcomes = profile.outcomes
-        total_sel = outcomes.total.selector(_matchers(outcomes.total, labels))
+        total_sel = outcomes.total.selector(_matchers(labels))
         if outcomes.good is not None:
-            good_sel = outcomes.good.selector(_matchers(outcomes.good, labels))
+            good_sel = outcomes.good.selector(_matchers(labels))
             bad = f"{_increase(total_sel)}\n- ({_increase(good_sel)} or vector(0))"
         else:
             refs = []
@@ -186,12 +187,12 @@ def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
             raise SLOSpecError(
                 f"profile '{profile.name}' does not export signal '{sli.signal}' "
                 f"(it exports latency for: "
-                f"{', '.join(s for s in ('ttft', 'tpot', 'itl', 'e2e') if profile.has(Signal(s)))})",
+                f"{', '.join(s for s in LATENCY_SIGNALS if profile.has(Signal(s)))})",
                 path=f"{slo.path}.sli.signal",
             )
         ref = profile.metric(signal)
         _check_bucket(sli.threshold_s, ref, profile, f"{slo.path}.sli.threshold")
-        m = _matchers(ref, labels)
+        m = _matchers(labels)
         count = ref.selector(m, "_count")
         bucket = ref.selector(",".join(p for p in (m, le_matcher(sli.threshold_s)) if p), "_bucket")
         bad = f"{_increase(count)}\n- {_increase(bucket)}"
@@ -205,8 +206,8 @@ def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
             )
         good_ref = profile.metric(Signal.GOODPUT)
         total_ref = profile.outcomes.total
-        total_sel = total_ref.selector(_matchers(total_ref, labels))
-        good_sel = good_ref.selector(_matchers(good_ref, labels))
+        total_sel = total_ref.selector(_matchers(labels))
+        good_sel = good_ref.selector(_matchers(labels))
         bad = f"{_increase(total_sel)}\n- ({_increase(good_sel)} or vector(0))"
         return SLIQuery(bad, _increase(total_sel), total_sel, _absent_labels(total_ref, labels))
     assert isinstance(sli, RatioSLI)

@@ -241,8 +241,11 @@ class NvmlReader:
             return fn(*args)
         except Exception as exc:
             if getattr(exc, "value", None) != _NOT_SUPPORTED:
-                self._errors[call] = self._errors.get(call, 0) + 1
+                self._count_error(call)
             return None
+
+    def _count_error(self, call: str) -> None:
+        self._errors[call] = self._errors.get(call, 0) + 1
 
     def read(self) -> GpuSnapshot:
         """One snapshot of every device (call ``open`` first)."""
@@ -261,20 +264,13 @@ class NvmlReader:
         power = g("power", nvml.nvmlDeviceGetPowerUsage, h)
         energy = g("energy", nvml.nvmlDeviceGetTotalEnergyConsumption, h)
         reasons = g("clock_event_reasons", nvml.nvmlDeviceGetCurrentClocksEventReasons, h)
-        ecc = (
-            g(
-                "ecc",
-                nvml.nvmlDeviceGetTotalEccErrors,
-                h,
-                kind,
-                nvml.NVML_VOLATILE_ECC,
-            )
+        ecc_corr, ecc_unc = (
+            g("ecc", nvml.nvmlDeviceGetTotalEccErrors, h, kind, nvml.NVML_VOLATILE_ECC)
             for kind in (
                 nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
                 nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
             )
         )
-        ecc_corr, ecc_unc = ecc
         gpm = self._read_gpm(dev)
         return DeviceReading(
             index=dev.index,
@@ -317,7 +313,7 @@ class NvmlReader:
         try:
             nvml.nvmlGpmSampleGet(dev.handle, spare)
         except Exception as exc:
-            self._errors["gpm_sample"] = self._errors.get("gpm_sample", 0) + 1
+            self._count_error("gpm_sample")
             dev.gpm_reason = unavailable_reason(exc)
             return {}
         # Swap: the buffer just filled is the next read's "previous"; the other becomes spare.
@@ -336,7 +332,7 @@ class NvmlReader:
         try:
             nvml.nvmlGpmMetricsGet(req)
         except Exception as exc:
-            self._errors["gpm_metrics"] = self._errors.get("gpm_metrics", 0) + 1
+            self._count_error("gpm_metrics")
             dev.gpm_reason = unavailable_reason(exc)
             return {}
         dev.gpm_reason = None

@@ -177,7 +177,7 @@ class GpuSampler(Collector):
                 yield fam
 
         energy = CounterMetricFamily(
-            _base(p.metric(Signal.GPU_ENERGY).name),
+            p.metric(Signal.GPU_ENERGY).name,
             "Energy used since the driver loaded (J).",
             labels=dev_labels,
         )
@@ -187,7 +187,7 @@ class GpuSampler(Collector):
             labels=[*dev_labels, "reason"],
         )
         ecc = CounterMetricFamily(
-            _base(p.metric(Signal.GPU_ECC_ERRORS).name),
+            p.metric(Signal.GPU_ECC_ERRORS).name,
             "Volatile ECC errors since the driver loaded, by type.",
             labels=[*dev_labels, "type"],
         )
@@ -213,7 +213,7 @@ class GpuSampler(Collector):
         yield from (f for f in (energy, events, ecc, rows) if f.samples)
 
         errors = CounterMetricFamily(
-            _base(p.metric(Signal.GPU_SAMPLE_ERRORS).name),
+            p.metric(Signal.GPU_SAMPLE_ERRORS).name,
             "NVML calls that failed (other than not-supported), by call.",
             labels=[*const, "call"],
         )
@@ -221,7 +221,3 @@ class GpuSampler(Collector):
             errors.add_metric([*const_v, call], n)
         if errors.samples:
             yield errors
-
-
-def _base(name: str) -> str:
-    return name.removesuffix("_total")

@@ -206,7 +206,7 @@ def instrument(
         tracer_provider = owned
 
     serving: ServingMetrics | None = None
-    reg: CollectorRegistry | None = None
+    target = registry if registry is not None else REGISTRY
     if metrics:
         serving = ServingMetrics(
             model,
@@ -217,11 +217,9 @@ def instrument(
             peak_flops_per_s=peak_flops_per_s,
             drops=drops,
         )
-        reg = registry if registry is not None else REGISTRY
-        reg.register(serving)
+        target.register(serving)
     if gpu is not None:
-        reg = reg if reg is not None else (registry if registry is not None else REGISTRY)
-        reg.register(gpu)
+        target.register(gpu)
         gpu.start()
 
     builder: SpanBuilder | None = None
@@ -252,7 +250,7 @@ def instrument(
         engine=engine,
         detach_engine=detach,
         metrics=serving,
-        registry=reg,
+        registry=target if serving is not None or gpu is not None else None,
         worker=worker,
         record_sink=record_sink,
         gpu=gpu,

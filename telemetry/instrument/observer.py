@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from engine_probe.engine.hooks import RequestInfo, StepStats
-from telemetry.metrics.serving import ServingMetrics
+from telemetry.metrics.serving import Series, ServingMetrics
 from telemetry.request_state import RequestState
 
 __all__ = ["TelemetryObserver"]
@@ -125,15 +125,12 @@ class TelemetryObserver:
         if s.preempted_at is not None:
             s.stall += t - s.preempted_at
             s.preempted_at = None
-        series = s.series
-        if series is not None:
-            self._observe_finished(s)
+        if s.series is not None:
+            self._observe_finished(s, s.series)
         if self.on_finished is not None:
             self.on_finished(s)
 
-    def _observe_finished(self, s: RequestState) -> None:
-        series = s.series
-        assert series is not None
+    def _observe_finished(self, s: RequestState, series: Series) -> None:
         key = (s.status, s.finish_reason or "none")
         series.outcomes[key] = series.outcomes.get(key, 0) + 1
         series.prompt_tokens += s.info.prompt_tokens

@@ -27,7 +27,7 @@ from engine_probe.engine.hooks import StepStats
 from telemetry.metrics.drops import DropCounter
 from telemetry.metrics.histogram import BatchedHistogram
 from telemetry.metrics.labels import LabelCap
-from telemetry.profiles import FLEETWATCH, MetricRef, Profile, Signal
+from telemetry.profiles import FLEETWATCH, Profile, Signal
 
 __all__ = ["DROP_STAGES", "REQUEST_HISTOGRAMS", "Series", "SeriesKey", "ServingMetrics"]
 
@@ -250,14 +250,14 @@ class ServingMetrics(Collector):
 
         for signal in REQUEST_HISTOGRAMS:
             ref = p.metric(signal)
-            fam = HistogramMetricFamily(_base(ref), _doc(signal), labels=labels, unit="")
+            fam = HistogramMetricFamily(ref.name, _doc(signal), labels=labels, unit="")
             for key, s in series:
                 buckets, total, _ = s.histogram(signal).snapshot()
                 fam.add_metric([*base_values, *key], buckets, total)
             yield fam
 
         outcome = CounterMetricFamily(
-            _base(p.outcomes.total),
+            p.outcomes.total.name,
             "Finished requests by status (ok, error, aborted, rejected) and finish reason.",
             labels=[*labels, "status", "finish_reason"],
         )
@@ -267,13 +267,13 @@ class ServingMetrics(Collector):
         yield outcome
 
         for signal, attr in _SERIES_COUNTERS:
-            fam_c = CounterMetricFamily(_base(p.metric(signal)), _doc(signal), labels=labels)
+            fam_c = CounterMetricFamily(p.metric(signal).name, _doc(signal), labels=labels)
             for key, s in series:
                 fam_c.add_metric([*base_values, *key], getattr(s, attr))
             yield fam_c
 
         for signal, attr in _ENGINE_COUNTERS:
-            fam_e = CounterMetricFamily(_base(p.metric(signal)), _doc(signal), labels=base)
+            fam_e = CounterMetricFamily(p.metric(signal).name, _doc(signal), labels=base)
             fam_e.add_metric(base_values, getattr(self, attr))
             yield fam_e
 
@@ -281,47 +281,34 @@ class ServingMetrics(Collector):
             (Signal.STEP_DURATION, self.step_duration),
             (Signal.STEP_TOKENS, self.step_tokens),
         ):
-            fam_h = HistogramMetricFamily(_base(p.metric(signal)), _doc(signal), labels=base)
+            fam_h = HistogramMetricFamily(p.metric(signal).name, _doc(signal), labels=base)
             buckets, total, _ = hist.snapshot()
             fam_h.add_metric(base_values, buckets, total)
             yield fam_h
 
+        gauges: list[tuple[Signal, float]] = []
         last = self.last_step
         if last is not None:
-            for signal, value in (
+            gauges += [
                 (Signal.RUNNING, float(last.num_running)),
                 (Signal.WAITING, float(last.num_waiting)),
                 (Signal.KV_USAGE, last.kv_usage),
-            ):
-                yield _gauge(p.metric(signal), _doc(signal), base, base_values, value)
+            ]
         rates = self.achieved_rates()
         if rates is not None:
             bw, fl = rates
-            yield _gauge(
-                p.metric(Signal.ACHIEVED_BANDWIDTH),
-                _doc(Signal.ACHIEVED_BANDWIDTH),
-                base,
-                base_values,
-                bw,
-            )
-            yield _gauge(
-                p.metric(Signal.ACHIEVED_FLOPS), _doc(Signal.ACHIEVED_FLOPS), base, base_values, fl
-            )
+            gauges += [(Signal.ACHIEVED_BANDWIDTH, bw), (Signal.ACHIEVED_FLOPS, fl)]
             if self.peak_bandwidth:
-                yield _gauge(
-                    p.metric(Signal.MBU),
-                    _doc(Signal.MBU),
-                    base,
-                    base_values,
-                    bw / self.peak_bandwidth,
-                )
+                gauges.append((Signal.MBU, bw / self.peak_bandwidth))
             if self.peak_flops:
-                yield _gauge(
-                    p.metric(Signal.MFU), _doc(Signal.MFU), base, base_values, fl / self.peak_flops
-                )
+                gauges.append((Signal.MFU, fl / self.peak_flops))
+        for signal, value in gauges:
+            gauge = GaugeMetricFamily(p.metric(signal).name, _doc(signal), labels=base)
+            gauge.add_metric(base_values, value)
+            yield gauge
 
         dropped = CounterMetricFamily(
-            _base(p.metric(Signal.TELEMETRY_DROPS)),
+            p.metric(Signal.TELEMETRY_DROPS).name,
             _doc(Signal.TELEMETRY_DROPS),
             labels=[*base, "stage"],
         )
@@ -331,26 +318,13 @@ class ServingMetrics(Collector):
         yield dropped
 
         overflow = CounterMetricFamily(
-            _base(p.metric(Signal.LABEL_OVERFLOW)),
+            p.metric(Signal.LABEL_OVERFLOW).name,
             _doc(Signal.LABEL_OVERFLOW),
             labels=[*base, "label"],
         )
         for name, cap in self.caps.items():
             overflow.add_metric([*base_values, name], cap.folded)
         yield overflow
-
-
-def _base(ref: MetricRef) -> str:
-    """prometheus_client appends ``_total`` to counters itself."""
-    return ref.name[: -len("_total")] if ref.name.endswith("_total") else ref.name
-
-
-def _gauge(
-    ref: MetricRef, doc: str, labels: list[str], values: list[str], value: float
-) -> GaugeMetricFamily:
-    fam = GaugeMetricFamily(ref.name, doc, labels=labels)
-    fam.add_metric(values, value)
-    return fam
 
 
 _DOCS: Final[Mapping[Signal, str]] = {

@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 STATUS_DTYPE = pd.CategoricalDtype([s.value for s in Status])
+_JSONL_SUFFIXES: Final = (".jsonl", ".json", ".ndjson")
+_PARQUET_SUFFIXES: Final = (".parquet", ".pq")
+
 _DEFAULTS: dict[str, Any] = {
     "traffic_class": "default",
     "cached_prompt_tokens": 0,
@@ -263,9 +266,9 @@ def read_records(path: str | os.PathLike[str]) -> pd.DataFrame:
     if not p.exists():
         raise RecordError("no such file", path=name)
     suffix = p.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
+    if suffix in _JSONL_SUFFIXES:
         return _read_jsonl(p)
-    if suffix in (".parquet", ".pq"):
+    if suffix in _PARQUET_SUFFIXES:
         try:
             raw = pd.read_parquet(p)
         except Exception as exc:
@@ -284,10 +287,10 @@ def write_records(
     validate_frame(df, path=str(p))
     stored = df[[spec.name for spec in FIELDS if spec.name in df.columns]]
     suffix = p.suffix.lower()
-    if suffix not in (".jsonl", ".json", ".ndjson", ".parquet", ".pq"):
+    if suffix not in _JSONL_SUFFIXES + _PARQUET_SUFFIXES:
         raise RecordError("unknown record format: use .jsonl or .parquet", path=str(p))
     with atomic_path(p) as tmp:
-        if suffix in (".parquet", ".pq"):
+        if suffix in _PARQUET_SUFFIXES:
             out = stored.copy()
             out["status"] = out["status"].astype("string")
             out.to_parquet(tmp, index=False)
