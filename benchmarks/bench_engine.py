@@ -138,10 +138,6 @@ def _print(*args: object) -> None:
     print(*args, flush=True)
 
 
-def _median(xs: Sequence[float]) -> float:
-    return statistics.median(xs)
-
-
 def main() -> None:
     threads = int(os.environ.get("FLEETWATCH_ENGINE_THREADS", "1"))
     torch.set_num_threads(threads)
@@ -174,8 +170,8 @@ def main() -> None:
 
     comp = batching_comparison(model)
     cont, stat = comp["continuous"], comp["static"]
-    c_tps = _median([r.output_tokens_per_s for r in cont])
-    s_tps = _median([r.output_tokens_per_s for r in stat])
+    c_tps = statistics.median([r.output_tokens_per_s for r in cont])
+    s_tps = statistics.median([r.output_tokens_per_s for r in stat])
     _print(
         f"\nmixed workload: {MIXED_REQUESTS} requests, prompts 8-24 tokens, 96% ask 16 tokens, 4% ask 256; "
         "at most 64 running; static keeps finished members as padding until the batch ends"
@@ -184,9 +180,9 @@ def main() -> None:
     _print("|---|---:|---:|---:|---:|---:|")
     for name, runs in (("continuous", cont), ("static", stat)):
         _print(
-            f"| {name} | {_median([r.output_tokens_per_s for r in runs]):,.0f} | {runs[0].steps} | "
-            f"{_median([r.ttft_p50_s for r in runs]):.2f} | {_median([r.ttft_p99_s for r in runs]):.2f} | "
-            f"{_median([r.elapsed_s for r in runs]):.2f} |"
+            f"| {name} | {statistics.median([r.output_tokens_per_s for r in runs]):,.0f} | {runs[0].steps} | "
+            f"{statistics.median([r.ttft_p50_s for r in runs]):.2f} | {statistics.median([r.ttft_p99_s for r in runs]):.2f} | "
+            f"{statistics.median([r.elapsed_s for r in runs]):.2f} |"
         )
     _print(
         f"continuous / static throughput: {c_tps / s_tps:.1f}x (medians of {len(cont)} interleaved runs each)"

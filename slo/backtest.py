@@ -26,7 +26,7 @@ import pandas as pd
 from slo.burn import Timeline, window_counts
 from slo.events import sli_events
 from slo.rules.generate import alert_name
-from slo.spec import BurnWindow, ServiceLevelObjective, Severity
+from slo.spec import SEVERITIES, BurnWindow, ServiceLevelObjective, Severity
 
 __all__ = ["AlertTrack", "Backtest", "FiringInterval", "alert_firing", "backtest", "backtest_slo"]
 
@@ -122,8 +122,7 @@ def backtest_slo(slo: ServiceLevelObjective, timeline: Timeline) -> Backtest:
     """Firing tracks and intervals of ``slo``'s burn alerts on a timeline that holds its windows."""
     tracks = []
     intervals: list[FiringInterval] = []
-    for severity in ("page", "ticket"):
-        sev: Severity = "page" if severity == "page" else "ticket"
+    for sev in SEVERITIES:
         windows = tuple(w for w in slo.windows if w.severity == sev)
         if not windows:
             continue

@@ -33,6 +33,7 @@ from slo.errors import SLOSpecError
 from slo.spec import (
     LATENCY_SIGNALS,
     OUTCOMES,
+    SEVERITIES,
     SLI,
     Alerting,
     AvailabilitySLI,
@@ -309,7 +310,7 @@ def _parse_windows(raw: Any, path: str, period: int, interval: int) -> tuple[Bur
         data = _mapping(item, wpath)
         _keys(data, wpath, {"severity", "long", "short", "burn"})
         severity = data.get("severity")
-        if severity not in ("page", "ticket"):
+        if severity not in SEVERITIES:
             raise _fail(f"{wpath}.severity", f"must be page or ticket, got {_show(severity)}")
         long_s = _seconds(data.get("long"), f"{wpath}.long")
         short_s = _seconds(data.get("short"), f"{wpath}.short")
@@ -341,7 +342,7 @@ def _parse_alerting(raw: Any, path: str) -> Alerting:
     _keys(data, path, {"enabled", "page", "ticket", "annotations", "runbook_url", "absent_for"})
     names: dict[str, str | None] = {}
     labels: dict[str, dict[str, str]] = {}
-    for sev in ("page", "ticket"):
+    for sev in SEVERITIES:
         sub = data.get(sev) or {}
         sub = _mapping(sub, f"{path}.{sev}")
         _keys(sub, f"{path}.{sev}", {"name", "labels"})

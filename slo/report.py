@@ -17,9 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from slo.backtest import Backtest, backtest_slo
-from slo.burn import window_counts
-from slo.events import sli_events
+from slo.backtest import Backtest, backtest
 from slo.spec import ServiceLevelObjective, SLOSpec
 from telemetry.duration import format_duration
 
@@ -54,7 +52,7 @@ class SLOReport:
 
 
 def _num(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
+    return float(x) if math.isfinite(x) else None
 
 
 def _report(slo: ServiceLevelObjective, bt: Backtest, data_start: float) -> SLOReport:
@@ -94,14 +92,10 @@ def backtest_spec(
         start_s = float(frame["finished_s"].min())
     if end_s is None and len(frame):
         end_s = float(frame["finished_s"].max())
-    out = []
-    for slo in spec.slos:
-        events = sli_events(slo, frame)
-        tl = window_counts(
-            events, slo.window_seconds(), spec.evaluation_interval_s, start_s=start_s, end_s=end_s
-        )
-        out.append(backtest_slo(slo, tl))
-    return out
+    return [
+        backtest(slo, frame, spec.evaluation_interval_s, start_s=start_s, end_s=end_s)
+        for slo in spec.slos
+    ]
 
 
 def report_spec(

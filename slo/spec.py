@@ -16,6 +16,7 @@ from typing import Final, Literal
 __all__ = [
     "LATENCY_SIGNALS",
     "OUTCOMES",
+    "SEVERITIES",
     "Alerting",
     "AvailabilitySLI",
     "BurnWindow",
@@ -27,9 +28,13 @@ __all__ = [
     "Selector",
     "ServiceLevelObjective",
     "Severity",
+    "budget_fraction",
 ]
 
 Severity = Literal["page", "ticket"]
+
+SEVERITIES: Final[tuple[Severity, ...]] = ("page", "ticket")
+"""Alert severities, in the order their rules and backtest tracks are written."""
 
 OUTCOMES: Final[tuple[str, ...]] = ("error", "rejected", "aborted")
 """Outcomes an availability SLI may count as bad (``telemetry.records.Status`` minus ``ok``)."""
@@ -98,6 +103,12 @@ class Selector:
     model: str | None = None
 
 
+def budget_fraction(burn: float, window_s: float, period_s: float) -> float:
+    """Share of a period's error budget that a constant ``burn`` spends in ``window_s``
+    (14.4 for 1 hour of 30 days -> 0.02)."""
+    return burn * window_s / period_s
+
+
 @dataclass(frozen=True, slots=True)
 class BurnWindow:
     """One multiwindow burn-rate condition: fire when the error ratio over both ``long_s`` and
@@ -110,7 +121,7 @@ class BurnWindow:
 
     def budget_fraction(self, period_s: int) -> float:
         """Share of the period's error budget spent by the time this condition fires."""
-        return self.burn * self.long_s / period_s
+        return budget_fraction(self.burn, self.long_s, period_s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from slo.spec import BurnWindow
+from slo.spec import BurnWindow, budget_fraction
 
 __all__ = ["WORKBOOK_PERIOD_S", "WORKBOOK_WINDOWS", "budget_fraction", "scaled_windows"]
 
@@ -51,9 +51,3 @@ def scaled_windows(period_s: int, evaluation_interval_s: int) -> tuple[BurnWindo
 
 def _round(seconds: float, interval: int) -> int:
     return max(1, round(seconds / interval)) * interval
-
-
-def budget_fraction(burn: float, window_s: float, period_s: float) -> float:
-    """Share of a period's error budget that a constant ``burn`` spends in ``window_s``
-    (14.4 for 1 hour of 30 days -> 0.02)."""
-    return burn * window_s / period_s

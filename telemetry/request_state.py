@@ -65,6 +65,12 @@ class RequestState:
             self.events = []
         self.events.append((name, t))
 
+    def end_stall(self, t: float) -> None:
+        """Close an open preemption at ``t`` (resumed or finished), adding it to ``stall``."""
+        if self.preempted_at is not None:
+            self.stall += t - self.preempted_at
+            self.preempted_at = None
+
     # Derived durations (seconds) that spans and metrics need, as ``RequestRecord`` defines them.
     @property
     def ttft_s(self) -> float | None:

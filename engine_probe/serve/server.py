@@ -39,6 +39,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from engine_probe.engine.errors import EngineConfigError
 from engine_probe.serve.inflight import InFlight, Piece
 from engine_probe.serve.queue_times import QueueTimes
 from engine_probe.serve.text_ids import decode
@@ -273,17 +274,21 @@ class CompletionServer:
 
     # -- the engine side ------------------------------------------------------------------------
 
+    def _envelope(self, flight: InFlight) -> dict[str, Any]:
+        """The fields every completion body and chunk opens with."""
+        return {
+            "id": flight.request_id,
+            "object": "text_completion",
+            "created": int(self.wall_clock()),
+            "model": self.limits.model_name,
+        }
+
     def _chunk(self, flight: InFlight, tokens: tuple[int, ...], finish: str | None) -> bytes:
         """One SSE content chunk. The per-request head is rendered once; per token only the text,
         ids and finish reason are (this runs once per request per engine step)."""
         head = flight.sse_head
         if head is None:
-            obj = {
-                "id": flight.request_id,
-                "object": "text_completion",
-                "created": int(self.wall_clock()),
-                "model": self.limits.model_name,
-            }
+            obj = self._envelope(flight)
             head = b"data: " + json.dumps(obj, separators=(",", ":")).encode()[:-1]
             head += b',"choices":[{"index":0,"text":'
             flight.sse_head = head
@@ -296,10 +301,7 @@ class CompletionServer:
         self, flight: InFlight, prompt: int, completion: int, queue_s: float | None
     ) -> bytes:
         obj: dict[str, Any] = {
-            "id": flight.request_id,
-            "object": "text_completion",
-            "created": int(self.wall_clock()),
-            "model": self.limits.model_name,
+            **self._envelope(flight),
             "choices": [],
             "usage": {
                 "prompt_tokens": prompt,
@@ -368,9 +370,7 @@ class CompletionServer:
             flight.end(self._error_piece("aborted", "request aborted", None))
             raise
         except Exception as exc:
-            message = (
-                str(exc) if type(exc).__name__ == "EngineConfigError" else f"engine failed: {exc}"
-            )
+            message = str(exc) if isinstance(exc, EngineConfigError) else f"engine failed: {exc}"
             flight.end(self._error_piece("error", message, type(exc).__name__))
         finally:
             if first:
@@ -467,10 +467,7 @@ class CompletionServer:
         return web.json_response(
             {
                 **timing,
-                "id": flight.request_id,
-                "object": "text_completion",
-                "created": int(self.wall_clock()),
-                "model": self.limits.model_name,
+                **self._envelope(flight),
                 "choices": [
                     {
                         "index": 0,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar, cast
 
 import tenacity
+from prometheus_client import Counter
 from tenacity.stop import stop_after_attempt, stop_base
 from tenacity.wait import wait_base
 
@@ -48,15 +49,14 @@ def retry_after_attribute(exc: BaseException) -> float | None:
 
 
 class _Wait(wait_base):
-    def __init__(self, policy: RetryPolicy, rng: random.Random) -> None:
+    def __init__(self, policy: RetryPolicy) -> None:
         self._p = policy
-        self._rng = rng
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         p = self._p
         sleep = backoff_s(
             p.jitter,
-            self._rng,
+            p.rng,
             retry_state.attempt_number,
             retry_state.upcoming_sleep,
             p.base_s,
@@ -150,7 +150,7 @@ class RetryPolicy:
             stop = stop | self.budget.stop
         kwargs: dict[str, Any] = {
             "stop": stop,
-            "wait": _Wait(self, self.rng),
+            "wait": _Wait(self),
             "retry": tenacity.retry_if_exception(self._should_retry),
             "reraise": True,
         }
@@ -200,7 +200,7 @@ class RetryPolicy:
         return wrapper
 
 
-def _exhausted(counter: Any, retry_state: tenacity.RetryCallState) -> Any:
+def _exhausted(counter: Counter, retry_state: tenacity.RetryCallState) -> Any:
     counter.inc()
     outcome = retry_state.outcome
     assert outcome is not None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from slo.errors import SLOSpecError
 from slo.rules.promql import SLIQuery, format_le, quote, sli_query
 from slo.spec import (
+    SEVERITIES,
     AvailabilitySLI,
     BurnWindow,
     GoodputSLI,
@@ -244,8 +245,7 @@ def _slo_group(
     ]
     alerts: list[AlertInfo] = []
     if slo.alerting.enabled:
-        for severity in ("page", "ticket"):
-            sev: Severity = "page" if severity == "page" else "ticket"
+        for sev in SEVERITIES:
             windows = tuple(w for w in slo.windows if w.severity == sev)
             if not windows:
                 continue

@@ -1,11 +1,12 @@
-"""Generate a ``promtool test rules`` file for a rule set: four scenarios per SLO.
+"""Generate a ``promtool test rules`` file for a rule set: three scenarios per SLO, one for all.
 
 - healthy: errors at half the budget rate (or less) for 30 minutes: no burn alert fires;
 - fast burn: healthy, then every request bad: the page alert fires by the time the Workbook
   arithmetic says it must (the first page condition whose long and short windows both exceed
   burn x budget), and resets once the short window has seen the recovery;
 - slow burn: errors between the ticket and the page burn factors: a ticket, no page;
-- absent: no series at all: ``SLOMetricsAbsent`` fires after its ``for:``.
+- absent (one test for the whole spec): no series at all: every SLO's ``SLOMetricsAbsent``
+  fires after its ``for:``.
 
 Counts are 1,000,000 requests per evaluation step, so any budget down to 1e-6 has whole bad
 counts. A burn scenario is left out (and named in the file's ``skipped`` comment) when its

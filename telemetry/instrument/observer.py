@@ -98,9 +98,7 @@ class TelemetryObserver:
         s = self.requests.get(request_id)
         if s is None:
             return
-        if s.preempted_at is not None:
-            s.stall += t - s.preempted_at
-            s.preempted_at = None
+        s.end_stall(t)
         s.add_event("resumed", t)
 
     def on_request_finished(
@@ -122,9 +120,7 @@ class TelemetryObserver:
         s.error_type = error_type
         s.output_tokens = output_tokens
         s.cached_tokens = cached_prompt_tokens
-        if s.preempted_at is not None:
-            s.stall += t - s.preempted_at
-            s.preempted_at = None
+        s.end_stall(t)
         if s.series is not None:
             self._observe_finished(s, s.series)
         if self.on_finished is not None:

@@ -294,3 +294,31 @@ def test_healthy_fleet_of_unlike_traffic_still_gives_no_outlier():
         report = detect(table_from_records(df))
         assert all(f.replica == "replica-5" for f in report.findings), report.render()
         assert all(f.side is Side.WORKLOAD for f in report.findings), report.render()
+
+
+def test_a_slow_replica_with_wide_bimodal_latencies_is_not_shielded_by_its_own_spread():
+    # A throttled replica's per-request TPOT spreads with its mean (here 60 % of requests at
+    # 1-3x the fleet's TPOT, 40 % at 7-15x), so its own standard error is wide. It must not hide
+    # behind that width: the fleet test uses the fleet's spread, and the replica's own sampling
+    # error only has to exclude the fleet median.
+    from telemetry.records import add_derived
+
+    df = synthetic_fleet(4, 90, seed=7).copy()
+    rows = (df["replica"] == "replica-1").to_numpy()
+    rng = np.random.default_rng(7)
+    k = int(rows.sum())
+    wide = np.where(rng.random(k) < 0.6, rng.uniform(0.02, 0.06, k), rng.uniform(0.15, 0.3, k))
+    out = df.loc[rows, "output_tokens"].to_numpy()
+    df.loc[rows, "finished_s"] = df.loc[rows, "first_token_s"].to_numpy() + wide * (out - 1)
+    df = add_derived(df)
+    table = table_from_records(df)
+    shift = float(table.values.loc["replica-1", "tpot"] - table.values["tpot"].median())
+    # Folding the replica's own error (σ from its IQR) into the spread, as a floor, hid it:
+    v = df.loc[rows & (df["status"] == "ok").to_numpy(), "tpot_s"].dropna().to_numpy()
+    q1, q3 = np.quantile(v, [0.25, 0.75])
+    iqr_se = 1.2533 * (q3 - q1) / 1.349 / np.sqrt(v.size)
+    assert shift / iqr_se < 3.5
+    report = detect(table)
+    tpot = [f for f in report.findings if f.replica == "replica-1" and f.signal == "tpot"]
+    assert tpot and tpot[0].side is Side.REPLICA, report.render()
+    assert {f.replica for f in report.findings} == {"replica-1"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -65,10 +65,6 @@ async def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0) -> None:
         if loop.time() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.005)
-
-
-async def until(awaitable: Awaitable[Any], timeout_s: float = 30.0) -> Any:
-    return await asyncio.wait_for(awaitable, timeout_s)
 
 
 class Kit:

@@ -1,7 +1,7 @@
 """Regenerate the golden rules and promtool test files from the example specs.
 
 Run from the repository root: ``.venv/bin/python tests/slo/regenerate_golden.py``.
-``test_golden_files.py`` fails when the committed files drift from what the generator writes.
+``test_generated_rules.py`` fails when the committed files drift from what the generator writes.
 """
 
 from __future__ import annotations

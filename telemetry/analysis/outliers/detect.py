@@ -42,7 +42,7 @@ import pandas as pd
 from telemetry.analysis.errors import AnalysisError
 from telemetry.analysis.outliers.causes import Cause, ReplicaContext, Side, classify
 from telemetry.analysis.outliers.signals import SignalSpec, signal_spec
-from telemetry.analysis.outliers.stats import RobustColumns, robust_columns
+from telemetry.analysis.outliers.stats import OWN_CUTOFF, RobustColumns, robust_columns
 from telemetry.analysis.outliers.table import FleetTable
 from telemetry.analysis.outliers.traffic import different_traffic
 
@@ -220,7 +220,7 @@ def _score(
         oz[:, j] = _orient(spec, rc.z[:, j])
         eff[:, j] = _effect(spec, x[:, j], float(rc.median[j]), rc.ratio[:, j])
     with np.errstate(invalid="ignore"):
-        flag = (oz > rc.cutoff) & eff & ~np.isnan(x)
+        flag = (oz > rc.cutoff) & (rc.z_own >= OWN_CUTOFF) & eff & ~np.isnan(x)
     return rc, oz, flag
 
 
@@ -407,7 +407,12 @@ def _judge(table: FleetTable, cfg: DetectorConfig, found_in: Pass, how: str) -> 
             f"{_fmt(med, spec.unit)}"
             + (f" ({rc.ratio[i, j]:.2f}x)" if math.isfinite(rc.ratio[i, j]) else ""),
             f"robust z {oz[i, j]:.1f} beyond the n-aware cutoff {rc.cutoff[j]:.2f} "
-            f"(n={int(rc.n[j])})",
+            f"(n={int(rc.n[j])})"
+            + (
+                f"; {rc.z_own[i, j]:.1f} of its own standard errors from the median"
+                if math.isfinite(rc.z_own[i, j])
+                else ""
+            ),
             _spread_line(rc, j, spec, x[:, j]),
             *why,
             how,

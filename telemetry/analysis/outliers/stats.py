@@ -7,7 +7,7 @@ so neither 50 % host is ejected. The median (100) and MAD (0) are untouched by t
 
 Spread estimate, per signal (column):
 
-``scale = max(1.4826 · b(n) · MAD, floor, stderr)``
+``scale = max(1.4826 · b(n) · MAD, floor)``,  ``z = (x − median) / scale``
 
 - ``1.4826 · MAD`` estimates σ for normal data (the modified z-score 0.6745·(x − median)/MAD of
   Iglewicz and Hoaglin is the same number); ``b(n)`` is Croux and Rousseeuw's small-sample
@@ -16,6 +16,10 @@ Spread estimate, per signal (column):
   every other value would otherwise be infinitely far away): a relative floor of the median
   (``rel_floor · |median|``) or an absolute floor for signals whose median is 0 (error rate).
 - ``stderr`` is a replica's own sampling error when known (a median of 40 requests is noisy).
+  It is a second, separate test, not part of the spread: a finding also needs
+  ``|x − median| / stderr ≥ OWN_CUTOFF`` (``z_own``), so a noisy median is not judged on the
+  fleet's spread alone, while a replica whose own distribution is wide (a throttled replica's
+  latencies spread with their mean) is not shielded by that width from a clear shift.
 
 The cutoff is n-aware: Bonferroni over the fleet at level ``alpha``, never below Iglewicz and
 Hoaglin's 3.5, so a fleet of 10,000 healthy replicas does not produce a finding by chance.
@@ -32,6 +36,7 @@ from scipy import stats as _st
 __all__ = [
     "IGLEWICZ_HOAGLIN_CUTOFF",
     "MAD_TO_SIGMA",
+    "OWN_CUTOFF",
     "RobustColumns",
     "envoy_success_rate_threshold",
     "mad_small_sample_factor",
@@ -45,6 +50,9 @@ MAD_TO_SIGMA = 1.4826
 """σ ≈ 1.4826·MAD for normal data (1 / 0.6745)."""
 IGLEWICZ_HOAGLIN_CUTOFF = 3.5
 """|modified z| above 3.5 is an outlier (Iglewicz and Hoaglin, 1993)."""
+OWN_CUTOFF = 2.5
+"""A replica's value must differ from the fleet median by at least this many of its own standard
+errors (about 99 % two-sided) before the fleet test counts."""
 
 # Croux & Rousseeuw (1992) small-sample correction factors for the MAD, n = 2..9.
 _MAD_BN = {2: 1.196, 3: 1.495, 4: 1.363, 5: 1.206, 6: 1.200, 7: 1.140, 8: 1.129, 9: 1.107}
@@ -73,8 +81,9 @@ def n_aware_cutoff(n: Array, alpha: float = 0.01) -> Array:
 class RobustColumns:
     """Per-column fleet statistics and per-cell scores (rows replicas, columns signals).
 
-    ``z`` is signed (x − median)/scale; ``ratio`` is x/median (NaN where the median is 0);
-    ``floored`` marks columns whose spread came from the floor rather than the MAD.
+    ``z`` is signed (x − median)/scale; ``z_own`` is (x − median)/stderr (infinite where no
+    stderr is known); ``ratio`` is x/median (NaN where the median is 0); ``floored`` marks
+    columns whose spread came from the floor rather than the MAD.
     """
 
     median: Array
@@ -85,6 +94,7 @@ class RobustColumns:
     floored: Array
     cutoff: Array
     z: Array
+    z_own: Array
     ratio: Array
 
 
@@ -121,10 +131,12 @@ def robust_columns(
         scale_mad = MAD_TO_SIGMA * mad_small_sample_factor(n) * mad
         floor = np.maximum(np.asarray(rel_floor, dtype=np.float64) * np.abs(med), abs_floor)
         scale_col = np.fmax(scale_mad, floor)
-        scale = np.broadcast_to(scale_col, x.shape)
-        if stderr is not None:
-            scale = np.fmax(scale, np.asarray(stderr, dtype=np.float64))
-        z = (x - med) / scale
+        z = (x - med) / np.broadcast_to(scale_col, x.shape)
+        if stderr is None:
+            z_own = np.where(np.isnan(x), np.nan, np.inf)
+        else:
+            se = np.asarray(stderr, dtype=np.float64)
+            z_own = np.where(np.isnan(se) | (se <= 0), np.inf, np.abs(x - med) / se)
         ratio = np.where(med != 0, x / med, np.nan)
     return RobustColumns(
         median=med,
@@ -135,6 +147,7 @@ def robust_columns(
         floored=~(scale_mad > floor),
         cutoff=n_aware_cutoff(n, alpha),
         z=z,
+        z_own=z_own,
         ratio=ratio,
     )
 
