@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
 
-__all__ = ["DECLARED_PEAKS", "PeakRates", "declared_peak", "measure_memory_bandwidth"]
+from telemetry.gpu.specs import find_gpu
+
+__all__ = ["PeakRates", "declared_peak", "measure_memory_bandwidth"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,26 +25,13 @@ class PeakRates:
     source: str
 
 
-DECLARED_PEAKS: Final[tuple[tuple[str, PeakRates], ...]] = (
-    # Matched in order against the NVML device name (case-insensitive substring).
-    ("B200", PeakRates(8.0e12, 2.25e15, "datasheet: B200, dense bf16")),
-    ("H200", PeakRates(4.8e12, 989e12, "datasheet: H200 SXM, dense bf16")),
-    ("H100 80GB HBM3", PeakRates(3.35e12, 989e12, "datasheet: H100 SXM, dense bf16")),
-    ("H100 NVL", PeakRates(3.9e12, 835e12, "datasheet: H100 NVL, dense bf16")),
-    ("H100 PCIe", PeakRates(2.0e12, 756e12, "datasheet: H100 PCIe, dense bf16")),
-    ("A100-SXM4-80GB", PeakRates(2.039e12, 312e12, "datasheet: A100 80GB SXM, dense bf16")),
-    ("A100", PeakRates(1.555e12, 312e12, "datasheet: A100 40GB, dense bf16")),
-    ("L40S", PeakRates(864e9, 362e12, "datasheet: L40S, dense bf16")),
-)
-
-
 def declared_peak(device_name: str) -> PeakRates | None:
-    """The datasheet peak for an NVML device name, or None for an unknown device."""
-    name = device_name.lower()
-    for key, peak in DECLARED_PEAKS:
-        if key.lower() in name:
-            return peak
-    return None
+    """The datasheet peak (``telemetry.gpu.specs``) for an NVML device name, or None for an
+    unknown device."""
+    spec = find_gpu(device_name)
+    if spec is None:
+        return None
+    return PeakRates(spec.bandwidth_bps, spec.bf16_flops, f"datasheet: {spec.source}, dense bf16")
 
 
 def measure_memory_bandwidth(
