@@ -28,6 +28,9 @@ class BoundedWorker(Generic[T]):
     Threading: ``submit`` may be called from any thread and never blocks or raises; ``flush``
     waits (up to ``timeout`` s) until everything submitted before it was handled; ``close`` drains
     and stops the thread. Drops (full queue, handler failure) are counted under ``stage``.
+    ``on_idle`` (optional) runs on the worker thread after every wake-up that found nothing to do,
+    at least every ``interval_s``: time-based work, such as sealing an aged file, happens without
+    traffic.
     """
 
     def __init__(
@@ -40,8 +43,10 @@ class BoundedWorker(Generic[T]):
         max_batch: int = 512,
         interval_s: float = 0.5,
         name: str = "fleetwatch-telemetry",
+        on_idle: Callable[[], None] | None = None,
     ) -> None:
         self.handler = handler
+        self.on_idle = on_idle
         self.stage = stage
         self.drops = drops
         self.max_queue = max_queue
@@ -70,10 +75,21 @@ class BoundedWorker(Generic[T]):
         while True:
             self._wake.wait(self.interval_s)
             self._wake.clear()
+            if not self._queue and self.on_idle is not None:
+                self._idle()
             self._drain()
             if self._closed and not self._queue:
                 self._drain()
                 return
+
+    def _idle(self) -> None:
+        assert self.on_idle is not None
+        try:
+            self.on_idle()
+        except Exception:
+            if self._failures_logged < 3:
+                self._failures_logged += 1
+                _log.warning("telemetry %s idle work failed", self.stage, exc_info=True)
 
     def _drain(self) -> None:
         q = self._queue

@@ -240,6 +240,8 @@ def instrument(
             drops=drops,
             max_queue=max_queue,
             name="fleetwatch-telemetry",
+            # An empty write lets a rotating sink seal an aged file while no request finishes.
+            on_idle=(lambda: record_sink.write(())) if record_sink is not None else None,
         )
     observer = TelemetryObserver(
         serving, worker.submit if worker is not None else None, goodput=goodput

@@ -37,6 +37,17 @@ def test_rotates_by_age_with_an_injected_clock(tmp_path):
     assert len(sink.files) == 1 and len(read_records(sink.files[0])) == 2
 
 
+def test_an_empty_write_seals_an_aged_file_without_new_traffic(tmp_path):
+    now = [0.0]
+    sink = RotatingRecordSink(tmp_path, max_records=1000, max_age_s=10.0, clock=lambda: now[0])
+    sink.write([_rec(0)])
+    sink.write(())
+    assert sink.files == []
+    now[0] = 11.0
+    sink.write(())
+    assert len(sink.files) == 1 and len(read_records(sink.files[0])) == 1
+
+
 def test_numbering_continues_after_existing_files(tmp_path):
     (tmp_path / "records-000007.jsonl").write_text("")
     sink = RotatingRecordSink(tmp_path)

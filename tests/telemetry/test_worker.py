@@ -53,3 +53,18 @@ def test_closed_worker_counts_late_items_as_dropped():
     w.close()
     w.submit(1)
     assert drops.get("z") == 1
+
+
+def test_idle_work_runs_on_the_worker_thread_without_traffic():
+    ran = threading.Event()
+    threads: list[str] = []
+
+    def idle():
+        threads.append(threading.current_thread().name)
+        ran.set()
+
+    w = BoundedWorker(lambda b: None, stage="i", drops=DropCounter(), on_idle=idle, name="wk")
+    w.flush()  # wakes the thread with nothing queued
+    assert ran.wait(30)
+    w.close()
+    assert threads and set(threads) == {"wk"}
