@@ -241,7 +241,8 @@ def resilience_rows(profile: Profile) -> tuple[RowSpec, ...]:
         PanelSpec(
             "Batcher items by outcome",
             "Items per second by outcome (success, failure, cancelled), and failing calls of "
-            "the batch function (each fails every item in its batch).",
+            "the batch function (by default a failing batch is bisected, so only the items that "
+            "fail get the error).",
             (
                 Query(
                     _rate(m[Resilience.BATCH_ITEMS], f"{BATCHER_LABEL}, outcome"),

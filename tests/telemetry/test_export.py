@@ -178,8 +178,9 @@ def test_otlp_export_from_the_standard_environment(make_engine, drive, monkeypat
     thread.start()
     try:
         endpoint = f"http://127.0.0.1:{server.server_port}"
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        provider = tracer_provider(env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+        provider = tracer_provider(env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint + "/"})
         assert provider is not None
         engine = make_engine()
         inst = instrument(engine, tracer_provider=provider, registry=CollectorRegistry())
