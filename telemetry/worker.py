@@ -27,7 +27,8 @@ class BoundedWorker(Generic[T]):
 
     Threading: ``submit`` may be called from any thread and never blocks or raises; ``flush``
     waits (up to ``timeout`` s) until everything submitted before it was handled; ``close`` drains
-    and stops the thread. Drops (full queue, handler failure) are counted under ``stage``.
+    and stops the thread. Drops (full queue, handler failure) are counted under ``stage``; a
+    handler exception with an integer ``lost`` attribute counts that many instead of the batch.
     ``on_idle`` (optional) runs on the worker thread after every wake-up that found nothing to do,
     at least every ``interval_s``: time-based work, such as sealing an aged file, happens without
     traffic.
@@ -99,8 +100,10 @@ class BoundedWorker(Generic[T]):
                 batch.append(q.popleft())
             try:
                 self.handler(batch)
-            except Exception:
-                self.drops.add(self.stage, len(batch))
+            except Exception as exc:
+                # A handler may say how many items it lost (a sink losing a buffered file).
+                lost = getattr(exc, "lost", None)
+                self.drops.add(self.stage, lost if isinstance(lost, int) else len(batch))
                 if self._failures_logged < 3:
                     self._failures_logged += 1
                     _log.warning(

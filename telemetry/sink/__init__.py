@@ -1,5 +1,10 @@
 """Where finished requests' records go: memory (tests, in-process analysis) or rotating files."""
 
-from telemetry.sink.records import MemoryRecordSink, RecordSink, RotatingRecordSink
+from telemetry.sink.records import (
+    MemoryRecordSink,
+    RecordSink,
+    RecordSinkError,
+    RotatingRecordSink,
+)
 
-__all__ = ["MemoryRecordSink", "RecordSink", "RotatingRecordSink"]
+__all__ = ["MemoryRecordSink", "RecordSink", "RecordSinkError", "RotatingRecordSink"]

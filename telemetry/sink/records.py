@@ -18,7 +18,15 @@ from typing import Literal, Protocol, runtime_checkable
 
 from telemetry.records import RecordError, RequestRecord, write_records
 
-__all__ = ["MemoryRecordSink", "RecordSink", "RotatingRecordSink"]
+__all__ = ["MemoryRecordSink", "RecordSink", "RecordSinkError", "RotatingRecordSink"]
+
+
+class RecordSinkError(OSError):
+    """Records could not be written; ``lost`` is how many (the worker counts them as drops)."""
+
+    def __init__(self, message: str, *, lost: int) -> None:
+        super().__init__(message)
+        self.lost = lost
 
 
 @runtime_checkable
@@ -97,28 +105,51 @@ class RotatingRecordSink:
         return highest + 1
 
     def write(self, records: Sequence[RequestRecord]) -> None:
+        """Buffer ``records``; write a file when it is full or its oldest record is too old.
+
+        A file that cannot be written (disk full, no permission) loses its records, and only
+        those: writing goes on with the next file, and ``RecordSinkError.lost`` says how many
+        were lost so the caller can count them.
+        """
+        lost = 0
+        error: Exception | None = None
         with self._lock:
             for r in records:
                 if not self._buffer:
                     self._opened_at = self.clock()
                 self._buffer.append(r)
                 if len(self._buffer) >= self.max_records:
-                    self._seal()
+                    n, exc = self._seal()
+                    lost, error = lost + n, error or exc
             if self._buffer and self.clock() - self._opened_at >= self.max_age_s:
-                self._seal()
+                n, exc = self._seal()
+                lost, error = lost + n, error or exc
+        if error is not None:
+            raise RecordSinkError(
+                f"{lost} records could not be written to {self.directory}: {error}", lost=lost
+            ) from error
 
-    def _seal(self) -> None:
+    def _seal(self) -> tuple[int, Exception | None]:
+        """Write the buffer as one file; (records lost, the error) when that fails."""
         if not self._buffer:
-            return
+            return 0, None
         path = self.directory / f"{self.prefix}-{self._seq:06d}.{self.fmt}"
         batch, self._buffer = self._buffer, []
-        write_records(path, batch)
+        try:
+            write_records(path, batch)
+        except Exception as exc:
+            return len(batch), exc
         self._seq += 1
         self.files.append(path)
+        return 0, None
 
     def flush(self) -> None:
         with self._lock:
-            self._seal()
+            lost, error = self._seal()
+        if error is not None:
+            raise RecordSinkError(
+                f"{lost} records could not be written to {self.directory}: {error}", lost=lost
+            ) from error
 
     def close(self) -> None:
         self.flush()

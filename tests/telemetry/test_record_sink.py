@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry
 
 from telemetry.instrument import instrument
 from telemetry.records import RecordError, RequestRecord, read_records
-from telemetry.sink import RotatingRecordSink
+from telemetry.sink import RecordSinkError, RotatingRecordSink
 
 
 def _rec(i: int) -> RequestRecord:
@@ -46,6 +46,20 @@ def test_an_empty_write_seals_an_aged_file_without_new_traffic(tmp_path):
     now[0] = 11.0
     sink.write(())
     assert len(sink.files) == 1 and len(read_records(sink.files[0])) == 1
+
+
+def test_a_file_that_cannot_be_written_loses_only_its_records_and_says_how_many(tmp_path):
+    where = tmp_path / "blocked"
+    where.write_text("a file where the directory should be")
+    sink = RotatingRecordSink(where, max_records=3)
+    with pytest.raises(RecordSinkError) as info:
+        sink.write([_rec(i) for i in range(5)])
+    assert info.value.lost == 3
+    where.unlink()
+    sink.write([_rec(5)])
+    sink.close()
+    [written] = sink.files
+    assert list(read_records(written)["request_id"]) == ["r3", "r4", "r5"]
 
 
 def test_numbering_continues_after_existing_files(tmp_path):

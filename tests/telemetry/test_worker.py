@@ -68,3 +68,18 @@ def test_idle_work_runs_on_the_worker_thread_without_traffic():
     assert ran.wait(30)
     w.close()
     assert threads and set(threads) == {"wk"}
+
+
+def test_a_handler_that_reports_what_it_lost_is_counted_by_that():
+    class Lost(Exception):
+        lost = 7
+
+    def handler(batch):
+        raise Lost("file lost")
+
+    drops = DropCounter()
+    w = BoundedWorker(handler, stage="l", drops=drops)
+    w.submit(1)
+    w.flush()
+    w.close()
+    assert drops.get("l") == 7
