@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= demo-out
 
-.PHONY: demo test lint bench dashboards promtool clean
+.PHONY: demo test lint bench dashboards promtool browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,9 +16,18 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/fleetwatch demo --out $(OUT)
 
-## test: install what the tests need (Debian's prometheus for promtool when root), lint, run all tests
-test: $(STAMP) promtool lint
+## test: install what the tests need (Debian's prometheus for promtool, and chromium for the
+## report screenshot, when root), lint, run all tests
+test: $(STAMP) promtool browser lint
 	$(BIN)/python -m pytest
+
+# Optional: without a browser the report screenshot test is skipped, nothing else.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian's chromium (headless screenshot of the demo report)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+	    || echo "chromium could not be installed: the report screenshot test will be skipped"; \
+	fi
 
 promtool:
 	@if ! command -v promtool >/dev/null 2>&1; then \

@@ -188,3 +188,50 @@ def test_report_has_the_four_plots(demo_run: tuple[DemoResult, Seen]) -> None:
         "What Prometheus saw",
     ):
         assert title in page
+
+
+def _browser() -> str | None:
+    import shutil
+
+    return next(
+        (p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))),
+        None,
+    )
+
+
+@pytest.mark.skipif(_browser() is None, reason="no headless Chromium: apt-get install chromium")
+def test_report_renders_in_headless_chromium(
+    demo_run: tuple[DemoResult, Seen], tmp_path: Path
+) -> None:
+    """A person's view of the report: a real browser renders it, and the page is not blank."""
+    from matplotlib.image import imread
+
+    result, _ = demo_run
+    shot = tmp_path / "report.png"
+    browser = _browser()
+    assert browser is not None
+    done = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1100,3600",
+            f"--screenshot={shot}",
+            (result.out / "report.html").resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shot.is_file(), done.stderr[-2000:]
+    pixels = imread(shot)
+    assert pixels.shape[:2] == (3600, 1100)
+    ink = (pixels[..., :3].mean(axis=2) < 0.9).mean()
+    assert ink > 0.02, f"only {ink:.1%} of the page is drawn on"
