@@ -1,4 +1,4 @@
-"""Shared fixtures: real binaries (promtool, prometheus) found on PATH.
+"""Shared fixtures: real binaries (promtool, prometheus) found on PATH; seeded property tests.
 
 In CI (CI=true) a test that needs a binary fails when it is missing; elsewhere it is skipped with
 a message saying how to install it.
@@ -11,6 +11,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests are seeded (derandomize: the same examples every run) and never fail on a slow
+# machine's timing: speed belongs to benchmarks.
+settings.register_profile("fleetwatch", derandomize=True, deadline=None, print_blob=True)
+settings.load_profile("fleetwatch")
 
 _INSTALL_HINT = "install Debian's prometheus package: sudo apt-get install prometheus (or run make test as root)"
 
