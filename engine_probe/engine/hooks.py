@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["EngineObserver", "RequestInfo", "StepStats"]
+__all__ = ["EngineObserver", "NullObserver", "RequestInfo", "StepStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,3 +122,43 @@ class EngineObserver(Protocol):
 
     def on_step(self, stats: StepStats) -> None:
         """Once per step that computed tokens, after that step's other events."""
+
+
+class NullObserver:
+    """An observer that ignores every event: subclass it and override only what you need."""
+
+    def on_request_arrived(self, t: float, info: RequestInfo) -> None:
+        return None
+
+    def on_request_scheduled(self, t: float, request_id: str, batch_size: int) -> None:
+        return None
+
+    def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
+        return None
+
+    def on_first_token(self, t: float, request_id: str) -> None:
+        return None
+
+    def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
+        return None
+
+    def on_preempted(self, t: float, request_id: str) -> None:
+        return None
+
+    def on_resumed(self, t: float, request_id: str) -> None:
+        return None
+
+    def on_request_finished(
+        self,
+        t: float,
+        request_id: str,
+        status: str,
+        finish_reason: str | None,
+        error_type: str | None,
+        output_tokens: int,
+        cached_prompt_tokens: int,
+    ) -> None:
+        return None
+
+    def on_step(self, stats: StepStats) -> None:
+        return None

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine_probe.engine.config import SamplingParams
-from engine_probe.engine.hooks import RequestInfo, StepStats
+from engine_probe.engine.hooks import NullObserver, RequestInfo, StepStats
 from engine_probe.engine.llm_engine import LLMEngine
 
 __all__ = ["RunSummary", "WorkItem", "percentile", "run_offline", "synthetic_workload"]
@@ -94,7 +94,7 @@ class RunSummary:
         return self.elapsed_s / self.steps if self.steps else 0.0
 
 
-class _Tally:
+class _Tally(NullObserver):
     """Minimal observer for the summary (never raises, never blocks)."""
 
     def __init__(self) -> None:
@@ -110,23 +110,8 @@ class _Tally:
     def on_request_arrived(self, t: float, info: RequestInfo) -> None:
         self.arrival[info.request_id] = t
 
-    def on_request_scheduled(self, t: float, request_id: str, batch_size: int) -> None:
-        pass
-
-    def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
-        pass
-
     def on_first_token(self, t: float, request_id: str) -> None:
         self.ttft.append(t - self.arrival[request_id])
-
-    def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
-        pass
-
-    def on_preempted(self, t: float, request_id: str) -> None:
-        pass
-
-    def on_resumed(self, t: float, request_id: str) -> None:
-        pass
 
     def on_request_finished(
         self,

@@ -9,14 +9,13 @@ admission time, which no client can see otherwise.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 
-from engine_probe.engine.hooks import RequestInfo, StepStats
+from engine_probe.engine.hooks import NullObserver, RequestInfo
 
 __all__ = ["QueueTimes"]
 
 
-class QueueTimes:
+class QueueTimes(NullObserver):
     """Engine observer (step-loop thread) whose ``take(request_id)`` is read on the event loop."""
 
     def __init__(self) -> None:
@@ -40,21 +39,6 @@ class QueueTimes:
             if start is not None:
                 self._queue[request_id] = max(0.0, t - start)
 
-    def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
-        return None
-
-    def on_first_token(self, t: float, request_id: str) -> None:
-        return None
-
-    def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
-        return None
-
-    def on_preempted(self, t: float, request_id: str) -> None:
-        return None
-
-    def on_resumed(self, t: float, request_id: str) -> None:
-        return None
-
     def on_request_finished(
         self,
         t: float,
@@ -69,6 +53,3 @@ class QueueTimes:
             with self._lock:
                 self._arrived.pop(request_id, None)
                 self._queue.pop(request_id, None)
-
-    def on_step(self, stats: StepStats) -> None:
-        return None

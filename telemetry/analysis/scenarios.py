@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from engine_probe.engine.hooks import RequestInfo, StepStats
-from telemetry.records import RequestRecord, Status, to_frame
+from telemetry.analysis.errors import AnalysisError
+from telemetry.instrument import instrument
+from telemetry.records import RequestRecord, to_frame
+from telemetry.sink import MemoryRecordSink
 
 __all__ = ["ReplicaPlan", "VirtualClock", "run_fleet", "run_replica"]
 
@@ -51,88 +53,6 @@ class VirtualClock:
 
     def end_step(self) -> None:
         self.in_step = False
-
-
-@dataclass
-class _State:
-    info: RequestInfo
-    arrival: float
-    scheduled: float | None = None
-    first: float | None = None
-    preempted_at: float | None = None
-    stall: float = 0.0
-    preemptions: int = 0
-
-
-@dataclass
-class _Recorder:
-    """Minimal observer: engine events to ``RequestRecord``s."""
-
-    replica: str
-    model: str
-    states: dict[str, _State] = field(default_factory=dict)
-    records: list[RequestRecord] = field(default_factory=list)
-
-    def on_request_arrived(self, t: float, info: RequestInfo) -> None:
-        self.states[info.request_id] = _State(info, t)
-
-    def on_request_scheduled(self, t: float, request_id: str, batch_size: int) -> None:
-        s = self.states[request_id]
-        if s.scheduled is None:
-            s.scheduled = t
-
-    def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
-        pass
-
-    def on_first_token(self, t: float, request_id: str) -> None:
-        self.states[request_id].first = t
-
-    def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
-        pass
-
-    def on_preempted(self, t: float, request_id: str) -> None:
-        s = self.states[request_id]
-        s.preempted_at, s.preemptions = t, s.preemptions + 1
-
-    def on_resumed(self, t: float, request_id: str) -> None:
-        s = self.states[request_id]
-        if s.preempted_at is not None:
-            s.stall += t - s.preempted_at
-            s.preempted_at = None
-
-    def on_request_finished(
-        self,
-        t: float,
-        request_id: str,
-        status: str,
-        finish_reason: str | None,
-        error_type: str | None,
-        output_tokens: int,
-        cached_prompt_tokens: int,
-    ) -> None:
-        s = self.states.pop(request_id)
-        self.records.append(
-            RequestRecord(
-                request_id=request_id,
-                replica=self.replica,
-                model=self.model,
-                arrival_s=s.arrival,
-                scheduled_s=s.scheduled,
-                first_token_s=s.first if s.scheduled is not None else None,
-                finished_s=t,
-                prompt_tokens=s.info.prompt_tokens,
-                output_tokens=output_tokens,
-                cached_prompt_tokens=min(cached_prompt_tokens, s.info.prompt_tokens),
-                preemptions=s.preemptions,
-                preemption_stall_s=s.stall,
-                status=Status(status),
-                finish_reason=finish_reason,
-                error_type=error_type,
-            )
-        )
-
-    def on_step(self, stats: StepStats) -> None:
-        pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,14 +113,17 @@ def run_replica(
         }
     )
     clock = VirtualClock(step_s)
-    rec = _Recorder(plan.name, "reference")
     eng = LLMEngine(
         mc,
         ec,
         faults=FaultConfig(slowdown=plan.slowdown, error_rate=plan.error_rate, seed=plan.seed),
         clock=clock,
         sleep=clock.sleep,
-        observer=rec,
+    )
+    # The records come from fleetwatch's own telemetry, as in production, on the virtual clock.
+    sink = MemoryRecordSink()
+    inst = instrument(
+        eng, record_sink=sink, metrics=False, record_times="engine", model="reference", env={}
     )
     rng = random.Random(plan.seed)
     t = 0.0
@@ -226,7 +149,10 @@ def run_replica(
             clock.end_step()
         elif i < len(arrivals):
             clock.now = arrivals[i][0]
-    return rec.records
+    inst.detach()
+    if inst.drops.total:
+        raise AnalysisError(f"{plan.name}: telemetry dropped {inst.drops.total} records")
+    return list(sink.records)
 
 
 def run_fleet(
