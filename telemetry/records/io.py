@@ -19,8 +19,10 @@ import pandas as pd
 
 from telemetry.atomic import atomic_path
 from telemetry.records.schema import (
+    DEFAULTS,
     FIELD_BY_NAME,
     FIELDS,
+    TIME_EPS,
     RecordError,
     RequestRecord,
     Status,
@@ -42,16 +44,6 @@ STATUS_DTYPE = pd.CategoricalDtype([s.value for s in Status])
 _JSONL_SUFFIXES: Final = (".jsonl", ".json", ".ndjson")
 _PARQUET_SUFFIXES: Final = (".parquet", ".pq")
 
-_DEFAULTS: dict[str, Any] = {
-    "traffic_class": "default",
-    "cached_prompt_tokens": 0,
-    "preemptions": 0,
-    "preemption_stall_s": 0.0,
-    "prompt_tokens": 0,
-    "output_tokens": 0,
-    "status": Status.OK.value,
-}
-
 
 def _dtype(name: str) -> Any:
     spec = FIELD_BY_NAME[name]
@@ -63,7 +55,7 @@ def _columns_frame(columns: dict[str, Any], n: int) -> pd.DataFrame:
     for spec in FIELDS:
         values = columns.get(spec.name)
         if values is None:
-            values = [_DEFAULTS.get(spec.name)] * n
+            values = [DEFAULTS.get(spec.name)] * n
         data[spec.name] = pd.Series(values, dtype=_dtype(spec.name))
     return add_derived(pd.DataFrame(data))
 
@@ -119,7 +111,7 @@ def validate_frame(df: pd.DataFrame, *, path: str | None = None) -> None:
     """
     for spec in FIELDS:
         if spec.name not in df.columns:
-            if spec.optional or spec.name in _DEFAULTS:
+            if spec.optional or spec.name in DEFAULTS:
                 continue
             raise RecordError("missing column", path=path, field=spec.name)
         col = df[spec.name]
@@ -155,7 +147,7 @@ def validate_frame(df: pd.DataFrame, *, path: str | None = None) -> None:
 
     def num(name: str) -> np.ndarray[Any, np.dtype[np.float64]]:
         if name not in df.columns:
-            return np.full(len(df), float(_DEFAULTS.get(name, np.nan)))
+            return np.full(len(df), float(DEFAULTS.get(name, np.nan)))
         return df[name].to_numpy(dtype=np.float64, na_value=np.nan)
 
     arrival, scheduled, first, finished = (
@@ -164,7 +156,6 @@ def validate_frame(df: pd.DataFrame, *, path: str | None = None) -> None:
         num("first_token_s"),
         num("finished_s"),
     )
-    eps = 1e-9
     with np.errstate(invalid="ignore"):
         checks: list[tuple[str, str, np.ndarray[Any, np.dtype[np.bool_]]]] = [
             (name, "must not be negative", num(name) < 0)
@@ -185,26 +176,30 @@ def validate_frame(df: pd.DataFrame, *, path: str | None = None) -> None:
                 "exceeds prompt_tokens",
                 num("cached_prompt_tokens") > num("prompt_tokens"),
             ),
-            ("scheduled_s", "is before arrival_s (negative queue time)", scheduled < arrival - eps),
+            (
+                "scheduled_s",
+                "is before arrival_s (negative queue time)",
+                scheduled < arrival - TIME_EPS,
+            ),
             (
                 "first_token_s",
                 "is before arrival_s (first token before arrival)",
-                first < arrival - eps,
+                first < arrival - TIME_EPS,
             ),
             (
                 "first_token_s",
                 "is before scheduled_s (negative prefill time)",
-                first < scheduled - eps,
+                first < scheduled - TIME_EPS,
             ),
             (
                 "finished_s",
                 "is before arrival_s (negative end-to-end time)",
-                finished < arrival - eps,
+                finished < arrival - TIME_EPS,
             ),
             (
                 "finished_s",
                 "is before first_token_s (negative decode time)",
-                finished < first - eps,
+                finished < first - TIME_EPS,
             ),
         ]
     first_bad: tuple[int, str, str] | None = None
@@ -246,9 +241,9 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             if not isinstance(obj, dict):
                 raise RecordError("not a JSON object", path=name, row=lineno)
             for spec in FIELDS:
-                if spec.name not in obj and not spec.optional and spec.name not in _DEFAULTS:
+                if spec.name not in obj and not spec.optional and spec.name not in DEFAULTS:
                     raise RecordError("is missing", path=name, row=lineno, field=spec.name)
-                value = obj.get(spec.name, _DEFAULTS.get(spec.name))
+                value = obj.get(spec.name, DEFAULTS.get(spec.name))
                 message = check_type(spec, value)
                 if message is not None:
                     raise RecordError(message, path=name, row=lineno, field=spec.name)

@@ -25,8 +25,10 @@ from enum import StrEnum
 from typing import Any, Final
 
 __all__ = [
+    "DEFAULTS",
     "DERIVED_COLUMNS",
     "FIELDS",
+    "TIME_EPS",
     "FieldSpec",
     "RecordError",
     "RequestRecord",
@@ -194,7 +196,7 @@ DERIVED_COLUMNS: Final[tuple[str, ...]] = (
 )
 
 # Small tolerance for clock arithmetic: float timestamps subtract with rounding error.
-_EPS = 1e-9
+TIME_EPS = 1e-9
 
 
 def check_type(spec: FieldSpec, value: Any) -> str | None:
@@ -224,7 +226,7 @@ def check_values(row: Mapping[str, Any]) -> tuple[str, str] | None:
     """Check one record's values; return (field, message) for the first problem, else None."""
     for spec in FIELDS:
         if spec.name not in row:
-            if spec.optional or spec.name in _DEFAULTED:
+            if spec.optional or spec.name in DEFAULTS:
                 continue
             return spec.name, "is missing"
         message = check_type(spec, row[spec.name])
@@ -241,21 +243,22 @@ def check_values(row: Mapping[str, Any]) -> tuple[str, str] | None:
     scheduled = row.get("scheduled_s")
     first = row.get("first_token_s")
     finished = row["finished_s"]
-    if scheduled is not None and scheduled < arrival - _EPS:
+    if scheduled is not None and scheduled < arrival - TIME_EPS:
         return "scheduled_s", "is before arrival_s (negative queue time)"
-    if first is not None and first < arrival - _EPS:
+    if first is not None and first < arrival - TIME_EPS:
         return "first_token_s", "is before arrival_s (first token before arrival)"
-    if first is not None and scheduled is not None and first < scheduled - _EPS:
+    if first is not None and scheduled is not None and first < scheduled - TIME_EPS:
         return "first_token_s", "is before scheduled_s (negative prefill time)"
-    if finished < arrival - _EPS:
+    if finished < arrival - TIME_EPS:
         return "finished_s", "is before arrival_s (negative end-to-end time)"
-    if first is not None and finished < first - _EPS:
+    if first is not None and finished < first - TIME_EPS:
         return "finished_s", "is before first_token_s (negative decode time)"
     return None
 
 
-_DEFAULTED: Final[frozenset[str]] = frozenset(
-    f.name
+DEFAULTS: Final[Mapping[str, Any]] = {
+    f.name: f.default.value if isinstance(f.default, Status) else f.default
     for f in dataclasses.fields(RequestRecord)
-    if f.default is not dataclasses.MISSING and f.name in FIELD_BY_NAME
-)
+    if f.name in FIELD_BY_NAME and f.default not in (None, dataclasses.MISSING)
+}
+"""Stored values a file may leave out (the record's non-None defaults, status as its string)."""
