@@ -16,10 +16,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from telemetry.analysis.compare import compare_runs
-from telemetry.analysis.outliers import DetectorConfig, FleetTable, detect, table_from_records
-from telemetry.analysis.synthetic import synthetic_fleet
-from telemetry.analysis.tail import attribute_tail
+from fleet.compare import compare_runs
+from fleet.outliers import DetectorConfig, FleetTable, detect, table_from_records
+from fleet.tail import attribute_tail
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
 SIGNALS = [
     "ttft",
@@ -153,7 +153,7 @@ def bench_records_pipeline() -> list[str]:
 
 
 def bench_false_positives() -> list[str]:
-    from telemetry.analysis.scenarios import ReplicaPlan, run_replica
+    from fleetwatch.scenarios.engine_runs import ReplicaPlan, run_replica
     from telemetry.records import to_frame
 
     pool_n, fleets = 40, 200

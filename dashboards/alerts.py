@@ -1,6 +1,6 @@
 """Operational (non-SLO) alert rules and their promtool unit tests, generated from a profile.
 
-The SLO burn-rate alerts come from ``slo``; the outlier alerts from ``telemetry.analysis``. These
+The SLO burn-rate alerts come from ``slo``; the outlier alerts from ``fleet``. These
 are the rest: KV-cache pressure, preemption storm, GPU throttling, breaker open, retry budget
 exhausted and telemetry drops. An alert whose signal the profile lacks is left out, never written
 against a metric the engine does not export. Every alert carries a ``runbook_url`` to its page in

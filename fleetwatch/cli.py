@@ -13,17 +13,17 @@ import typer
 from dashboards.cli import app as dashboards_app
 from dashboards.errors import DashboardError
 from engine_probe.cli import app as engine_app
-from engine_probe.demo.cli import demo
 from engine_probe.engine.errors import EngineConfigError
 from engine_probe.probe.cli import app as probe_app
 from engine_probe.probe.errors import ProbeError
+from fleet.cli import app as fleet_app
+from fleet.errors import AnalysisError
 from fleetwatch import __version__
+from fleetwatch.demo.cli import demo
 from resilience.cli import app as resilience_app
 from resilience.errors import ResilienceConfigError
 from slo.cli import app as slo_app
 from slo.errors import SLOSpecError
-from telemetry.analysis.cli import app as fleet_app
-from telemetry.analysis.errors import AnalysisError
 from telemetry.cli import app as telemetry_app
 from telemetry.profiles import ProfileError
 from telemetry.records.cli import app as records_app

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine_probe.engine.hooks import RequestInfo
+from telemetry.hooks import RequestInfo
 from telemetry.metrics.serving import Series
 
 __all__ = ["RequestState"]

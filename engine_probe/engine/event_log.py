@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine_probe.engine.hooks import RequestInfo, StepStats
+from telemetry.hooks import RequestInfo, StepStats
 
 __all__ = ["Event", "EventLog"]
 

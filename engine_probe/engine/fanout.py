@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine_probe.engine.hooks import EngineObserver, RequestInfo, StepStats
+from telemetry.hooks import EngineObserver, RequestInfo, StepStats
 
 __all__ = ["Fanout"]
 

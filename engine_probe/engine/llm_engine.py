@@ -19,11 +19,11 @@ from engine_probe.engine.config import EngineConfig, FaultConfig, ModelConfig, S
 from engine_probe.engine.cost import StepCostModel
 from engine_probe.engine.errors import EngineConfigError
 from engine_probe.engine.fanout import Fanout
-from engine_probe.engine.hooks import EngineObserver, RequestInfo, StepStats
 from engine_probe.engine.model import KVCache, PrefillChunk, StepBatch, Transformer, torch_dtype
 from engine_probe.engine.request import Request, RequestOutput
 from engine_probe.engine.sampler import sample
 from engine_probe.engine.scheduler import Scheduler
+from telemetry.hooks import EngineObserver, RequestInfo, StepStats
 
 __all__ = ["DEFAULT_CPU_THREADS", "THREADS_ENV", "LLMEngine"]
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine_probe.engine.config import SamplingParams
-from engine_probe.engine.hooks import NullObserver, RequestInfo, StepStats
 from engine_probe.engine.llm_engine import LLMEngine
+from telemetry.hooks import NullObserver, RequestInfo, StepStats
 
 __all__ = ["RunSummary", "WorkItem", "percentile", "run_offline", "synthetic_workload"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from engine_probe.engine.hooks import NullObserver, RequestInfo
+from telemetry.hooks import NullObserver, RequestInfo
 
 __all__ = ["QueueTimes"]
 

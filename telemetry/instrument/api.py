@@ -178,7 +178,7 @@ def instrument(
     """Attach one observer to ``engine`` that feeds spans, metrics and records.
 
     Engine-neutral: ``engine`` needs only ``attach(observer) -> detach`` (the protocol in
-    ``engine_probe.engine.hooks``); ``replica``/``model`` default to ``engine.replica`` and
+    ``telemetry.hooks``); ``replica``/``model`` default to ``engine.replica`` and
     ``engine.model_name``, ``clock`` to ``engine.clock`` or ``time.monotonic`` (it must be the
     clock the engine stamps events with: span times are engine time + (wall - engine) offset).
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from engine_probe.engine.hooks import RequestInfo, StepStats
+from telemetry.hooks import RequestInfo, StepStats
 from telemetry.metrics.serving import Series, ServingMetrics
 from telemetry.request_state import RequestState
 
@@ -18,7 +18,7 @@ __all__ = ["TelemetryObserver"]
 
 
 class TelemetryObserver:
-    """Implements ``engine_probe.engine.hooks.EngineObserver``; see that module for event order.
+    """Implements ``telemetry.hooks.EngineObserver``; see that module for event order.
 
     ``metrics`` may be None (metrics off); ``on_finished`` receives each finished request's state
     (None: nobody wants spans or records). ``goodput`` is (TTFT target s, TPOT target s).

@@ -23,7 +23,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from engine_probe.engine.hooks import StepStats
+from telemetry.hooks import StepStats
 from telemetry.metrics.drops import DropCounter
 from telemetry.metrics.histogram import BatchedHistogram
 from telemetry.metrics.labels import LabelCap

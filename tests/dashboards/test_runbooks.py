@@ -84,7 +84,7 @@ def _slo_rules() -> Iterator[dict[str, Any]]:
 
 
 def _outlier_rules() -> Iterator[dict[str, Any]]:
-    from telemetry.analysis.outliers.rules import outlier_rules
+    from fleet.outliers.rules import outlier_rules
 
     yield outlier_rules(get_profile("fleetwatch"))
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine_probe.demo.analysis import analyse, verdicts
-from engine_probe.demo.run import SPEC_PATH
-from engine_probe.demo.scenario import DemoConfig, roles
+from fleetwatch.demo.analysis import analyse, verdicts
+from fleetwatch.demo.run import SPEC_PATH
+from fleetwatch.demo.scenario import DemoConfig, roles
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from slo.load import read_spec
-from telemetry.analysis.synthetic import synthetic_fleet
 
 
 @pytest.fixture(scope="module")

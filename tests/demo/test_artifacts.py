@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine_probe.demo.artifacts import write_dashboards, write_rules
-from engine_probe.demo.run import SPEC_PATH
+from fleetwatch.demo.artifacts import write_dashboards, write_rules
+from fleetwatch.demo.run import SPEC_PATH
 from slo.load import read_spec
 
 

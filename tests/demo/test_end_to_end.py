@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from engine_probe.demo.run import DemoResult, run_demo
-from engine_probe.demo.scenario import DemoConfig
+from fleetwatch.demo.run import DemoResult, run_demo
+from fleetwatch.demo.scenario import DemoConfig
 
 DURATION_S = 45.0
 PAGE_ALERT = "SLOAvailabilityFastBurn"

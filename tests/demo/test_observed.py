@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine_probe.demo.observed import AlertInterval, alert_intervals, observe
+from fleetwatch.demo.observed import AlertInterval, alert_intervals, observe
 
 
 def _series(alert: str, times: list[float], **labels: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_probe.demo.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
+from fleetwatch.demo.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
 
 
 def test_config_scrapes_each_target_with_its_labels(tmp_path: Path) -> None:

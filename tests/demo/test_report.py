@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine_probe.demo.report import (
+from fleetwatch.demo.report import (
     Section,
     burn_rate_svg,
     latency_throughput_svg,

@@ -7,7 +7,7 @@ import itertools
 import re
 
 from engine_probe.engine.event_log import EventLog
-from engine_probe.engine.hooks import EngineObserver
+from telemetry.hooks import EngineObserver
 
 ORDER = re.compile(
     r"^request_arrived request_scheduled( prefill_chunk)*"

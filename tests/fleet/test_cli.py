@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from fleetwatch.cli import main
-from telemetry.analysis.synthetic import synthetic_fleet
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from telemetry.records import write_records
 
 

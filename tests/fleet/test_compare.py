@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from telemetry.analysis.compare import bootstrap_quantiles, compare_runs
-from telemetry.analysis.errors import AnalysisError
-from telemetry.analysis.synthetic import synthetic_fleet
+from fleet.compare import bootstrap_quantiles, compare_runs
+from fleet.errors import AnalysisError
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
 
 def test_exact_bootstrap_matches_resampling():

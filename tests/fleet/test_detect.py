@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from telemetry.analysis.outliers import (
+from fleet.outliers import (
     Cause,
     DetectorConfig,
     FleetTable,
@@ -15,7 +15,7 @@ from telemetry.analysis.outliers import (
     different_traffic,
     table_from_records,
 )
-from telemetry.analysis.synthetic import synthetic_fleet
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
 
 def _table(values: dict[str, list[float]], volume=None, **kw) -> FleetTable:

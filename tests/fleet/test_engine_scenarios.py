@@ -12,9 +12,9 @@ import random
 import pandas as pd
 import pytest
 
-from telemetry.analysis.outliers import Cause, DetectorConfig, Side, detect, table_from_records
-from telemetry.analysis.scenarios import ReplicaPlan, run_replica
-from telemetry.analysis.tail import attribute_tail
+from fleet.outliers import Cause, DetectorConfig, Side, detect, table_from_records
+from fleet.tail import attribute_tail
+from fleetwatch.scenarios.engine_runs import ReplicaPlan, run_replica
 from telemetry.records import RequestRecord, to_frame
 
 pytest.importorskip("torch")

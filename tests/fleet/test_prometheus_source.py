@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.analysis.errors import AnalysisError
-from telemetry.analysis.outliers import Cause, Side, detect, table_from_prometheus
+from fleet.errors import AnalysisError
+from fleet.outliers import Cause, Side, detect, table_from_prometheus
 from telemetry.profiles import Signal, get_profile
 
 T0 = 1_700_000_000

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import yaml
 
-from telemetry.analysis.outliers.rules import (
+from fleet.outliers.rules import (
     ALERT_NAME,
     RUNBOOK,
     RuleOptions,

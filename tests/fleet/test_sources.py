@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from telemetry.analysis.errors import AnalysisError
-from telemetry.analysis.outliers import Cause, Side, detect, table_from_metrics_dir
-from telemetry.analysis.outliers.sources import histogram_quantile, table_from_metrics_text
+from fleet.errors import AnalysisError
+from fleet.outliers import Cause, Side, detect, table_from_metrics_dir
+from fleet.outliers.sources import histogram_quantile, table_from_metrics_text
 from telemetry.profiles import Signal, get_profile
 
 
@@ -134,7 +134,7 @@ def test_bad_snapshot_dir_and_text_are_analysis_errors(tmp_path):
 def test_matched_ratio_compares_within_prompt_buckets():
     import pandas as pd
 
-    from telemetry.analysis.outliers.sources import matched_ratios
+    from fleet.outliers.sources import matched_ratios
 
     # Same latency per prompt size everywhere; r2 only got the long prompts' bucket mixed in more.
     rows = []

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from telemetry.analysis.errors import AnalysisError
-from telemetry.analysis.synthetic import synthetic_fleet
-from telemetry.analysis.tail import attribute_tail
+from fleet.errors import AnalysisError
+from fleet.tail import attribute_tail
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from telemetry.records import add_derived
 
 

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from slo.backtest import backtest
 from slo.burn import window_counts
 from slo.events import SLIEvents, sli_events
 from slo.load import load_spec
-from slo.synthetic import Incident, synthetic_records
 from telemetry.records import RequestRecord, Status, to_frame
 
 H = 3600.0

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from slo.load import load_spec
 from slo.report import backtest_spec
 from slo.rules import generate_rules, render_rules, render_tests
 from slo.rules.generate import ABSENT_ALERT
 from slo.rules.series import records_series
-from slo.synthetic import Incident, synthetic_records
 from telemetry.profiles import get_profile
 
 STEP = 60

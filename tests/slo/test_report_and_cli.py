@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from fleetwatch.cli import main
+from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from slo.errors import SLOSpecError
 from slo.load import load_spec
 from slo.report import report_spec
 from slo.rules import generate_rules
 from slo.spec import SLOSpec
-from slo.synthetic import Incident, synthetic_records
 from telemetry.profiles import get_profile
 from telemetry.records import RequestRecord, Status, to_frame, write_records
 

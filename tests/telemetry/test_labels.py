@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine_probe.engine.hooks import RequestInfo
+from telemetry.hooks import RequestInfo
 from telemetry.instrument import instrument
 from telemetry.metrics import OTHER, LabelCap
 

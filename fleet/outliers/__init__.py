@@ -1,23 +1,23 @@
 """Slow-replica detection: each replica against its fleet's median, with a suspected cause."""
 
-from telemetry.analysis.outliers.causes import Cause, Side
-from telemetry.analysis.outliers.detect import (
+from fleet.outliers.causes import Cause, Side
+from fleet.outliers.detect import (
     DetectorConfig,
     Finding,
     OutlierReport,
     Pass,
     detect,
 )
-from telemetry.analysis.outliers.signals import SIGNALS, SignalSpec
-from telemetry.analysis.outliers.sources import (
+from fleet.outliers.signals import SIGNALS, SignalSpec
+from fleet.outliers.sources import (
     table_from_metrics_dir,
     table_from_metrics_text,
     table_from_prometheus,
     table_from_records,
 )
-from telemetry.analysis.outliers.stats import n_aware_cutoff, robust_columns
-from telemetry.analysis.outliers.table import FleetTable
-from telemetry.analysis.outliers.traffic import different_traffic
+from fleet.outliers.stats import n_aware_cutoff, robust_columns
+from fleet.outliers.table import FleetTable
+from fleet.outliers.traffic import different_traffic
 
 __all__ = [
     "SIGNALS",

@@ -35,10 +35,10 @@ def demo(
     """Run a four-replica reference fleet with a slowed replica, a long-prompt replica and an
     error burst; report what fleetwatch finds and write rules, dashboards, traces, records and
     report.html to the output folder."""
-    from engine_probe.demo.progress import RichProgress, SilentProgress
-    from engine_probe.demo.prometheus import PrometheusError
-    from engine_probe.demo.run import run_demo
-    from engine_probe.demo.scenario import DemoConfig
+    from fleetwatch.demo.progress import RichProgress, SilentProgress
+    from fleetwatch.demo.prometheus import PrometheusError
+    from fleetwatch.demo.run import run_demo
+    from fleetwatch.demo.scenario import DemoConfig
 
     config = DemoConfig(duration_s=duration, seed=seed)
     if prometheus and shutil.which("prometheus") is None:

@@ -3,6 +3,6 @@
 ``outliers`` also reads Prometheus and ``/metrics`` snapshots.
 """
 
-from telemetry.analysis.errors import AnalysisError
+from fleet.errors import AnalysisError
 
 __all__ = ["AnalysisError"]

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.analysis.errors import AnalysisError
+from fleet.errors import AnalysisError
 from telemetry.instrument import instrument
 from telemetry.records import RequestRecord, to_frame
 from telemetry.sink import MemoryRecordSink

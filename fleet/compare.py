@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from telemetry.analysis.errors import AnalysisError
+from fleet.errors import AnalysisError
 
 __all__ = [
     "CompareReport",

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 if TYPE_CHECKING:
-    from telemetry.analysis.outliers.detect import DetectorConfig
-    from telemetry.analysis.outliers.table import FleetTable
+    from fleet.outliers.detect import DetectorConfig
+    from fleet.outliers.table import FleetTable
 
 __all__ = ["different_traffic"]
 

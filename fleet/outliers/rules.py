@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from telemetry.analysis.errors import AnalysisError
-from telemetry.analysis.outliers.sources import histogram_quantile
+from fleet.errors import AnalysisError
+from fleet.outliers.sources import histogram_quantile
 from telemetry.duration import format_duration, parse_duration
 from telemetry.profiles import MetricRef, Profile, Signal
 
@@ -374,7 +374,7 @@ def outlier_rules_test(
 
 
 def _label_dict(matchers: str) -> dict[str, str]:
-    from telemetry.analysis.outliers.sources import label_matchers
+    from fleet.outliers.sources import label_matchers
 
     return label_matchers(matchers)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from telemetry.analysis.errors import AnalysisError
+from fleet.errors import AnalysisError
 
 __all__ = ["app"]
 
@@ -74,7 +74,7 @@ def outliers(
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
 ) -> None:
     """Find replicas that stand out from the fleet median, and say why."""
-    from telemetry.analysis.outliers import (
+    from fleet.outliers import (
         DetectorConfig,
         Side,
         detect,
@@ -124,7 +124,7 @@ def tail(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Attribute the latency tail to queueing, prompt length, preemption, interference, replica."""
-    from telemetry.analysis.tail import attribute_tail
+    from fleet.tail import attribute_tail
     from telemetry.records import read_records
 
     if target not in ("e2e", "ttft"):
@@ -147,7 +147,7 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Compare two runs: percentile shifts with CIs, Mann-Whitney, workload check."""
-    from telemetry.analysis.compare import compare_runs
+    from fleet.compare import compare_runs
     from telemetry.records import read_records
 
     if draws < 100:
@@ -171,7 +171,7 @@ def rules(
     for_: str = typer.Option("10m", "--for", help="How long before the alert fires."),
 ) -> None:
     """Write the outlier detector as Prometheus recording and alerting rules, plus a promtool test."""
-    from telemetry.analysis.outliers.rules import (
+    from fleet.outliers.rules import (
         RuleOptions,
         outlier_rules,
         outlier_rules_test,

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from telemetry.analysis.errors import AnalysisError
+from fleet.errors import AnalysisError
 
 __all__ = ["WORKLOAD_COLUMNS", "FleetTable"]
 

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from telemetry.analysis.errors import AnalysisError
+from fleet.errors import AnalysisError
 
 __all__ = ["Component", "Suspect", "TailReport", "attribute_tail"]
 

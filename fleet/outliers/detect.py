@@ -39,12 +39,12 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from telemetry.analysis.errors import AnalysisError
-from telemetry.analysis.outliers.causes import Cause, ReplicaContext, Side, classify
-from telemetry.analysis.outliers.signals import SignalSpec, signal_spec
-from telemetry.analysis.outliers.stats import OWN_CUTOFF, RobustColumns, robust_columns
-from telemetry.analysis.outliers.table import FleetTable
-from telemetry.analysis.outliers.traffic import different_traffic
+from fleet.errors import AnalysisError
+from fleet.outliers.causes import Cause, ReplicaContext, Side, classify
+from fleet.outliers.signals import SignalSpec, signal_spec
+from fleet.outliers.stats import OWN_CUTOFF, RobustColumns, robust_columns
+from fleet.outliers.table import FleetTable
+from fleet.outliers.traffic import different_traffic
 
 __all__ = ["DetectorConfig", "Finding", "OutlierReport", "Pass", "detect"]
 

@@ -1,7 +1,7 @@
 """Everything the demo concludes from its request records: SLO report and backtest, slow-replica
 findings with causes, tail attribution. Pure: a records frame in, values out.
 
-Slow replicas are judged by one ``telemetry.analysis.outliers.detect`` call, which is itself
+Slow replicas are judged by one ``fleet.outliers.detect`` call, which is itself
 immune to masking in small fleets (a slowed replica and one sent only long prompts, both high on
 TTFT, no longer hide each other among four): it re-judges against peers with like traffic and
 with the blamed replicas set aside, and says in each finding which pass found it.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine_probe.demo.scenario import ReplicaRole
+from fleetwatch.demo.scenario import ReplicaRole
 
 __all__ = ["Analysis", "Verdict", "analyse", "verdicts"]
 
@@ -81,9 +81,9 @@ def _ratios(table: Any) -> dict[str, dict[str, float]]:
 
 def analyse(frame: pd.DataFrame, spec: Any, *, min_requests: int = 30) -> Analysis:
     """SLO report/backtest over ``spec``, slow-replica outliers, tail attribution of e2e."""
+    from fleet.outliers import DetectorConfig, detect, table_from_records
+    from fleet.tail import attribute_tail
     from slo.report import backtest_spec, report_spec
-    from telemetry.analysis.outliers import DetectorConfig, detect, table_from_records
-    from telemetry.analysis.tail import attribute_tail
 
     reports = tuple(report_spec(spec, frame))
     backtests = tuple(backtest_spec(spec, frame))

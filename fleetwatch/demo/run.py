@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine_probe.demo.analysis import Analysis, Verdict, analyse, verdicts
-from engine_probe.demo.artifacts import RuleCheck, write_dashboards, write_rules
-from engine_probe.demo.fleet import FleetRun, SweepLevel, run_fleet, run_sweep
-from engine_probe.demo.observed import PrometheusView, observe
-from engine_probe.demo.progress import Progress, SilentProgress
-from engine_probe.demo.scenario import DemoConfig
+from fleetwatch.demo.analysis import Analysis, Verdict, analyse, verdicts
+from fleetwatch.demo.artifacts import RuleCheck, write_dashboards, write_rules
+from fleetwatch.demo.fleet import FleetRun, SweepLevel, run_fleet, run_sweep
+from fleetwatch.demo.observed import PrometheusView, observe
+from fleetwatch.demo.progress import Progress, SilentProgress
+from fleetwatch.demo.scenario import DemoConfig
 from telemetry.atomic import atomic_write_text
 
 __all__ = ["SPEC_PATH", "DemoResult", "Inspect", "run_demo"]
@@ -90,7 +90,7 @@ async def _fleet_phase(
     spec: Any,
     inspect: Inspect | None = None,
 ) -> tuple[FleetRun, PrometheusView | None, str | None]:
-    from engine_probe.demo.prometheus import PrometheusServer, ScrapeTarget
+    from fleetwatch.demo.prometheus import PrometheusServer, ScrapeTarget
 
     if not prometheus:
         run = await run_fleet(
@@ -494,7 +494,7 @@ def _run_demo(
     summary = _clean(summary)
     lines = _lines(summary, verdict_list, out)
     progress.advance()
-    from engine_probe.demo.page import build_page
+    from fleetwatch.demo.page import build_page
 
     atomic_write_text(out / "report.html", build_page(summary, summary["slo"]["burn"], lines))
     progress.advance()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from telemetry.analysis.outliers.signals import SignalSpec
+from fleet.outliers.signals import SignalSpec
 
 __all__ = ["Cause", "ReplicaContext", "Side", "classify"]
 

@@ -3,7 +3,7 @@
 Three rule files, each with its promtool test beside it (``<stem>_test.yaml``):
 
 - ``slo.rules.yaml``: the demo SLO spec on the fleetwatch profile (``slo.rules``);
-- ``outliers.rules.yaml``: the slow-replica detector as PromQL (``telemetry.analysis``), with a
+- ``outliers.rules.yaml``: the slow-replica detector as PromQL (``fleet``), with a
   rate window and ``for:`` short enough for a one-minute run;
 - ``operational.rules.yaml``: KV cache, preemption, GPU, breaker, retry and telemetry alerts
   (``dashboards.alerts``).
@@ -75,14 +75,14 @@ def write_rules(folder: Path, spec: Any) -> RuleFiles:
     """Generate and write every rule file of the demo and its promtool test into ``folder``."""
     from dashboards.alerts import alert_rules, alert_tests, rules_document
     from dashboards.alerts import render_yaml as render_ops
-    from slo.rules import generate_promtool_tests, generate_rules, render_rules, render_tests
-    from telemetry.analysis.outliers.rules import (
+    from fleet.outliers.rules import (
         ALERT_NAME,
         RuleOptions,
         outlier_rules,
         outlier_rules_test,
         render_yaml,
     )
+    from slo.rules import generate_promtool_tests, generate_rules, render_rules, render_tests
     from telemetry.profiles import get_profile
 
     folder.mkdir(parents=True, exist_ok=True)

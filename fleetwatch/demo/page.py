@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine_probe.demo.report import (
+from fleetwatch.demo.report import (
     Section,
     burn_rate_svg,
     latency_throughput_svg,

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine_probe.demo.progress import Progress, SilentProgress
-from engine_probe.demo.scenario import DemoConfig, PlannedRequest, ReplicaRole, roles, traffic_plan
 from engine_probe.probe.measure import RequestResult
+from fleetwatch.demo.progress import Progress, SilentProgress
+from fleetwatch.demo.scenario import DemoConfig, PlannedRequest, ReplicaRole, roles, traffic_plan
 
 __all__ = ["FleetRun", "SweepLevel", "run_fleet", "run_sweep"]
 

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from telemetry.analysis.errors import AnalysisError
-from telemetry.analysis.outliers.table import FleetTable
+from fleet.errors import AnalysisError
+from fleet.outliers.table import FleetTable
 from telemetry.profiles import MetricRef, Profile, ProfileError, Signal
 
 __all__ = [

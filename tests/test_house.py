@@ -1,0 +1,140 @@
+"""The shape of the house: imports run one way, and no module outgrows one sitting.
+
+Floors, ground up: ``telemetry`` and ``resilience``; then ``engine_probe``, ``slo``,
+``dashboards`` and ``fleet``; then ``fleetwatch`` (the command and the demo). A package imports
+only from its own floor or below, packages on the middle floor do not import each other, and
+nothing imports across ``telemetry`` and ``resilience``. Every module's imports are read with
+``ast``, including imports inside functions and under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What each package may import besides itself.
+ALLOWED: dict[str, frozenset[str]] = {
+    "telemetry": frozenset(),
+    "resilience": frozenset(),
+    "engine_probe": frozenset({"telemetry", "resilience"}),
+    "slo": frozenset({"telemetry", "resilience"}),
+    "dashboards": frozenset({"telemetry", "resilience"}),
+    "fleet": frozenset({"telemetry", "resilience"}),
+    "fleetwatch": frozenset(
+        {"telemetry", "resilience", "engine_probe", "slo", "dashboards", "fleet"}
+    ),
+}
+MAX_LINES = 400
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for package in ALLOWED:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield package, path
+
+
+def _imported_packages(path: Path) -> Iterator[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module.split(".")[0]
+
+
+def upward_imports(package: str, path: Path) -> list[str]:
+    """``file:line imports X`` for each import of a package this one may not import."""
+    bad = []
+    for lineno, target in _imported_packages(path):
+        if target in ALLOWED and target != package and target not in ALLOWED[package]:
+            bad.append(f"{path.relative_to(ROOT)}:{lineno} imports {target}")
+    return bad
+
+
+def test_imports_run_one_way() -> None:
+    bad = [line for package, path in _modules() for line in upward_imports(package, path)]
+    assert bad == []
+
+
+def test_the_direction_check_catches_an_upward_import(tmp_path: Path) -> None:
+    module = ROOT / "telemetry" / "_probe_for_the_house_test.py"
+    module.write_text("def f() -> None:\n    from fleet.tail import attribute_tail\n")
+    try:
+        assert upward_imports("telemetry", module) == [
+            "telemetry/_probe_for_the_house_test.py:2 imports fleet"
+        ]
+    finally:
+        module.unlink()
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _internal_imports(path: Path, known: set[str]) -> set[str]:
+    """Modules of the project this one imports, deferred imports inside functions included
+    (a circle hidden in a function is still a circle); ``if TYPE_CHECKING:`` blocks are skipped."""
+    found: set[str] = set()
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        found.update(name for name in names if name in known)
+        for child in ast.iter_child_nodes(node):
+            walk(child)
+
+    walk(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_no_import_circles() -> None:
+    paths = {_module_name(path): path for _, path in _modules()}
+    known = set(paths)
+    graph = {name: _internal_imports(path, known) - {name} for name, path in paths.items()}
+    # a package's __init__ re-exporting its own modules is not a circle
+    for name, targets in graph.items():
+        graph[name] = {t for t in targets if not name.startswith(f"{t}.")}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycles.append([*stack[stack.index(target) :], target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert cycles == []
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_module_over_400_lines(package: str) -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for _, path in _modules()
+        if path.parts[len(ROOT.parts)] == package
+        and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
