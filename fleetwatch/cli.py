@@ -1,7 +1,9 @@
-"""The `fleetwatch` command: composes the sub-commands each package owns. No logic lives here.
+"""The `fleetwatch` command: composes the sub-commands each package owns, and its one error path.
 
-Each package raises its own exception type for bad input; they are collected in ``USER_ERRORS``
-and printed as one line on stderr with exit status 2. Anything else is a bug and keeps its traceback.
+Expected failures print one line, ``fleetwatch: error: <what> (<where>)``, on stderr and exit 2:
+each package's own exception type for bad input (collected in ``USER_ERRORS``), a file that cannot
+be read or written (the path is named), and a missing optional extra (the install command is
+named). Anything else is a bug: one line and exit 1, with ``--debug`` for the traceback.
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    debug: bool = typer.Option(
+        False, "--debug", help="Show the traceback of an unexpected error instead of one line."
+    ),
 ) -> None:
     """SRE observability and reliability for LLM inference fleets."""
 
@@ -76,15 +81,45 @@ app.add_typer(probe_app, name="probe")
 app.add_typer(dashboards_app, name="dashboards")
 
 
+# Optional extras: the module a command imports -> the extra that provides it.
+EXTRAS = {"torch": "engine"}
+
+
+def one_line(exc: BaseException) -> tuple[str, int]:
+    """The message and exit status for an exception that reached the command line."""
+    if isinstance(exc, USER_ERRORS):
+        return _flat(str(exc)), 2
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in EXTRAS:
+        module = (exc.name or "").split(".")[0]
+        extra = EXTRAS[module]
+        return f"this command needs {module}: pip install 'fleetwatch[{extra}]'", 2
+    if isinstance(exc, OSError) and exc.filename is not None:
+        what = (exc.strerror or type(exc).__name__).lower()
+        where = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
+        return f"{what} ({where})", 2
+    message = _flat(str(exc)) or type(exc).__name__
+    return f"unexpected {type(exc).__name__}: {message} (run with --debug for the traceback)", 1
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return its exit status (2 for bad input, as for a bad flag)."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, prog_name="fleetwatch")
-    except USER_ERRORS as exc:
-        print(f"fleetwatch: error: {exc}", file=sys.stderr)
-        return 2
+        app(args=args, prog_name="fleetwatch")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if "--debug" in args and not isinstance(exc, USER_ERRORS):
+            raise
+        message, status = one_line(exc)
+        print(f"fleetwatch: error: {message}", file=sys.stderr)
+        return status
     return 0
 
 

@@ -56,3 +56,43 @@ def test_validate_bad_file_is_one_line_exit_2(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert str(path) in err and "row 1" in err and "field 'replica'" in err
+
+
+def test_a_file_error_names_the_path_in_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = Path(__file__).resolve().parents[1] / "slo" / "examples" / "chat.yaml"
+    out_dir = tmp_path / "rules"
+    out_dir.mkdir()
+    status = main(["slo", "rules", str(spec), "--profile", "fleetwatch", "-o", str(out_dir)])
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert len(err.splitlines()) == 1
+    assert err.startswith("fleetwatch: error: ") and str(out_dir) in err
+    assert list(out_dir.iterdir()) == []
+
+
+def test_a_missing_extra_names_the_install_command() -> None:
+    from fleetwatch.cli import one_line
+
+    message, status = one_line(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    assert status == 2
+    assert message == "this command needs torch: pip install 'fleetwatch[engine]'"
+
+
+def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_the_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import telemetry.records.io as records_io
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the\ncause")
+
+    monkeypatch.setattr(records_io, "read_records", broken)
+    assert main(["records", "validate", "x.jsonl"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "fleetwatch: error: unexpected RuntimeError: the cause (run with --debug for the traceback)"
+    )
+    with pytest.raises(RuntimeError):
+        main(["--debug", "records", "validate", "x.jsonl"])
