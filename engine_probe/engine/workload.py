@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from engine_probe.engine.config import SamplingParams
 from engine_probe.engine.llm_engine import LLMEngine
 from telemetry.hooks import NullObserver, RequestInfo, StepStats
+from telemetry.stats import percentile
 
-__all__ = ["RunSummary", "WorkItem", "percentile", "run_offline", "synthetic_workload"]
+__all__ = ["RunSummary", "WorkItem", "run_offline", "synthetic_workload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +52,6 @@ def synthetic_workload(
             out = max(1, max_tokens // 16)
         items.append(WorkItem(tuple(prompt), out))
     return items
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine_probe.probe.measure import RequestResult
+from telemetry.stats import percentiles
 
 __all__ = [
     "PERCENTILES",
@@ -34,7 +35,8 @@ PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9)
 
 @dataclass(frozen=True, slots=True)
 class Distribution:
-    """Count, mean and percentiles (linear interpolation) of a sample, in its unit; NaN when empty."""
+    """Count, mean and percentiles (``telemetry.stats``: linear interpolation) of a sample, in its
+    unit; NaN when empty."""
 
     n: int
     mean: float
@@ -50,7 +52,7 @@ def distribution(values: Iterable[float]) -> Distribution:
     if arr.size == 0:
         nan = float("nan")
         return Distribution(0, nan, nan, nan, nan, nan, nan)
-    p50, p90, p99, p999 = (float(x) for x in np.percentile(arr, PERCENTILES))
+    p50, p90, p99, p999 = percentiles(arr, PERCENTILES)
     return Distribution(int(arr.size), float(arr.mean()), p50, p90, p99, p999, float(arr.max()))
 
 

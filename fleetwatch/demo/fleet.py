@@ -26,6 +26,7 @@ import pandas as pd
 from engine_probe.probe.measure import RequestResult
 from fleetwatch.demo.progress import Progress, SilentProgress
 from fleetwatch.demo.scenario import DemoConfig, PlannedRequest, ReplicaRole, roles, traffic_plan
+from telemetry.stats import percentile
 
 __all__ = ["FleetRun", "SweepLevel", "run_fleet", "run_sweep"]
 
@@ -240,10 +241,6 @@ class _ProberGroup:
             await p.__aexit__(*exc)
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    return float(np.quantile(np.asarray(values, dtype=np.float64), q)) if values else float("nan")
-
-
 async def run_sweep(
     config: DemoConfig,
     model_config: Any,
@@ -285,9 +282,9 @@ async def run_sweep(
                         requests=len(res),
                         ok=len(ok),
                         output_tokens_per_s=sum(r.output_tokens for r in ok) / span,
-                        tpot_p50_s=_quantile(tpots, 0.5),
-                        tpot_p99_s=_quantile(tpots, 0.99),
-                        ttft_p50_s=_quantile(ttfts, 0.5),
+                        tpot_p50_s=percentile(tpots, 50),
+                        tpot_p99_s=percentile(tpots, 99),
+                        ttft_p50_s=percentile(ttfts, 50),
                     )
                 )
     finally:

@@ -1,0 +1,160 @@
+"""Select the tail and the body, and split each request's latency into its components.
+
+``ok_requests`` keeps the completed requests of a records frame as arrays; ``decompose`` splits the
+target latency into queue, prefill, decode and preemption stall (they add up exactly: the stall is
+taken out of decode first, then prefill); ``split`` cuts the tail (at or above the percentile)
+from the body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from fleet.errors import AnalysisError
+
+__all__ = ["F64", "Bools", "Cohorts", "Requests", "Target", "decompose", "ok_requests", "split"]
+
+F64 = np.ndarray[Any, np.dtype[np.float64]]
+Bools = np.ndarray[Any, np.dtype[np.bool_]]
+Target = Literal["e2e", "ttft"]
+
+NEEDED = ("arrival_s", "scheduled_s", "first_token_s", "finished_s", "prompt_tokens")
+MIN_REQUESTS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """The completed requests, one array entry each: times in seconds, token counts, and each
+    request's replica as a code into ``replicas`` (one "all" when the records name none)."""
+
+    arrival: F64
+    scheduled: F64
+    first: F64
+    finished: F64
+    uncached: F64
+    out_tokens: F64
+    stall: F64
+    preempted: Bools
+    codes: np.ndarray[Any, Any]
+    replicas: list[str]
+
+    def __len__(self) -> int:
+        return len(self.arrival)
+
+
+def _col(df: pd.DataFrame, name: str, default: float = 0.0) -> F64:
+    if name not in df.columns:
+        return np.full(len(df), default)
+    return df[name].to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _replicas(
+    df: pd.DataFrame, idx: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], list[str]]:
+    if "replica" not in df.columns:
+        return np.zeros(len(idx), dtype=np.int64), ["all"]
+    all_codes, uniques = pd.factorize(df["replica"])
+    return all_codes[idx], [str(u) for u in uniques]
+
+
+def ok_requests(df: pd.DataFrame) -> Requests:
+    """The requests of ``df`` that were scheduled, produced a first token and (when the records
+    carry a status) ended ok; at least ``MIN_REQUESTS`` of them."""
+    missing = [c for c in NEEDED if c not in df.columns]
+    if missing:
+        raise AnalysisError(f"records lack column(s) {', '.join(missing)}")
+    scheduled = _col(df, "scheduled_s")
+    first = _col(df, "first_token_s")
+    ok = ~(np.isnan(scheduled) | np.isnan(first))
+    if "status" in df.columns:
+        ok &= (df["status"] == "ok").to_numpy(dtype=bool, na_value=False)
+    if ok.sum() < MIN_REQUESTS:
+        raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {int(ok.sum())}")
+    idx = np.flatnonzero(ok)
+    prompt = _col(df, "prompt_tokens")[idx]
+    cached = np.nan_to_num(_col(df, "cached_prompt_tokens")[idx])
+    codes, replicas = _replicas(df, idx)
+    return Requests(
+        arrival=_col(df, "arrival_s")[idx],
+        scheduled=scheduled[idx],
+        first=first[idx],
+        finished=_col(df, "finished_s")[idx],
+        uncached=prompt - cached,
+        out_tokens=_col(df, "output_tokens")[idx],
+        stall=np.nan_to_num(_col(df, "preemption_stall_s")[idx]),
+        preempted=np.nan_to_num(_col(df, "preemptions")[idx]) > 0,
+        codes=codes,
+        replicas=replicas,
+    )
+
+
+def decompose(req: Requests, target: Target) -> tuple[F64, dict[str, F64]]:
+    """The ``target`` latency of each request and its components, which add up to it."""
+    queue = req.scheduled - req.arrival
+    prefill = req.first - req.scheduled
+    decode = req.finished - req.first
+    stall = req.stall
+    stall_decode = np.minimum(stall, decode) if target == "e2e" else np.zeros_like(stall)
+    stall_prefill = np.minimum(stall - stall_decode, prefill)
+    if target == "e2e":
+        return req.finished - req.arrival, {
+            "queue": queue,
+            "prefill": prefill - stall_prefill,
+            "decode": decode - stall_decode,
+            "preemption_stall": stall_prefill + stall_decode,
+        }
+    return req.first - req.arrival, {
+        "queue": queue,
+        "prefill": prefill - stall_prefill,
+        "preemption_stall": stall_prefill,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Cohorts:
+    """The tail (``y`` at or above ``threshold``) and the body (the rest) of a latency ``y``."""
+
+    y: F64
+    threshold: float
+    tail: Bools
+    body: Bools
+    n_tail: int
+    n_body: int
+    tail_mean_s: float
+    body_mean_s: float
+    tail_weight: F64
+    """1.0 for tail requests, 0.0 for the body: tail sums as one dot product."""
+
+    def means(self, v: F64) -> tuple[float, float]:
+        """Mean of ``v`` over the tail and over the body."""
+        t_sum, all_sum = float(v @ self.tail_weight), float(v.sum())
+        return t_sum / self.n_tail, (all_sum - t_sum) / self.n_body
+
+    @property
+    def excess_s(self) -> float:
+        """How much longer the tail takes on average than the body."""
+        return self.tail_mean_s - self.body_mean_s
+
+
+def split(y: F64, percentile: float, target: str) -> Cohorts:
+    """Cut the tail at the ``percentile`` of ``y`` (linear interpolation)."""
+    threshold = float(np.percentile(y, percentile))
+    tail = y >= threshold
+    if tail.all() or not tail.any():
+        raise AnalysisError(f"{target} has no spread at p{percentile:g}: tail equals body")
+    body = ~tail
+    return Cohorts(
+        y=y,
+        threshold=threshold,
+        tail=tail,
+        body=body,
+        n_tail=int(tail.sum()),
+        n_body=int(body.sum()),
+        tail_mean_s=float(y[tail].mean()),
+        body_mean_s=float(y[body].mean()),
+        tail_weight=tail.astype(np.float64),
+    )
