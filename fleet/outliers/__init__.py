@@ -1,13 +1,9 @@
 """Slow-replica detection: each replica against its fleet's median, with a suspected cause."""
 
 from fleet.outliers.causes import Cause, Side
-from fleet.outliers.detect import (
-    DetectorConfig,
-    Finding,
-    OutlierReport,
-    Pass,
-    detect,
-)
+from fleet.outliers.config import DetectorConfig
+from fleet.outliers.detect import detect
+from fleet.outliers.report import Finding, OutlierReport, Pass
 from fleet.outliers.signals import SIGNALS, SignalSpec
 from fleet.outliers.sources import (
     table_from_metrics_dir,
