@@ -21,9 +21,11 @@ from typing import Any
 import yaml
 
 from fleet.errors import AnalysisError
-from fleet.outliers.sources import histogram_quantile
+from fleet.outliers.exposition import LATENCY_SOURCES, ref_labels
+from fleet.outliers.histogram import histogram_quantile
 from telemetry.duration import format_duration, parse_duration
-from telemetry.profiles import MetricRef, Profile, Signal
+from telemetry.profiles import MetricRef, Profile
+from telemetry.promql import format_matchers
 
 __all__ = [
     "ALERT_NAME",
@@ -57,11 +59,7 @@ class RuleOptions:
 
 def _latency_refs(profile: Profile) -> list[tuple[str, MetricRef]]:
     out = []
-    for name, sigs in (
-        ("ttft", (Signal.TTFT,)),
-        ("tpot", (Signal.TPOT, Signal.ITL)),
-        ("e2e", (Signal.E2E,)),
-    ):
+    for name, sigs in LATENCY_SOURCES:
         for s in sigs:
             if profile.has(s) and profile.metric(s).kind == "histogram":
                 out.append((name, profile.metric(s)))
@@ -202,8 +200,7 @@ def render_yaml(doc: dict[str, Any]) -> str:
 
 
 def _series(name: str, labels: dict[str, str]) -> str:
-    body = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    return f"{name}{{{body}}}"
+    return f"{name}{{{format_matchers(labels)}}}"
 
 
 def sample_step_s(options: RuleOptions) -> int:
@@ -252,7 +249,7 @@ def outlier_rules_test(
                     )
             errors = per_min // 10 if bad and rep == failing else 0
             total = profile.outcomes.total
-            total_labels = {**base, **_label_dict(total.matchers)}
+            total_labels = {**base, **ref_labels(total)}
             bad_ref = profile.outcomes.bad.get("error")
             if bad_ref is not None and bad_ref.name == total.name:
                 series.append(
@@ -263,7 +260,7 @@ def outlier_rules_test(
                 )
                 series.append(
                     {
-                        "series": _series(bad_ref.name, {**base, **_label_dict(bad_ref.matchers)}),
+                        "series": _series(bad_ref.name, {**base, **ref_labels(bad_ref)}),
                         "values": f"0+{errors}x{minutes}",
                     }
                 )
@@ -277,9 +274,7 @@ def outlier_rules_test(
                 if bad_ref is not None:
                     series.append(
                         {
-                            "series": _series(
-                                bad_ref.name, {**base, **_label_dict(bad_ref.matchers)}
-                            ),
+                            "series": _series(bad_ref.name, {**base, **ref_labels(bad_ref)}),
                             "values": f"0+{errors}x{minutes}",
                         }
                     )
@@ -287,7 +282,7 @@ def outlier_rules_test(
                     g = profile.outcomes.good
                     series.append(
                         {
-                            "series": _series(g.name, {**base, **_label_dict(g.matchers)}),
+                            "series": _series(g.name, {**base, **ref_labels(g)}),
                             "values": f"0+{per_min - errors}x{minutes}",
                         }
                     )
@@ -373,13 +368,7 @@ def outlier_rules_test(
     }
 
 
-def _label_dict(matchers: str) -> dict[str, str]:
-    from fleet.outliers.sources import label_matchers
-
-    return label_matchers(matchers)
-
-
 def _ok_label(bad: MetricRef) -> dict[str, str]:
     """The label set of the non-error share of a counter split by a status-like label."""
-    labels = _label_dict(bad.matchers)
+    labels = ref_labels(bad)
     return {k: ("ok" if k == "status" else "stop") for k in labels}

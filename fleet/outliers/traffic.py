@@ -8,13 +8,11 @@ to hide a replica that is slow for its own reasons (see ``detect``).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    from fleet.outliers.detect import DetectorConfig
-    from fleet.outliers.table import FleetTable
+from fleet.outliers.config import DetectorConfig
+from fleet.outliers.table import FleetTable
 
 __all__ = ["different_traffic"]
 

@@ -8,7 +8,6 @@ ratios). Bad-outcome counters that may not exist yet are guarded with ``or vecto
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,10 +23,10 @@ from slo.spec import (
     ServiceLevelObjective,
 )
 from telemetry.profiles import MetricRef, Profile, Signal
+from telemetry.promql import equality_labels
 
 __all__ = [
     "SLIQuery",
-    "equality_labels",
     "format_le",
     "le_matcher",
     "nearest_buckets",
@@ -36,7 +35,6 @@ __all__ = [
     "sli_query",
 ]
 
-_EQ = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*')
 _REGEX_SPECIAL = set(r"\.^$|?*+()[]{}")
 
 
@@ -116,18 +114,6 @@ def _matchers(labels: Mapping[str, str], extra: str = "") -> str:
     if extra:
         parts.append(extra)
     return ",".join(parts)
-
-
-def equality_labels(matchers: str) -> dict[str, str] | None:
-    if not matchers:
-        return {}
-    out = {}
-    for part in matchers.split(","):
-        m = _EQ.fullmatch(part)
-        if m is None:
-            return None
-        out[m.group(1)] = m.group(2)
-    return out
 
 
 def _regex_escape(value: str) -> str:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from slo.errors import SLOSpecError
 from slo.events import SIGNAL_COLUMNS, goodput_mask
-from slo.rules.promql import equality_labels, format_le, quote, selector_labels
+from slo.rules.promql import format_le, quote, selector_labels
 from slo.spec import (
     AvailabilitySLI,
     GoodputSLI,
@@ -27,6 +27,7 @@ from slo.spec import (
     SLOSpec,
 )
 from telemetry.profiles import MetricRef, Profile, Signal
+from telemetry.promql import equality_labels
 
 __all__ = ["counter_values", "records_series", "slo_series"]
 

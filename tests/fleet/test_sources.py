@@ -8,7 +8,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from fleet.errors import AnalysisError
 from fleet.outliers import Cause, Side, detect, table_from_metrics_dir
-from fleet.outliers.sources import histogram_quantile, table_from_metrics_text
+from fleet.outliers.histogram import histogram_quantile
+from fleet.outliers.snapshots import table_from_metrics_text
 from telemetry.profiles import Signal, get_profile
 
 
@@ -134,7 +135,7 @@ def test_bad_snapshot_dir_and_text_are_analysis_errors(tmp_path):
 def test_matched_ratio_compares_within_prompt_buckets():
     import pandas as pd
 
-    from fleet.outliers.sources import matched_ratios
+    from fleet.outliers.records import matched_ratios
 
     # Same latency per prompt size everywhere; r2 only got the long prompts' bucket mixed in more.
     rows = []

@@ -1,0 +1,33 @@
+"""Detector settings, shared by the detector and the traffic comparison it relies on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fleet.outliers.signals import SignalSpec, signal_spec
+
+__all__ = ["DetectorConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorConfig:
+    """Detector settings.
+
+    ``min_requests``: requests a replica needs in the window to be judged. ``alpha``: family-wise
+    false-positive level per signal for the n-aware cutoff. ``min_fleet``: replicas needed for a
+    verdict (3: a median of two cannot outvote either). The workload thresholds decide when a
+    replica's traffic differs from the fleet's (ratios to the fleet median of replica means).
+    """
+
+    min_requests: int = 50
+    alpha: float = 0.01
+    min_fleet: int = 3
+    signals: Mapping[str, SignalSpec] = field(default_factory=dict)
+    prompt_ratio: float = 1.25
+    cache_hit_delta: float = 0.10
+    request_rate_ratio: float = 1.5
+    matched_effect: float = 1.2
+
+    def spec(self, name: str) -> SignalSpec:
+        return self.signals.get(name) or signal_spec(name)

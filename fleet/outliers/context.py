@@ -1,0 +1,138 @@
+"""Context for a flagged replica beyond its numbers: workload skew, config drift, like-for-like.
+
+How its workload differs from the fleet's, which configuration it runs that the majority does
+not, and its like-for-like latency per prompt-length bucket.
+
+Each is computed only for the replicas that need it (``wanted``), so a healthy fleet pays nothing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from fleet.outliers.causes import Cause
+from fleet.outliers.config import DetectorConfig
+from fleet.outliers.score import score_cells
+from fleet.outliers.table import FleetTable
+
+__all__ = ["config_drift", "matched_context", "workload_context"]
+
+
+def workload_context(
+    table: FleetTable, judged: pd.Index, cfg: DetectorConfig, wanted: set[str]
+) -> dict[str, tuple[tuple[tuple[Cause, str], ...], tuple[str, ...], bool]]:
+    """How each replica in ``wanted`` differs in workload from the judged fleet."""
+    wl = table.aligned(table.workload).loc[judged]
+    out: dict[str, tuple[tuple[tuple[Cause, str], ...], tuple[str, ...], bool]] = {}
+    meds: dict[str, float] = (
+        {str(k): float(v) for k, v in wl.median(numeric_only=True).items()}
+        if len(wl.columns)
+        else {}
+    )
+    rows: dict[str, dict[str, float]] = {
+        str(k): {str(c): float(v) for c, v in d.items()}
+        for k, d in wl.loc[[r for r in sorted(wanted) if r in wl.index]]
+        .to_dict(orient="index")
+        .items()
+    }
+    for r in sorted(wanted):
+        reasons: list[tuple[float, Cause, str]] = []
+        lines: list[str] = []
+        low_rate = False
+        row = rows.get(r, {})
+        if "mean_prompt_tokens" in row and math.isfinite(row["mean_prompt_tokens"]):
+            v, m = float(row["mean_prompt_tokens"]), float(meds["mean_prompt_tokens"])
+            q = v / m if m > 0 else math.nan
+            line = f"prompt length: mean {v:.0f} tokens vs fleet {m:.0f} ({q:.2f}x)"
+            lines.append(line)
+            if math.isfinite(q) and (q >= cfg.prompt_ratio or q <= 1 / cfg.prompt_ratio):
+                reasons.append((abs(math.log(q)), Cause.PROMPT_LENGTH_MIX, line))
+        if "cache_hit_rate" in row and math.isfinite(row["cache_hit_rate"]):
+            v, m = float(row["cache_hit_rate"]), float(meds["cache_hit_rate"])
+            line = f"prefix-cache hit rate {v:.2f} vs fleet {m:.2f}"
+            lines.append(line)
+            if abs(v - m) >= cfg.cache_hit_delta:
+                reasons.append((abs(v - m) * 2, Cause.PREFIX_CACHE_SKEW, line))
+        if "request_rate" in row and math.isfinite(row["request_rate"]):
+            v, m = float(row["request_rate"]), float(meds["request_rate"])
+            q = v / m if m > 0 else math.nan
+            line = f"request rate {v:.3g}/s vs fleet {m:.3g}/s ({q:.2f}x)"
+            lines.append(line)
+            if math.isfinite(q) and q >= cfg.request_rate_ratio:
+                reasons.append((abs(math.log(q)), Cause.LOAD_SKEW, line))
+            low_rate = math.isfinite(q) and q <= 1 / 1.2
+            if "mean_output_tokens" in row and math.isfinite(row["mean_output_tokens"]):
+                o, mo = float(row["mean_output_tokens"]), float(meds["mean_output_tokens"])
+                offered = q * o / mo if mo > 0 else math.nan
+                lines.append(
+                    f"offered output tokens (request rate × mean output length): {offered:.2f}x "
+                    "the fleet's"
+                )
+                low_rate = low_rate or (math.isfinite(offered) and offered <= 1 / 1.15)
+        reasons.sort(key=lambda t: -t[0])
+        out[str(r)] = (tuple((c, s) for _, c, s in reasons), tuple(lines), low_rate)
+    return out
+
+
+def config_drift(table: FleetTable, judged: pd.Index) -> dict[str, tuple[str, ...]]:
+    """Per replica, a line for each fingerprint value that differs from the judged majority's."""
+    fp = table.aligned(table.fingerprint).loc[judged]
+    out: dict[str, list[str]] = {}
+    for col in fp.columns:
+        vals = fp[col].dropna().astype(str)
+        if vals.empty:
+            continue
+        counts = vals.value_counts()
+        majority, share = str(counts.index[0]), counts.iloc[0] / len(vals)
+        if share <= 0.5:
+            continue
+        for r, v in vals[vals != majority].items():
+            out.setdefault(str(r), []).append(
+                f"config drift: {col} = {v!r} where {counts.iloc[0]} of {len(vals)} replicas "
+                f"run {majority!r}"
+            )
+    return {r: tuple(v) for r, v in out.items()}
+
+
+def matched_context(
+    table: FleetTable, judged: pd.Index, cfg: DetectorConfig, wanted: set[str]
+) -> dict[tuple[str, str], tuple[bool | None, tuple[str, ...]]]:
+    """Like-for-like verdict per (replica, latency signal) for the replicas in ``wanted``."""
+    if table.matched is None or not wanted:
+        return {}
+    m = table.matched.reindex(judged)
+    cols = [c for c in m.columns if m[c].notna().any()]
+    if not cols:
+        return {}
+    specs = [cfg.spec(c) for c in cols]
+    rc, oz, _ = score_cells(m[cols].astype("float64"), None, specs, cfg.alpha)
+    x = m[cols].to_numpy(dtype=np.float64, na_value=np.nan)
+    out: dict[tuple[str, str], tuple[bool | None, tuple[str, ...]]] = {}
+    for r in wanted:
+        if r not in m.index:
+            continue
+        i = m.index.get_loc(r)
+        for j, c in enumerate(cols):
+            if math.isnan(x[i, j]):
+                out[(r, c)] = (
+                    None,
+                    (
+                        f"like-for-like {c}: not comparable (too few requests in prompt-length "
+                        "buckets its peers also served)",
+                    ),
+                )
+                continue
+            rel = x[i, j] / rc.median[j] if rc.median[j] > 0 else math.nan
+            slow = bool(rel >= cfg.matched_effect and oz[i, j] > rc.cutoff[j])
+            out[(r, c)] = (
+                slow,
+                (
+                    f"like-for-like {c} (per prompt-length bucket, weighted by its requests): "
+                    f"{x[i, j]:.2f}x the fleet's bucket medians (fleet median of this ratio "
+                    f"{rc.median[j]:.2f}, robust z {oz[i, j]:.1f})",
+                ),
+            )
+    return out

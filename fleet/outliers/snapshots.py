@@ -1,0 +1,189 @@
+"""``/metrics`` text snapshot reader: one exposition per replica -> ``FleetTable``.
+
+Histogram quantiles and counter ratios per replica, named through ``telemetry.profiles``.
+Snapshots hold lifetime totals and no per-prompt-length breakdown, so a workload difference is
+judged from mean prompt length and cache-hit rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fleet.errors import AnalysisError
+from fleet.outliers.exposition import (
+    DEFAULT_FINGERPRINT_METRIC,
+    GPU_GAUGES,
+    LATENCY_SOURCES,
+    NOT_FINGERPRINT,
+    ref_labels,
+    signal_ref,
+)
+from fleet.outliers.histogram import histogram_quantile
+from fleet.outliers.table import FleetTable
+from telemetry.profiles import MetricRef, Profile, Signal
+
+__all__ = ["table_from_metrics_dir", "table_from_metrics_text"]
+
+Sample = tuple[str, Mapping[str, str], float]
+
+
+def _parse_text(text: str, where: str) -> list[Sample]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        return [
+            (s.name, dict(s.labels), float(s.value))
+            for fam in text_string_to_metric_families(text)
+            for s in fam.samples
+        ]
+    except Exception as exc:
+        raise AnalysisError(f"{where}: not Prometheus text exposition ({exc})") from None
+
+
+def _select(samples: list[Sample], name: str, matchers: Mapping[str, str]) -> list[Sample]:
+    return [
+        s for s in samples if s[0] == name and all(s[1].get(k) == v for k, v in matchers.items())
+    ]
+
+
+def _sum(samples: list[Sample], ref: MetricRef) -> float:
+    chosen = _select(samples, ref.name, ref_labels(ref))
+    return float(sum(s[2] for s in chosen)) if chosen else math.nan
+
+
+def _mean(samples: list[Sample], ref: MetricRef) -> float:
+    chosen = _select(samples, ref.name, ref_labels(ref))
+    return float(np.mean([s[2] for s in chosen])) if chosen else math.nan
+
+
+def _hist(samples: list[Sample], ref: MetricRef, q: float) -> tuple[float, float]:
+    by_le: dict[float, float] = defaultdict(float)
+    for _name, labels, value in _select(samples, ref.name + "_bucket", ref_labels(ref)):
+        by_le[float(labels.get("le", "nan"))] += value
+    count = _sum(samples, MetricRef(ref.name + "_count", "counter", matchers=ref.matchers))
+    return histogram_quantile(q, by_le.items()), count
+
+
+def _error_rate(samples: list[Sample], profile: Profile) -> tuple[float, float]:
+    total = _sum(samples, profile.outcomes.total)
+    if profile.outcomes.good is not None:
+        good = _sum(samples, profile.outcomes.good)
+        return (1.0 - good / total if total > 0 else math.nan), total
+    bad = profile.outcomes.bad.get("error")
+    if bad is None or not total > 0:
+        return math.nan, total
+    errors = _sum(samples, bad)
+    return (0.0 if math.isnan(errors) else errors / total), total
+
+
+def _row_from_samples(
+    samples: list[Sample], profile: Profile, q: float, fingerprint_metric: str
+) -> tuple[dict[str, float], float, dict[str, float], dict[str, str]]:
+    values: dict[str, float] = {}
+    volume = math.nan
+    for name, sigs in LATENCY_SOURCES:
+        ref = signal_ref(profile, *sigs)
+        if ref is not None:
+            values[name], count = _hist(samples, ref, q)
+            if name == "e2e" or math.isnan(volume):
+                volume = count if not math.isnan(count) else volume
+    values["error_rate"], total = _error_rate(samples, profile)
+    if not math.isnan(total):
+        volume = total
+    for name, (num, den) in GPU_GAUGES.items():
+        if not profile.has(num):
+            continue
+        if name == "clock_event_active":
+            chosen = _select(samples, profile.metric(num).name, {})
+            v = max((s[2] for s in chosen), default=math.nan)
+        else:
+            v = _mean(samples, profile.metric(num))
+        if den is not None and profile.has(den):
+            v = v / _mean(samples, profile.metric(den))
+        if not math.isnan(v):
+            values[name] = v
+    workload: dict[str, float] = {}
+    prompt = signal_ref(profile, Signal.PROMPT_TOKENS)
+    if prompt is not None and volume > 0:
+        p = _sum(samples, prompt)
+        workload["mean_prompt_tokens"] = p / volume
+        cached = signal_ref(profile, Signal.CACHED_TOKENS)
+        if cached is not None and p > 0:
+            workload["cache_hit_rate"] = _sum(samples, cached) / p
+    fp: dict[str, str] = {}
+    for name, labels, _ in samples:
+        if name == fingerprint_metric:
+            fp.update({k: v for k, v in labels.items() if k not in NOT_FINGERPRINT})
+    return values, volume, workload, fp
+
+
+def _assemble(
+    rows: Mapping[str, tuple[dict[str, float], float, dict[str, float], dict[str, str]]],
+    source: str,
+    notes: tuple[str, ...],
+) -> FleetTable:
+    index = pd.Index(sorted(rows), dtype="object")
+    values = pd.DataFrame({r: rows[r][0] for r in index}).T.reindex(index).astype("float64")
+    volume = pd.Series({r: rows[r][1] for r in index}, dtype="float64").reindex(index)
+    workload = pd.DataFrame({r: rows[r][2] for r in index}).T.reindex(index)
+    fps = pd.DataFrame({r: rows[r][3] for r in index}).T.reindex(index)
+    return FleetTable(
+        values=values,
+        volume=volume,
+        workload=workload.astype("float64") if len(workload.columns) else None,
+        fingerprint=fps if len(fps.columns) else None,
+        source=source,
+        notes=notes,
+    )
+
+
+_SNAPSHOT_NOTE = (
+    "snapshots hold lifetime totals: quantiles and rates are since each process started; "
+    "no per-prompt-length breakdown, workload judged from mean prompt length and cache hits"
+)
+
+
+def table_from_metrics_text(
+    texts: Mapping[str, str],
+    profile: Profile,
+    *,
+    quantile: float = 0.5,
+    fingerprint_metric: str = DEFAULT_FINGERPRINT_METRIC,
+) -> FleetTable:
+    """Per-replica signals from ``/metrics`` text, one exposition per replica name."""
+    rows = {
+        r: _row_from_samples(_parse_text(t, r), profile, quantile, fingerprint_metric)
+        for r, t in texts.items()
+    }
+    return _assemble(rows, "metrics snapshots", (_SNAPSHOT_NOTE,))
+
+
+def table_from_metrics_dir(
+    directory: str | Path,
+    profile: Profile,
+    *,
+    quantile: float = 0.5,
+    fingerprint_metric: str = DEFAULT_FINGERPRINT_METRIC,
+) -> FleetTable:
+    """Read ``DIR/<replica>.prom`` (or ``.txt``/``.metrics``) snapshots: one file per replica."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise AnalysisError(f"{d}: not a directory of /metrics snapshots")
+    files = sorted(p for p in d.iterdir() if p.suffix in (".prom", ".txt", ".metrics"))
+    if not files:
+        raise AnalysisError(f"{d}: no .prom, .txt or .metrics files")
+    texts = {}
+    for p in files:
+        try:
+            texts[p.stem] = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AnalysisError(f"{p}: unreadable ({exc})") from None
+    return table_from_metrics_text(
+        texts, profile, quantile=quantile, fingerprint_metric=fingerprint_metric
+    )
