@@ -11,7 +11,8 @@ import importlib
 from typing import Any
 
 from slo.errors import SLOSpecError
-from slo.load import load_spec, parse_spec, read_spec
+from slo.load import load_spec, read_spec
+from slo.parse import parse_spec
 from slo.spec import (
     Alerting,
     AvailabilitySLI,

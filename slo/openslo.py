@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slo.errors import SLOSpecError
-from slo.load import parse_spec
+from slo.parse import parse_spec
 from slo.spec import SLOSpec
 
 __all__ = ["parse_openslo"]

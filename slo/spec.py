@@ -1,6 +1,6 @@
 """The SLO spec as values: what is promised, over which requests, for how long, and how to alert.
 
-Every value here is already validated (see ``slo.load``); the rules generator and the offline
+Every value here is already validated (see ``slo.parse``); the rules generator and the offline
 evaluator take these dataclasses and never see YAML. Objectives are percentages (``99.9``),
 thresholds and windows are seconds.
 """

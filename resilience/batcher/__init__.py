@@ -1,6 +1,7 @@
 """asyncio micro-batcher: size/wait/cost flushing, bounded queue, failure isolation by bisection."""
 
-from resilience.batcher.batcher import (
+from resilience.batcher.batcher import MicroBatcher
+from resilience.batcher.config import (
     BatcherClosedError,
     BatcherConfig,
     BatcherError,
@@ -8,7 +9,6 @@ from resilience.batcher.batcher import (
     BatchResultError,
     FailureMode,
     ItemTooCostlyError,
-    MicroBatcher,
 )
 from resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
 

@@ -1,4 +1,4 @@
-"""An asyncio micro-batcher that isolates failures and survives cancellation.
+"""An asyncio micro-batcher's queue and flush loop; it isolates failures and survives cancellation.
 
 Callers ``await batcher.submit(item)``; one worker task gathers items and calls the batch function
 with a list, flushing when the batch is full (size, or cost from ``cost_fn``), when the oldest item
@@ -16,101 +16,33 @@ has waited ``max_wait_s``, or when closing. Guarantees:
   submit starts a new worker.
 
 Time is the running loop's clock (``loop.time()``), so a loop with a virtual clock drives it.
+Batches run in ``resilience.batcher.runner``; configuration and errors are in ``config``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic, TypeVar
 
+from resilience.batcher.config import (
+    BatcherClosedError,
+    BatcherConfig,
+    BatcherFullError,
+    ItemTooCostlyError,
+)
 from resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
+from resilience.batcher.runner import BatchRunner, Pending
 from resilience.errors import ResilienceConfigError
 
-__all__ = [
-    "BatchResultError",
-    "BatcherClosedError",
-    "BatcherConfig",
-    "BatcherError",
-    "BatcherFullError",
-    "FailureMode",
-    "ItemTooCostlyError",
-    "MicroBatcher",
-]
+__all__ = ["MicroBatcher"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 _log = logging.getLogger(__name__)
-
-
-class BatcherError(Exception):
-    """A submission was refused or could not be completed."""
-
-
-class BatcherFullError(BatcherError):
-    """The queue was full; the item was not queued."""
-
-
-class BatcherClosedError(BatcherError):
-    """The batcher was closed (or its worker stopped) before the item ran."""
-
-
-class ItemTooCostlyError(BatcherError):
-    """The item's cost alone is over the batch cost budget, so no batch could hold it."""
-
-
-class BatchResultError(BatcherError):
-    """The batch function returned a number of results different from the number of items."""
-
-
-class FailureMode(enum.Enum):
-    ISOLATE = "isolate"  # bisect: only failing items' callers get the error
-    FAIL_BATCH = "fail_batch"  # every caller in the batch gets the error
-
-
-@dataclass(frozen=True, slots=True)
-class BatcherConfig:
-    """``max_wait_s`` counts from the oldest waiting item; ``max_batch_cost`` (with ``cost_fn``)
-    caps the summed cost of a batch, e.g. tokens for ragged inputs; ``max_queue`` items wait at most."""
-
-    max_batch_size: int = 64
-    max_wait_s: float = 0.005
-    max_queue: int = 10_000
-    max_batch_cost: float | None = None
-    failure_mode: FailureMode = FailureMode.ISOLATE
-
-    def __post_init__(self) -> None:
-        where = "micro-batcher config"
-        if self.max_batch_size < 1:
-            raise ResilienceConfigError(
-                f"{where}: max_batch_size must be >= 1, got {self.max_batch_size}"
-            )
-        if not self.max_wait_s >= 0.0 or math.isinf(self.max_wait_s):
-            raise ResilienceConfigError(
-                f"{where}: max_wait_s must be a finite number >= 0, got {self.max_wait_s}"
-            )
-        if self.max_queue < 1:
-            raise ResilienceConfigError(f"{where}: max_queue must be >= 1, got {self.max_queue}")
-        if self.max_batch_cost is not None and not self.max_batch_cost > 0.0:
-            raise ResilienceConfigError(
-                f"{where}: max_batch_cost must be > 0, got {self.max_batch_cost}"
-            )
-
-
-class _Pending(Generic[T, R]):
-    __slots__ = ("cost", "enqueued", "future", "item")
-
-    def __init__(self, item: T, future: asyncio.Future[R], enqueued: float, cost: float) -> None:
-        self.item = item
-        self.future = future
-        self.enqueued = enqueued
-        self.cost = cost
 
 
 class MicroBatcher(Generic[T, R]):
@@ -141,7 +73,7 @@ class MicroBatcher(Generic[T, R]):
         self.name = name
         self._fn = batch_fn
         self._cost_fn = cost_fn
-        self._queue: deque[_Pending[T, R]] = deque()
+        self._queue: deque[Pending[T, R]] = deque()
         self._queued_cost = 0.0
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
@@ -149,6 +81,7 @@ class MicroBatcher(Generic[T, R]):
         self._max_queue = config.max_queue
         self._max_size = config.max_batch_size
         self._m: BoundBatcherMetrics | None = metrics.bind(name, self._depth) if metrics else None
+        self._runner = BatchRunner(batch_fn, config, name, self._m)
 
     def _depth(self) -> float:
         return float(len(self._queue))
@@ -173,7 +106,7 @@ class MicroBatcher(Generic[T, R]):
             if worker is None or worker.done():
                 self._start(loop)
             future: asyncio.Future[R] = loop.create_future()
-            queue.append(_Pending(item, future, loop.time(), 0.0))
+            queue.append(Pending(item, future, loop.time(), 0.0))
             n = len(queue)
             if n == 1 or n >= self._max_size:
                 self._wake.set()
@@ -213,7 +146,7 @@ class MicroBatcher(Generic[T, R]):
         if worker is None or worker.done():
             self._start(loop)
         future: asyncio.Future[R] = loop.create_future()
-        queue.append(_Pending(item, future, loop.time(), cost))
+        queue.append(Pending(item, future, loop.time(), cost))
         self._queued_cost += cost
         if len(queue) == 1 or self._full():
             self._wake.set()
@@ -308,15 +241,15 @@ class MicroBatcher(Generic[T, R]):
                         continue
                 batch = self._take()
                 if batch:
-                    await self._execute(batch, loop.time())
+                    await self._runner.run(batch, loop.time())
         finally:
             self._fail_queued(BatcherClosedError(f"micro-batcher {self.name!r}: worker stopped"))
 
-    def _take(self) -> list[_Pending[T, R]]:
+    def _take(self) -> list[Pending[T, R]]:
         queue = self._queue
         cfg = self.config
         limit = cfg.max_batch_cost
-        batch: list[_Pending[T, R]] = []
+        batch: list[Pending[T, R]] = []
         if limit is None:
             size = cfg.max_batch_size
             popleft = queue.popleft
@@ -346,81 +279,3 @@ class MicroBatcher(Generic[T, R]):
         if not queue:
             self._queued_cost = 0.0  # no float drift
         return batch
-
-    async def _execute(self, batch: list[_Pending[T, R]], now: float) -> None:
-        m = self._m
-        if m is not None:
-            m.batch_size.observe(len(batch))
-            m.fill_ratio.observe(len(batch) / self.config.max_batch_size)
-            for pending in batch:
-                m.queue_wait.observe(now - pending.enqueued)
-        if self.config.failure_mode is FailureMode.FAIL_BATCH:
-            try:
-                results = await self._invoke(batch)
-            except Exception as exc:
-                self._settle_error(batch, exc)
-            else:
-                self._settle(batch, results)
-        else:
-            await self._isolate(batch)
-
-    async def _invoke(self, batch: list[_Pending[T, R]]) -> Sequence[R]:
-        try:
-            results = await self._fn([p.item for p in batch])
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # the worker itself is being cancelled
-            error = BatcherError(f"micro-batcher {self.name!r}: the batch function was cancelled")
-            self._count_batch_failure()
-            raise error from None
-        except Exception:
-            self._count_batch_failure()
-            raise
-        if len(results) != len(batch):
-            self._count_batch_failure()
-            raise BatchResultError(
-                f"micro-batcher {self.name!r}: batch function returned {len(results)} results for {len(batch)} items"
-            )
-        return results
-
-    def _count_batch_failure(self) -> None:
-        if self._m is not None:
-            self._m.batch_failures.inc()
-
-    async def _isolate(self, batch: list[_Pending[T, R]]) -> None:
-        live = [p for p in batch if not p.future.done()]
-        self._count_cancelled(len(batch) - len(live))
-        if not live:
-            return
-        try:
-            results = await self._invoke(live)
-        except Exception as exc:
-            if len(live) == 1:
-                self._settle_error(live, exc)
-                return
-            middle = len(live) // 2
-            await self._isolate(live[:middle])
-            await self._isolate(live[middle:])
-            return
-        self._settle(live, results)
-
-    def _settle(self, batch: list[_Pending[T, R]], results: Sequence[R]) -> None:
-        done = 0
-        for pending, result in zip(batch, results, strict=True):
-            if not pending.future.done():
-                pending.future.set_result(result)
-                done += 1
-        if self._m is not None:
-            self._m.success.inc(done)
-            if done < len(batch):
-                self._m.cancelled.inc(len(batch) - done)
-
-    def _settle_error(self, batch: list[_Pending[T, R]], error: BaseException) -> None:
-        failed = 0
-        for pending in batch:
-            if not pending.future.done():
-                pending.future.set_exception(error)
-                failed += 1
-        if self._m is not None:
-            self._m.failure.inc(failed)

@@ -1,13 +1,28 @@
-"""A tracer provider from the standard ``OTEL_*`` environment, or None when tracing is off."""
+"""A tracer provider from the standard ``OTEL_*`` environment, or None when tracing is off.
+
+Whether OTLP export is on is decided here (an endpoint is set and ``OTEL_TRACES_EXPORTER`` allows
+it); the OTLP/HTTP exporter reads its own settings: endpoint (``/v1/traces`` appended to the
+generic one), headers, timeout, compression and TLS files.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from urllib.parse import unquote
 
+from opentelemetry.environment_variables import OTEL_TRACES_EXPORTER
+from opentelemetry.sdk.environment_variables import (
+    OTEL_EXPORTER_OTLP_ENDPOINT,
+    OTEL_EXPORTER_OTLP_HEADERS,
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    OTEL_EXPORTER_OTLP_TRACES_HEADERS,
+    OTEL_SDK_DISABLED,
+    OTEL_SERVICE_NAME,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.util.re import parse_env_headers
 
 from telemetry.metrics.drops import DropCounter
 from telemetry.spans.jsonl import JsonLinesSpanExporter
@@ -18,31 +33,34 @@ __all__ = ["otlp_configured", "tracer_provider"]
 
 def otlp_configured(env: Mapping[str, str]) -> bool:
     """True when ``OTEL_EXPORTER_OTLP[_TRACES]_ENDPOINT`` is set and traces are not disabled."""
-    if env.get("OTEL_SDK_DISABLED", "").lower() == "true":
+    if env.get(OTEL_SDK_DISABLED, "").lower() == "true":
         return False
-    exporters = {e.strip() for e in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")}
+    exporters = {e.strip() for e in env.get(OTEL_TRACES_EXPORTER, "otlp").split(",")}
     if "none" in exporters or "otlp" not in exporters:
         return False
-    return bool(
-        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    return bool(env.get(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or env.get(OTEL_EXPORTER_OTLP_ENDPOINT))
+
+
+def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
+    """The OTLP/HTTP span exporter, configured by ``env``.
+
+    The exporter reads only the process environment, so for ``os.environ`` it is built bare and
+    reads everything itself. Any other mapping hands over its endpoint and headers, resolved by the
+    exporter's rules: the traces endpoint as given, else the generic one with the exporter's own
+    traces path; headers parsed by the SDK's ``parse_env_headers``.
+    """
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        DEFAULT_TRACES_EXPORT_PATH,
+        OTLPSpanExporter,
     )
 
-
-def _traces_endpoint(env: Mapping[str, str]) -> str:
-    """The OTLP/HTTP traces URL: the signal-specific variable as given, else the base + path."""
-    specific = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    if specific:
-        return specific
-    return env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"
-
-
-def _headers(env: Mapping[str, str]) -> dict[str, str] | None:
-    """``key=value,key2=value2`` (values URL-encoded), signal-specific variable first."""
-    raw = env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS")
-    if not raw:
-        return None
-    pairs = (item.split("=", 1) for item in raw.split(",") if "=" in item)
-    return {unquote(k.strip()): unquote(v.strip()) for k, v in pairs}
+    if env is os.environ:
+        return OTLPSpanExporter()
+    endpoint = env.get(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or (
+        f"{env[OTEL_EXPORTER_OTLP_ENDPOINT].removesuffix('/')}/{DEFAULT_TRACES_EXPORT_PATH}"
+    )
+    headers = env.get(OTEL_EXPORTER_OTLP_TRACES_HEADERS) or env.get(OTEL_EXPORTER_OTLP_HEADERS, "")
+    return OTLPSpanExporter(endpoint=endpoint, headers=parse_env_headers(headers, liberal=True))
 
 
 def tracer_provider(
@@ -56,19 +74,17 @@ def tracer_provider(
     """OTLP/HTTP export when the ``OTEL_*`` variables configure it, a JSON-lines file when
     ``span_file`` is given, both behind ``BoundedSpanProcessor``s; None when neither applies
     (then no span is ever built). Endpoint, headers and ``OTEL_SERVICE_NAME`` come from ``env``
-    (``os.environ`` by default); ``OTEL_RESOURCE_ATTRIBUTES`` is read from the process environment."""
+    (``os.environ`` by default); the exporter's other settings (timeout, compression, TLS) and
+    ``OTEL_RESOURCE_ATTRIBUTES`` are read from the process environment."""
     env = os.environ if env is None else env
     use_otlp = otlp_configured(env)
     if not use_otlp and span_file is None:
         return None
-    attrs = {"service.name": env.get("OTEL_SERVICE_NAME") or service_name}
+    attrs = {"service.name": env.get(OTEL_SERVICE_NAME) or service_name}
     provider = TracerProvider(resource=Resource.create(attrs))
     if use_otlp:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        exporter = OTLPSpanExporter(endpoint=_traces_endpoint(env), headers=_headers(env))
         provider.add_span_processor(
-            BoundedSpanProcessor(exporter, drops=drops, max_queue=max_queue)
+            BoundedSpanProcessor(_otlp_exporter(env), drops=drops, max_queue=max_queue)
         )
     if span_file is not None:
         provider.add_span_processor(

@@ -158,11 +158,13 @@ def test_no_tracing_configured_builds_no_spans():
 
 class _Collector(BaseHTTPRequestHandler):
     posts: ClassVar[list[tuple[str, int]]] = []
+    headers_seen: ClassVar[list[dict[str, str]]] = []
 
     def do_POST(self) -> None:
         n = int(self.headers.get("Content-Length", 0))
         self.rfile.read(n)
         type(self).posts.append((self.path, n))
+        type(self).headers_seen.append({k.lower(): v for k, v in self.headers.items()})
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.end_headers()
@@ -190,6 +192,66 @@ def test_otlp_export_from_the_standard_environment(make_engine, drive, monkeypat
         provider.shutdown()
         assert _Collector.posts and _Collector.posts[0][0] == "/v1/traces"
         assert inst.drops.total == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+_OTLP_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_SDK_DISABLED",
+)
+
+
+@pytest.mark.parametrize("source", ["mapping", "process"])
+@pytest.mark.parametrize("specific", [False, True])
+def test_otlp_endpoint_and_headers_reach_the_collector(
+    make_engine, drive, monkeypatch, source, specific
+):
+    """The generic endpoint gets ``/v1/traces``, the traces endpoint is used as given; the traces
+    headers win over the generic ones; the same from a given mapping and from ``os.environ``."""
+    server = HTTPServer(("127.0.0.1", 0), _Collector)
+    _Collector.posts = []
+    _Collector.headers_seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        env = (
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": base + "/custom/traces",
+             "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-tenant=t%201,x-only-traces=yes",
+             "OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=generic"}
+            if specific
+            else {"OTEL_EXPORTER_OTLP_ENDPOINT": base + "/",
+                  "OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=t%201, authorization = Bearer%20k"}
+        )  # fmt: skip
+        for name in _OTLP_VARIABLES:
+            monkeypatch.delenv(name, raising=False)
+        if source == "process":
+            for name, value in env.items():
+                monkeypatch.setenv(name, value)
+            provider = tracer_provider()
+        else:
+            provider = tracer_provider(env=env)
+        assert provider is not None
+        engine = make_engine()
+        inst = instrument(engine, tracer_provider=provider, registry=CollectorRegistry())
+        drive(engine, [[1, 2, 3]], 3)
+        inst.detach()
+        provider.force_flush()
+        provider.shutdown()
+        assert _Collector.posts
+        assert _Collector.posts[0][0] == ("/custom/traces" if specific else "/v1/traces")
+        sent = _Collector.headers_seen[0]
+        assert sent["x-tenant"] == "t 1"
+        if specific:
+            assert sent["x-only-traces"] == "yes"
+        else:
+            assert sent["authorization"] == "Bearer k"
     finally:
         server.shutdown()
         server.server_close()

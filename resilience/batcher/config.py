@@ -1,0 +1,73 @@
+"""The micro-batcher's configuration, its failure modes and the errors its callers can get."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+from resilience.errors import ResilienceConfigError
+
+__all__ = [
+    "BatchResultError",
+    "BatcherClosedError",
+    "BatcherConfig",
+    "BatcherError",
+    "BatcherFullError",
+    "FailureMode",
+    "ItemTooCostlyError",
+]
+
+
+class BatcherError(Exception):
+    """A submission was refused or could not be completed."""
+
+
+class BatcherFullError(BatcherError):
+    """The queue was full; the item was not queued."""
+
+
+class BatcherClosedError(BatcherError):
+    """The batcher was closed (or its worker stopped) before the item ran."""
+
+
+class ItemTooCostlyError(BatcherError):
+    """The item's cost alone is over the batch cost budget, so no batch could hold it."""
+
+
+class BatchResultError(BatcherError):
+    """The batch function returned a number of results different from the number of items."""
+
+
+class FailureMode(enum.Enum):
+    ISOLATE = "isolate"  # bisect: only failing items' callers get the error
+    FAIL_BATCH = "fail_batch"  # every caller in the batch gets the error
+
+
+@dataclass(frozen=True, slots=True)
+class BatcherConfig:
+    """``max_wait_s`` counts from the oldest waiting item; ``max_batch_cost`` (with ``cost_fn``)
+    caps the summed cost of a batch, e.g. tokens for ragged inputs; ``max_queue`` items wait at most."""
+
+    max_batch_size: int = 64
+    max_wait_s: float = 0.005
+    max_queue: int = 10_000
+    max_batch_cost: float | None = None
+    failure_mode: FailureMode = FailureMode.ISOLATE
+
+    def __post_init__(self) -> None:
+        where = "micro-batcher config"
+        if self.max_batch_size < 1:
+            raise ResilienceConfigError(
+                f"{where}: max_batch_size must be >= 1, got {self.max_batch_size}"
+            )
+        if not self.max_wait_s >= 0.0 or math.isinf(self.max_wait_s):
+            raise ResilienceConfigError(
+                f"{where}: max_wait_s must be a finite number >= 0, got {self.max_wait_s}"
+            )
+        if self.max_queue < 1:
+            raise ResilienceConfigError(f"{where}: max_queue must be >= 1, got {self.max_queue}")
+        if self.max_batch_cost is not None and not self.max_batch_cost > 0.0:
+            raise ResilienceConfigError(
+                f"{where}: max_batch_cost must be > 0, got {self.max_batch_cost}"
+            )
