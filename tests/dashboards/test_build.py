@@ -142,3 +142,21 @@ def test_slo_overview_reads_the_slo_recording_rules(rendered: dict[str, dict]) -
         "slo:sli_error:ratio_rate1h",
     ]
     assert "ALERTS" in slo["Alert state"]["targets"][0]["expr"]
+
+
+def test_heatmaps_carry_a_usable_colour_scale(rendered: dict[str, dict]) -> None:
+    """The SDK's zero defaults (0 steps, exponent 0, no fill) draw every cell in one colour."""
+    heatmaps = [
+        (name, p)
+        for name, dashboard in rendered.items()
+        for p in _panels(dashboard)
+        if p["type"] == "heatmap"
+    ]
+    assert heatmaps
+    for name, panel in heatmaps:
+        color = panel["options"]["color"]
+        where = (name, panel["title"])
+        assert color["mode"] == "scheme" and color["scheme"], where
+        assert 2 <= color["steps"] <= 128, where
+        assert color["scale"] == "exponential" and 0 < color["exponent"] <= 1, where
+        assert color["fill"], where
