@@ -160,3 +160,30 @@ def test_heatmaps_carry_a_usable_colour_scale(rendered: dict[str, dict]) -> None
         assert 2 <= color["steps"] <= 128, where
         assert color["scale"] == "exponential" and 0 < color["exponent"] <= 1, where
         assert color["fill"], where
+
+
+def test_import_asks_for_a_prometheus_data_source(rendered: dict[str, dict]) -> None:
+    """Grafana's import dialog offers a data-source picker only for ``__inputs``; the choice
+    replaces ``${DS_PROMETHEUS}`` and becomes the ``datasource`` variable's default, which
+    every panel reads, so provisioned files (no import step) keep working through the variable."""
+    for name, dashboard in rendered.items():
+        assert dashboard["__inputs"] == [
+            {
+                "name": "DS_PROMETHEUS",
+                "label": "Prometheus",
+                "description": "",
+                "type": "datasource",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+            }
+        ], name
+        requires = {(r["type"], r["id"]) for r in dashboard["__requires"]}
+        used = {("panel", p["type"]) for p in _panels(dashboard)}
+        assert requires == {("grafana", "grafana"), ("datasource", "prometheus")} | used, name
+        variable = next(v for v in dashboard["templating"]["list"] if v["name"] == "datasource")
+        assert variable["type"] == "datasource" and variable["query"] == "prometheus"
+        assert variable["current"]["value"] == "${DS_PROMETHEUS}", name
+        text = json.dumps(dashboard)
+        assert text.count("${DS_PROMETHEUS}") == 2, name  # the variable's current text and value
+        for panel in _panels(dashboard):
+            assert panel["datasource"]["uid"] == "${datasource}", (name, panel["title"])
