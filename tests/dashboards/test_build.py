@@ -187,3 +187,10 @@ def test_import_asks_for_a_prometheus_data_source(rendered: dict[str, dict]) -> 
         assert text.count("${DS_PROMETHEUS}") == 2, name  # the variable's current text and value
         for panel in _panels(dashboard):
             assert panel["datasource"]["uid"] == "${datasource}", (name, panel["title"])
+
+
+def test_tags_name_the_project_profile_and_view_once_each(rendered: dict[str, dict]) -> None:
+    assert rendered["fleetwatch-replica.json"]["tags"] == ["fleetwatch", "replica"]
+    assert rendered["vllm-slo.json"]["tags"] == ["fleetwatch", "vllm", "slo"]
+    for name, dashboard in rendered.items():
+        assert len(dashboard["tags"]) == len(set(dashboard["tags"])), name
