@@ -43,7 +43,7 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 
 from dashboards.errors import DashboardError
-from dashboards.names import SLO_RULES, allowed_names
+from dashboards.names import SLO_RULES, unknown_names
 from dashboards.panels import DATASOURCE, PanelSpec, RowSpec, render_panel
 from dashboards.promql import metric_names
 from dashboards.views import VIEWS
@@ -145,10 +145,9 @@ def _rows(profile: Profile, view: str) -> tuple[str, tuple[RowSpec, ...]]:
 def check_names(profile: Profile, where: str, panels: Iterable[PanelSpec]) -> None:
     """``DashboardError`` naming the panel if any expression reads a series that neither the
     profile nor the documented rule and resilience tables define."""
-    allowed = allowed_names(profile)
     for panel in panels:
         for query in panel.queries:
-            unknown = metric_names(query.expr) - allowed
+            unknown = unknown_names(profile, metric_names(query.expr))
             if unknown:
                 raise DashboardError(
                     f"{where} panel '{panel.title}': metric(s) "
