@@ -191,3 +191,36 @@ def test_tags_name_the_project_profile_and_view_once_each(rendered: dict[str, di
     assert rendered["vllm-slo.json"]["tags"] == ["fleetwatch", "vllm", "slo"]
     for name, dashboard in rendered.items():
         assert len(dashboard["tags"]) == len(set(dashboard["tags"])), name
+
+
+def _row_of(dashboard: dict) -> dict[str, str]:
+    """Panel title -> title of the row above it."""
+    rows, row = {}, ""
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            row = panel["title"]
+        else:
+            rows[panel["title"]] = row
+    return rows
+
+
+def test_achieved_rates_sit_beside_mbu_and_mfu_on_the_replica_dashboard(
+    rendered: dict[str, dict],
+) -> None:
+    replica = rendered["fleetwatch-replica.json"]
+    rows = _row_of(replica)
+    reads = {t["expr"]: p["title"] for p in _panels(replica) for t in p["targets"] if "expr" in t}
+    for metric in (
+        "fleetwatch_achieved_memory_bandwidth_bytes_per_second",
+        "fleetwatch_achieved_flops_per_second",
+        "fleetwatch_memory_bandwidth_utilization_ratio",
+        "fleetwatch_flops_utilization_ratio",
+    ):
+        (title,) = [title for expr, title in reads.items() if metric in expr]
+        assert rows[title] == "GPU efficiency", (metric, title)
+        (expr,) = [e for e, t in reads.items() if t == title]
+        # engine gauges carry model and replica, not a gpu label
+        assert expr.startswith("avg by (replica) (") and 'model=~"$model"' in expr, expr
+    units = {p["title"]: p["fieldConfig"]["defaults"]["unit"] for p in _panels(replica)}
+    assert units["Achieved memory bandwidth"] == "Bps"
+    assert units["Achieved FLOP/s"] == "flops"
