@@ -3,10 +3,27 @@
 ``render_all`` is pure (profiles in, file name to JSON text out); ``write_dashboards`` and
 ``drifted`` are the only functions that touch files. The JSON is encoded with sorted keys and a
 fixed layout so the committed files change only when a view or a profile does.
+
+Data source, for both ways a dashboard reaches Grafana:
+
+* Import (Dashboards -> Import, or the grafana.com dashboard API): the JSON carries ``__inputs``
+  with one ``DS_PROMETHEUS`` data-source input and ``__requires`` (Grafana, the Prometheus plugin,
+  the panel plugins used), as Grafana's "Export for sharing externally" writes them. The import
+  dialog asks for a Prometheus data source and replaces every ``${DS_PROMETHEUS}`` with its uid.
+* Provisioning (files read by Grafana's dashboard provider): nothing replaces ``${DS_PROMETHEUS}``
+  and ``__inputs`` is ignored.
+
+So panels, targets and the model/replica/SLO queries do not name ``${DS_PROMETHEUS}`` themselves:
+they read the ``datasource`` template variable (``${datasource}``, of type ``prometheus``), and
+``${DS_PROMETHEUS}`` appears only as that variable's current value. An import sets the variable
+to the data source picked in the dialog; a provisioned file leaves a value that matches no data
+source, which Grafana treats like any stale selection: the variable takes the first Prometheus
+data source it lists. Either way the variable stays switchable on the dashboard.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
@@ -20,12 +37,13 @@ from grafana_foundation_sdk.builders.dashboard import (
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
+    VariableOption,
     VariableRefresh,
     VariableSort,
 )
 
 from dashboards.errors import DashboardError
-from dashboards.names import SLO_RULES, allowed_names
+from dashboards.names import SLO_RULES, unknown_names
 from dashboards.panels import DATASOURCE, PanelSpec, RowSpec, render_panel
 from dashboards.promql import metric_names
 from dashboards.views import VIEWS
@@ -34,9 +52,11 @@ from telemetry.profiles import PROFILES, Profile
 
 __all__ = [
     "DASHBOARD_PROFILES",
+    "DATASOURCE_INPUT",
     "build_dashboard",
     "check_names",
     "dashboard_expressions",
+    "dashboard_tags",
     "drifted",
     "file_name",
     "render_all",
@@ -46,9 +66,27 @@ __all__ = [
 # TGI is left out: without TTFT and with router-only metrics there is little to drill into.
 DASHBOARD_PROFILES: Final = ("fleetwatch", "vllm", "sglang")
 
+# The import input Grafana's exporter names after a data source called "Prometheus".
+DATASOURCE_INPUT: Final = "DS_PROMETHEUS"
+# The Grafana release grafana-foundation-sdk's schema follows (the SDK version after its "!").
+GRAFANA_VERSION: Final = "10.1.0"
+# Panel plugin id -> the name Grafana's exporter writes in ``__requires``.
+_PANEL_PLUGINS: Final[Mapping[str, str]] = {
+    "heatmap": "Heatmap",
+    "stat": "Stat",
+    "state-timeline": "State timeline",
+    "timeseries": "Time series",
+}
+
 
 def file_name(profile: str, view: str) -> str:
     return f"{profile}-{view}.json"
+
+
+def dashboard_tags(profile: str, view: str) -> list[str]:
+    """``fleetwatch``, the profile and the view, each once (the fleetwatch profile shares its
+    name with the project tag)."""
+    return list(dict.fromkeys(("fleetwatch", profile, view)))
 
 
 def _query_variable(name: str, label: str, query: str) -> QueryVariable:
@@ -70,7 +108,14 @@ def _variables(profile: Profile, view: str) -> list[QueryVariable | DatasourceVa
     total = profile.outcomes.total.name
     model, replica = profile.model_label, profile.replica_label
     variables: list[QueryVariable | DatasourceVariable] = [
-        DatasourceVariable("datasource").label("Data source").type("prometheus"),
+        DatasourceVariable("datasource")
+        .label("Data source")
+        .type("prometheus")
+        .current(
+            VariableOption(
+                selected=True, text=f"${{{DATASOURCE_INPUT}}}", value=f"${{{DATASOURCE_INPUT}}}"
+            )
+        ),
         _query_variable("model", f"model ({model})", f"label_values({total}, {model})"),
         _query_variable(
             "replica",
@@ -100,10 +145,9 @@ def _rows(profile: Profile, view: str) -> tuple[str, tuple[RowSpec, ...]]:
 def check_names(profile: Profile, where: str, panels: Iterable[PanelSpec]) -> None:
     """``DashboardError`` naming the panel if any expression reads a series that neither the
     profile nor the documented rule and resilience tables define."""
-    allowed = allowed_names(profile)
     for panel in panels:
         for query in panel.queries:
-            unknown = metric_names(query.expr) - allowed
+            unknown = unknown_names(profile, metric_names(query.expr))
             if unknown:
                 raise DashboardError(
                     f"{where} panel '{panel.title}': metric(s) "
@@ -119,7 +163,7 @@ def build_dashboard(profile: Profile, view: str) -> Dashboard:
         Dashboard(f"fleetwatch / {profile.name} / {title}")
         .uid(f"fleetwatch-{profile.name}-{view}")
         .description(f"{title} for {profile.description}. Generated by fleetwatch; do not edit.")
-        .tags(["fleetwatch", profile.name, view])
+        .tags(dashboard_tags(profile.name, view))
         .editable()
         .tooltip(DashboardCursorSync.CROSSHAIR)
         .time("now-6h", "now")
@@ -138,8 +182,36 @@ def build_dashboard(profile: Profile, view: str) -> Dashboard:
     return dashboard
 
 
+def _import_header(panel_types: Iterable[str]) -> dict[str, object]:
+    """``__inputs`` and ``__requires`` as Grafana's "Export for sharing externally" writes them."""
+    requires: list[dict[str, str]] = [
+        {"type": "grafana", "id": "grafana", "name": "Grafana", "version": GRAFANA_VERSION},
+        {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+    ]
+    requires += [
+        {"type": "panel", "id": kind, "name": _PANEL_PLUGINS[kind], "version": ""}
+        for kind in sorted(set(panel_types))
+    ]
+    return {
+        "__inputs": [
+            {
+                "name": DATASOURCE_INPUT,
+                "label": "Prometheus",
+                "description": "",
+                "type": "datasource",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+            }
+        ],
+        "__requires": requires,
+    }
+
+
 def _encode(dashboard: Dashboard) -> str:
-    return JSONEncoder(sort_keys=True, indent=2).encode(dashboard.build()) + "\n"
+    document = json.loads(JSONEncoder().encode(dashboard.build()))
+    kinds = (p["type"] for p in document["panels"] if p["type"] != "row")
+    document.update(_import_header(kinds))
+    return json.dumps(document, sort_keys=True, indent=2) + "\n"
 
 
 def render_all(profiles: Iterable[str] = DASHBOARD_PROFILES) -> Mapping[str, str]:

@@ -4,19 +4,24 @@ Two tables live here, each the single place to change when the owning package se
 
 * ``SLO_RULES``: the recording rules the SLO rule generator writes (Sloth's naming scheme:
   ``slo:sli_error:ratio_rate<window>`` and the metadata rules), labelled ``slo`` and ``service``.
+  The windows differ per SLO (the generator scales them to each SLO's period), so dashboards
+  select the per-window series by name prefix and tell them apart by their ``window`` label,
+  never by a fixed list of windows.
 * ``RESILIENCE``: the metrics fleetwatch's circuit breaker, retry budget and micro-batcher export.
 
 Anything else a dashboard expression names must come from its metric profile
-(``telemetry.profiles``); ``allowed_names`` is the union the checks accept.
+(``telemetry.profiles``); ``allowed_names`` is the union of fixed names the checks accept, and
+``unknown_names`` what they refuse (error-ratio rules pass for any window).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from telemetry.duration import parse_duration
 from telemetry.profiles import MetricRef, Profile
 
 __all__ = [
@@ -30,10 +35,10 @@ __all__ = [
     "RETRY_BUDGET_LABEL",
     "RETRY_POLICY_LABEL",
     "SLO_RULES",
-    "SLO_WINDOWS",
     "Resilience",
     "SLORuleNames",
     "allowed_names",
+    "unknown_names",
 ]
 
 
@@ -42,7 +47,8 @@ class SLORuleNames:
     """Recording-rule names of the SLO generator; every series carries ``slo`` and ``service``.
 
     ``error_ratio_prefix`` + window (``5m``, ``1h``, ...) is the error ratio over that window
-    (0..1); ``objective`` is the target (e.g. 0.999); ``error_budget`` is 1 - objective;
+    (0..1), one series per alert window and for the period, labelled ``window_label`` with the
+    window; ``objective`` is the target (e.g. 0.999); ``error_budget`` is 1 - objective;
     ``current_burn_rate`` is the error ratio over the shortest window divided by the budget;
     ``budget_remaining`` is the fraction of the period's budget left (1 = untouched, < 0 = spent).
     """
@@ -54,27 +60,34 @@ class SLORuleNames:
     budget_remaining: str = "slo:period_error_budget_remaining:ratio"
     slo_label: str = "slo"
     service_label: str = "service"
+    window_label: str = "window"
 
-    def error_ratio(self, window: str) -> str:
-        """Recording rule of the error ratio over ``window`` (a Prometheus duration)."""
-        return f"{self.error_ratio_prefix}{window}"
+    def error_ratios(self, matchers: str = "") -> str:
+        """Selector of the error ratio over every window any SLO records (by name prefix):
+        ``{__name__=~"slo:sli_error:ratio_rate.+",<matchers>}``."""
+        name = f'__name__=~"{self.error_ratio_prefix}.+"'
+        return f"{{{name},{matchers}}}" if matchers else f"{{{name}}}"
 
-    def names(self, windows: tuple[str, ...]) -> frozenset[str]:
-        """Every recording-rule name, error ratios expanded for ``windows``."""
-        meta = {
-            self.objective,
-            self.error_budget,
-            self.current_burn_rate,
-            self.budget_remaining,
-        }
-        return frozenset(meta | {self.error_ratio(w) for w in windows})
+    def is_error_ratio(self, name: str) -> bool:
+        """Whether ``name`` is the error-ratio rule of some window (``...ratio_rate1h30m``)."""
+        window = name.removeprefix(self.error_ratio_prefix)
+        if window == name:
+            return False
+        try:
+            parse_duration(window)
+        except ValueError:
+            return False
+        return True
+
+    def names(self) -> frozenset[str]:
+        """The recording rules that exist once per SLO (the per-window error ratios, one per
+        window the SLO uses, are recognised by ``is_error_ratio``)."""
+        return frozenset(
+            {self.objective, self.error_budget, self.current_burn_rate, self.budget_remaining}
+        )
 
 
 SLO_RULES: Final = SLORuleNames()
-
-# The SRE Workbook windows for a 30-day period (short windows are 1/12 of long ones), plus the
-# period itself; other periods scale them, so the dashboard shows the 30-day set.
-SLO_WINDOWS: Final = ("5m", "30m", "1h", "2h", "6h", "1d", "3d", "30d")
 
 
 class Resilience(StrEnum):
@@ -174,9 +187,11 @@ def _expanded(refs: Mapping[Resilience, MetricRef]) -> frozenset[str]:
 
 def allowed_names(profile: Profile) -> frozenset[str]:
     """Every series name an expression built for ``profile`` may use."""
-    return (
-        profile.metric_names()
-        | SLO_RULES.names(SLO_WINDOWS)
-        | _expanded(RESILIENCE)
-        | PROMETHEUS_BUILTINS
-    )
+    return profile.metric_names() | SLO_RULES.names() | _expanded(RESILIENCE) | PROMETHEUS_BUILTINS
+
+
+def unknown_names(profile: Profile, names: Iterable[str]) -> frozenset[str]:
+    """Of ``names``, those an expression built for ``profile`` may not read: neither in
+    ``allowed_names`` nor the error-ratio rule of some window."""
+    allowed = allowed_names(profile)
+    return frozenset(n for n in names if n not in allowed and not SLO_RULES.is_error_ratio(n))

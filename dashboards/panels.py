@@ -33,6 +33,13 @@ __all__ = ["Kind", "PanelSpec", "Query", "RowSpec", "Threshold", "legend_of", "r
 
 DATASOURCE: Final = dashboard_models.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
+# Grafana's own heatmap defaults (panelcfg of the heatmap panel): the SDK leaves steps, exponent
+# and fill at zero values, with which Grafana paints every cell the same colour.
+HEATMAP_SCHEME: Final = "Oranges"
+HEATMAP_FILL: Final = "dark-orange"
+HEATMAP_STEPS: Final = 64
+HEATMAP_EXPONENT: Final = 0.5
+
 
 class Kind(StrEnum):
     """Panel visualisations fleetwatch uses."""
@@ -131,7 +138,11 @@ def _new(spec: PanelSpec) -> Builder:
             .color(
                 heatmap.HeatmapColorOptions()
                 .mode(heatmap_models.HeatmapColorMode.SCHEME)
-                .scheme("Oranges")
+                .scheme(HEATMAP_SCHEME)
+                .fill(HEATMAP_FILL)
+                .scale(heatmap_models.HeatmapColorScale.EXPONENTIAL)
+                .exponent(HEATMAP_EXPONENT)
+                .steps(HEATMAP_STEPS)
             )
             .show_legend()
             .show_tooltip()

@@ -1,14 +1,48 @@
-"""Write files so that a reader never sees half of one: temporary file, fsync, rename."""
+"""Write files so that a reader never sees half of one: temporary file, fsync, rename.
+
+The file written has the mode an ordinary ``open(path, "w")`` would give it: a new file gets
+``0o666`` less the process umask (0644 under the usual 022, so another user, such as the one
+Prometheus runs as, can read the rules written here); a file being replaced keeps its mode.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+
+_ATTEMPTS = 100
+
+
+def _create_beside(target: Path) -> Path:
+    """A new empty file beside ``target``, created with mode 0o666 (the kernel applies the
+    umask) or chmod-ed to the mode of the ``target`` it will replace."""
+    try:
+        kept: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        kept = None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(_ATTEMPTS):
+        tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o666)
+        except FileExistsError:
+            continue
+        try:
+            if kept is not None:
+                os.fchmod(fd, kept)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        return tmp
+    raise FileExistsError(f"no free temporary name beside {target}")
 
 
 @contextlib.contextmanager
@@ -26,9 +60,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = _create_beside(target)
     try:
         yield tmp
         with open(tmp, "rb") as fh:

@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+__all__ = ["app", "render_snapshot"]
+
 app = typer.Typer(help="Telemetry: GPU counters and instrumentation helpers.", no_args_is_help=True)
 
 
@@ -21,24 +23,17 @@ def gpu(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per sample."),
     interval: float = typer.Option(1.0, "--interval", min=0.05, help="Seconds between samples."),
     count: int = typer.Option(0, "--count", min=0, help="Stop after N samples (0: until Ctrl-C)."),
-    test_double: bool = typer.Option(
-        False, "--test-double", hidden=True, help="Replay recorded NVML values (tests only)."
-    ),
 ) -> None:
     """Print live GPU counters from NVML (GPM on Hopper+), or 'unavailable: <reason>'.
 
-    Exit status 1 when NVML cannot be used on this machine.
+    Exit status 1 when NVML cannot be used on this machine. Only the driver is read: there is
+    no replayed or made-up reading to fall back on.
     """
     import time
 
     from telemetry.gpu.sampler import GpuSampler
 
-    nvml: Any = None
-    if test_double:
-        from telemetry.gpu.recorded import RecordedNvml
-
-        nvml = RecordedNvml()
-    sampler = GpuSampler(nvml=nvml, interval_s=interval)
+    sampler = GpuSampler(interval_s=interval)
     n = 1 if once else count
     taken = 0
     try:
@@ -57,7 +52,7 @@ def gpu(
                 else:
                     typer.echo(f"unavailable: {snap.reason} ({snap.detail})")
                 raise typer.Exit(1)
-            typer.echo(_render(snap, as_json))
+            typer.echo(render_snapshot(snap, as_json=as_json))
             taken += 1
             if n and taken >= n:
                 return
@@ -68,7 +63,9 @@ def gpu(
         sampler.stop()
 
 
-def _render(snap: Any, as_json: bool) -> str:
+def render_snapshot(snap: Any, *, as_json: bool) -> str:
+    """One ``GpuSnapshot`` of an available GPU as the command prints it: text, or one JSON
+    object."""
     from dataclasses import asdict
 
     from telemetry.gpu.nvml import CLOCK_EVENT_REASONS

@@ -11,7 +11,7 @@ from dashboards.promql import Scope
 from dashboards.views.common import LATENCY_SIGNALS
 from telemetry.profiles import Profile, Signal
 
-__all__ = ["CLOCK_EVENT_LABEL", "GPU_LABEL", "replica_rows"]
+__all__ = ["CLOCK_EVENT_LABEL", "EFFICIENCY", "GPU_LABEL", "replica_rows"]
 
 # Label that tells GPUs of one replica apart in the GPU gauges.
 GPU_LABEL: Final = "gpu"
@@ -64,17 +64,38 @@ GPU_GAUGES: Final = (
         "Die temperature; thermal slowdown reasons appear near the GPU's slowdown threshold.",
         units.Celsius,
     ),
+)
+
+# (signal, title, description, unit): the engine's roofline gauges. They are exported per engine
+# (labels model and replica, no gpu), from the model shape and step times over recent steps; the
+# achieved rate and its share of the peak side by side.
+EFFICIENCY: Final = (
+    (
+        Signal.ACHIEVED_BANDWIDTH,
+        "Achieved memory bandwidth",
+        "Bytes the engine's steps read (weights and KV cache, from the model shape) per second "
+        "of step time, over recent steps. Decode at small batches should sit near the GPU's "
+        "peak bandwidth; far below it, time goes somewhere other than reading memory.",
+        units.BytesPerSecondSI,
+    ),
     (
         Signal.MBU,
         "Model bandwidth utilization (MBU)",
-        "Bytes the model must read per step (weights and KV cache) over step time, against peak "
-        "memory bandwidth: how close decode runs to its roofline.",
+        "Achieved memory bandwidth over the GPU's peak bandwidth: how close decode runs to its "
+        "roofline. Exported only when the engine knows the peak (declared or measured).",
         units.PercentUnit,
+    ),
+    (
+        Signal.ACHIEVED_FLOPS,
+        "Achieved FLOP/s",
+        "Model FLOPs the engine's steps do (from the model shape) per second of step time, over "
+        "recent steps. Prefill-heavy steps raise it; decode stays memory-bound.",
+        units.FlopsPerSecond,
     ),
     (
         Signal.MFU,
         "Model FLOPs utilization (MFU)",
-        "Model FLOPs per second against the GPU's peak.",
+        "Achieved FLOP/s over the GPU's peak FLOP/s. Exported only when the engine knows the peak.",
         units.PercentUnit,
     ),
 )
@@ -265,6 +286,20 @@ def _gpu(scope: Scope) -> list[PanelSpec]:
     return panels
 
 
+def _efficiency(scope: Scope) -> list[PanelSpec]:
+    profile, replica = scope.profile, scope.replica
+    return [
+        PanelSpec(
+            title,
+            description,
+            (Query(scope.gauge(profile.metric(signal), replica), legend_of(replica)),),
+            unit,
+        )
+        for signal, title, description, unit in EFFICIENCY
+        if profile.has(signal)
+    ]
+
+
 def replica_rows(profile: Profile) -> tuple[RowSpec, ...]:
     scope = Scope(profile)
     rows = [
@@ -277,6 +312,9 @@ def replica_rows(profile: Profile) -> tuple[RowSpec, ...]:
     gpu = _gpu(scope)
     if gpu:
         rows.append(RowSpec("GPU", tuple(gpu)))
+    efficiency = _efficiency(scope)
+    if efficiency:
+        rows.append(RowSpec("GPU efficiency", tuple(efficiency)))
     if profile.has(Signal.TELEMETRY_DROPS):
         legend = legend_of(scope.replica)
         rows.append(

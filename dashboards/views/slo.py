@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import units
 
-from dashboards.names import SLO_RULES, SLO_WINDOWS
+from dashboards.names import SLO_RULES
 from dashboards.panels import Kind, PanelSpec, Query, RowSpec, Threshold, legend_of
 from dashboards.promql import Scope
 from dashboards.views.common import error_ratio_queries, request_rate_panel
 from telemetry.profiles import Profile
 
-__all__ = ["slo_rows"]
+__all__ = ["burn_per_window", "slo_rows"]
 
 _SLO = f'{SLO_RULES.slo_label}=~"$slo"'
 _KEYS = f"{SLO_RULES.slo_label}, {SLO_RULES.service_label}"
@@ -24,9 +24,11 @@ _BURN_STEPS = (
 )
 
 
-def _burn(window: str) -> str:
+def burn_per_window() -> str:
+    """Error ratio over every window the rules record, each SLO's own windows (scaled to its
+    period) included, divided by that SLO's budget; one series per SLO and ``window`` label."""
     return (
-        f"{SLO_RULES.error_ratio(window)}{{{_SLO}}} / on ({_KEYS}) group_left () "
+        f"{SLO_RULES.error_ratios(_SLO)} / on ({_KEYS}) group_left () "
         f"{SLO_RULES.error_budget}{{{_SLO}}}"
     )
 
@@ -67,9 +69,11 @@ def slo_rows(profile: Profile) -> tuple[RowSpec, ...]:
     burn = (
         PanelSpec(
             "Burn rate per window",
-            "Error ratio over each alerting window divided by the budget. A page needs both "
-            "windows of a pair above the threshold (1h and 5m above 14.4, 6h and 30m above 6).",
-            tuple(Query(_burn(w), f"{_LEGEND} {w}") for w in SLO_WINDOWS),
+            "Error ratio over each window the SLO rules record (every alert window and the "
+            "period) divided by the error budget. A page needs both windows of a pair above the "
+            "threshold: for a 30-day SLO 1h and 5m above 14.4, 6h and 30m above 6; other "
+            "periods scale the windows, and the legend names each one.",
+            (Query(burn_per_window(), f"{_LEGEND} {legend_of(SLO_RULES.window_label)}"),),
             units.Short,
             width=16,
             height=9,

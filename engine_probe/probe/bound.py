@@ -245,6 +245,27 @@ def bound_at(
     )
 
 
+def _shortfall(
+    model: str,
+    gpu: GPUSpec,
+    num_gpus: int,
+    memory_fraction: float,
+    weight_bytes: float,
+    one_sequence: float,
+    context_tokens: int,
+) -> str:
+    """One line: what does not fit where, by how much, and how many GPUs would hold it."""
+    usable = gpu.memory_bytes * num_gpus * memory_fraction
+    needed = math.ceil((weight_bytes + one_sequence) / (gpu.memory_bytes * memory_fraction))
+    return (
+        f"{model} does not fit on {num_gpus}x {gpu.name}: weights {weight_bytes / 1e9:.1f} GB + "
+        f"KV {one_sequence / 1e9:.1f} GB for one {context_tokens}-token sequence > "
+        f"{usable / 1e9:.1f} GB HBM ({memory_fraction:.0%} of {num_gpus}x "
+        f"{gpu.memory_bytes / 1e9:.0f} GB); no throughput or cost to report: use --gpus "
+        f"{needed} or more, a smaller --dtype or --kv-dtype, or a shorter --context"
+    )
+
+
 def capacity_report(
     shape: ModelShape,
     gpu: GPUSpec,
@@ -258,7 +279,10 @@ def capacity_report(
     price_per_gpu_hour: float | None = None,
     utilisation: float = 1.0,
 ) -> CapacityReport:
-    """How many sequences fit, and the bound at each batch size (plus at the most that fit)."""
+    """How many sequences fit, and the bound at each batch size up to that (plus at the most
+    that fit). ``ProbeError`` naming the shortfall when the weights and one sequence's KV cache
+    do not fit in ``memory_fraction`` of the GPUs' memory: a model that cannot be served has no
+    throughput or cost."""
     if not 0 < memory_fraction <= 1:
         raise ProbeError(f"memory fraction must be in (0, 1], got {memory_fraction}")
     if context_tokens < 1:
@@ -267,11 +291,23 @@ def capacity_report(
         raise ProbeError(f"number of GPUs must be >= 1, got {num_gpus}")
     weight_bytes = shape.total_params * weight_bytes_per_param
     kv_tok = shape.kv_bytes_per_token(kv_bytes)
-    budget = gpu.memory_bytes * num_gpus * memory_fraction - weight_bytes
-    fit = max(0, math.floor(budget / (kv_tok * context_tokens))) if budget > 0 else 0
-    sizes = sorted(
-        {b for b in batches if b >= 1 and (fit == 0 or b <= fit)} | ({fit} if fit else set())
-    )
+    usable = gpu.memory_bytes * num_gpus * memory_fraction
+    one_sequence = kv_tok * context_tokens
+    if weight_bytes + one_sequence > usable:
+        raise ProbeError(
+            _shortfall(
+                shape.name,
+                gpu,
+                num_gpus,
+                memory_fraction,
+                weight_bytes,
+                one_sequence,
+                context_tokens,
+            )
+        )
+    budget = usable - weight_bytes
+    fit = math.floor(budget / one_sequence)
+    sizes = sorted({b for b in batches if 1 <= b <= fit} | {fit})
     points = tuple(
         bound_at(
             shape,
@@ -293,7 +329,7 @@ def capacity_report(
         total_params=shape.total_params,
         weight_bytes=weight_bytes,
         kv_bytes_per_token=kv_tok,
-        kv_budget_bytes=max(budget, 0.0),
+        kv_budget_bytes=budget,
         max_concurrent_sequences=fit,
         context_tokens=context_tokens,
         memory_fraction=memory_fraction,

@@ -4,11 +4,17 @@ A daemon thread reads every device every ``interval_s`` (default 1 s) and keeps 
 ``GpuSnapshot``; scrapes only format that snapshot, so a slow NVML call never delays ``/metrics``
 and a busy scraper never adds NVML load. Without NVML the only series is
 ``fleetwatch_gpu_available{reason="<why>"} 0``.
+
+A failed NVML init is not final: a driver still loading, a device plugin not yet ready or a
+container started before the GPU was mounted all recover. The sampler tries again after
+``retry_initial_s``, doubling the wait after each failure up to ``retry_max_s``, and exports the
+availability gauge at 0 with the last reason in between.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -50,6 +56,8 @@ class GpuSampler(Collector):
     ``nvml`` defaults to the real ``pynvml`` module (pass ``RecordedNvml()`` only in tests).
     ``labels`` are constant labels added to every series (e.g. ``{"replica": "r0"}``).
     ``wait(seconds) -> bool`` is the thread's sleep (returns True to stop); injected in tests.
+    ``clock() -> seconds`` (monotonic) times the retries of a failed NVML init, which wait
+    ``retry_initial_s`` and then twice as long after each failure, at most ``retry_max_s``.
 
     >>> from telemetry.gpu.recorded import RecordedNvml
     >>> s = GpuSampler(nvml=RecordedNvml())
@@ -67,8 +75,20 @@ class GpuSampler(Collector):
         profile: Profile = FLEETWATCH,
         use_gpm: bool = True,
         wait: Callable[[float], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        retry_initial_s: float = 1.0,
+        retry_max_s: float = 300.0,
     ) -> None:
+        if not 0 < retry_initial_s <= retry_max_s:
+            raise ValueError(
+                f"need 0 < retry_initial_s <= retry_max_s, got {retry_initial_s}, {retry_max_s}"
+            )
         self.interval_s = interval_s
+        self.retry_initial_s = retry_initial_s
+        self.retry_max_s = retry_max_s
+        self._clock = clock
+        self._retry_at = 0.0
+        self._backoff_s = 0.0
         self.labels = dict(labels or {})
         self.profile = profile
         self._reader = NvmlReader(nvml, use_gpm=use_gpm)
@@ -84,10 +104,16 @@ class GpuSampler(Collector):
     def snapshot(self) -> GpuSnapshot | None:
         return self._snapshot
 
+    @property
+    def retry_at(self) -> float | None:
+        """``clock()`` time of the next NVML init attempt while unavailable, else None."""
+        return self._retry_at if self._unavailable is not None else None
+
     def sample_once(self) -> GpuSnapshot:
-        """Read every device now (opening NVML on first use) and keep the snapshot."""
+        """Read every device now (opening NVML on first use) and keep the snapshot. While NVML
+        is unavailable, tries to open it again only once the backoff has passed."""
         with self._lock:
-            if self._unavailable is not None:
+            if self._unavailable is not None and self._clock() < self._retry_at:
                 snap = self._unavailable
             else:
                 try:
@@ -95,18 +121,24 @@ class GpuSampler(Collector):
                         self._reader.open()
                         self._opened = True
                     snap = self._reader.read()
+                    self._unavailable = None
+                    self._backoff_s = 0.0
                 except GpuUnavailable as exc:
                     snap = GpuSnapshot(False, exc.reason, exc.detail)
                     self._unavailable = snap
+                    self._backoff_s = min(
+                        self.retry_max_s, 2 * self._backoff_s or self.retry_initial_s
+                    )
+                    self._retry_at = self._clock() + self._backoff_s
             self._snapshot = snap
             return snap
 
     def start(self) -> None:
-        """Take a first sample now, then keep sampling on a daemon thread (no-op without NVML)."""
+        """Take a first sample now, then keep sampling on a daemon thread (which, without
+        NVML, retries opening it with backoff)."""
         if self._thread is not None:
             return
-        if not self.sample_once().available:
-            return
+        self.sample_once()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="fleetwatch-gpu", daemon=True)
         self._thread.start()

@@ -135,10 +135,92 @@ def test_slo_overview_reads_the_slo_recording_rules(rendered: dict[str, dict]) -
     slo = {p["title"]: p for p in _panels(rendered["fleetwatch-slo.json"])}
     budget = slo["Error budget remaining"]["targets"][0]["expr"]
     assert budget == 'slo:period_error_budget_remaining:ratio{slo=~"$slo"}'
-    windows = [t["expr"].split("{")[0] for t in slo["Burn rate per window"]["targets"]]
-    assert windows[:3] == [
-        "slo:sli_error:ratio_rate5m",
-        "slo:sli_error:ratio_rate30m",
-        "slo:sli_error:ratio_rate1h",
-    ]
+    (burn,) = slo["Burn rate per window"]["targets"]
+    assert burn["expr"].startswith('{__name__=~"slo:sli_error:ratio_rate.+",slo=~"$slo"} / ')
+    assert burn["legendFormat"].endswith("{{window}}")
     assert "ALERTS" in slo["Alert state"]["targets"][0]["expr"]
+
+
+def test_heatmaps_carry_a_usable_colour_scale(rendered: dict[str, dict]) -> None:
+    """The SDK's zero defaults (0 steps, exponent 0, no fill) draw every cell in one colour."""
+    heatmaps = [
+        (name, p)
+        for name, dashboard in rendered.items()
+        for p in _panels(dashboard)
+        if p["type"] == "heatmap"
+    ]
+    assert heatmaps
+    for name, panel in heatmaps:
+        color = panel["options"]["color"]
+        where = (name, panel["title"])
+        assert color["mode"] == "scheme" and color["scheme"], where
+        assert 2 <= color["steps"] <= 128, where
+        assert color["scale"] == "exponential" and 0 < color["exponent"] <= 1, where
+        assert color["fill"], where
+
+
+def test_import_asks_for_a_prometheus_data_source(rendered: dict[str, dict]) -> None:
+    """Grafana's import dialog offers a data-source picker only for ``__inputs``; the choice
+    replaces ``${DS_PROMETHEUS}`` and becomes the ``datasource`` variable's default, which
+    every panel reads, so provisioned files (no import step) keep working through the variable."""
+    for name, dashboard in rendered.items():
+        assert dashboard["__inputs"] == [
+            {
+                "name": "DS_PROMETHEUS",
+                "label": "Prometheus",
+                "description": "",
+                "type": "datasource",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+            }
+        ], name
+        requires = {(r["type"], r["id"]) for r in dashboard["__requires"]}
+        used = {("panel", p["type"]) for p in _panels(dashboard)}
+        assert requires == {("grafana", "grafana"), ("datasource", "prometheus")} | used, name
+        variable = next(v for v in dashboard["templating"]["list"] if v["name"] == "datasource")
+        assert variable["type"] == "datasource" and variable["query"] == "prometheus"
+        assert variable["current"]["value"] == "${DS_PROMETHEUS}", name
+        text = json.dumps(dashboard)
+        assert text.count("${DS_PROMETHEUS}") == 2, name  # the variable's current text and value
+        for panel in _panels(dashboard):
+            assert panel["datasource"]["uid"] == "${datasource}", (name, panel["title"])
+
+
+def test_tags_name_the_project_profile_and_view_once_each(rendered: dict[str, dict]) -> None:
+    assert rendered["fleetwatch-replica.json"]["tags"] == ["fleetwatch", "replica"]
+    assert rendered["vllm-slo.json"]["tags"] == ["fleetwatch", "vllm", "slo"]
+    for name, dashboard in rendered.items():
+        assert len(dashboard["tags"]) == len(set(dashboard["tags"])), name
+
+
+def _row_of(dashboard: dict) -> dict[str, str]:
+    """Panel title -> title of the row above it."""
+    rows, row = {}, ""
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            row = panel["title"]
+        else:
+            rows[panel["title"]] = row
+    return rows
+
+
+def test_achieved_rates_sit_beside_mbu_and_mfu_on_the_replica_dashboard(
+    rendered: dict[str, dict],
+) -> None:
+    replica = rendered["fleetwatch-replica.json"]
+    rows = _row_of(replica)
+    reads = {t["expr"]: p["title"] for p in _panels(replica) for t in p["targets"] if "expr" in t}
+    for metric in (
+        "fleetwatch_achieved_memory_bandwidth_bytes_per_second",
+        "fleetwatch_achieved_flops_per_second",
+        "fleetwatch_memory_bandwidth_utilization_ratio",
+        "fleetwatch_flops_utilization_ratio",
+    ):
+        (title,) = [title for expr, title in reads.items() if metric in expr]
+        assert rows[title] == "GPU efficiency", (metric, title)
+        (expr,) = [e for e, t in reads.items() if t == title]
+        # engine gauges carry model and replica, not a gpu label
+        assert expr.startswith("avg by (replica) (") and 'model=~"$model"' in expr, expr
+    units = {p["title"]: p["fieldConfig"]["defaults"]["unit"] for p in _panels(replica)}
+    assert units["Achieved memory bandwidth"] == "Bps"
+    assert units["Achieved FLOP/s"] == "flops"

@@ -9,7 +9,7 @@ import pytest
 
 from dashboards.build import DASHBOARD_PROFILES, check_names, dashboard_expressions
 from dashboards.errors import DashboardError
-from dashboards.names import allowed_names
+from dashboards.names import unknown_names
 from dashboards.panels import PanelSpec, Query
 from dashboards.promql import concrete, metric_names
 from dashboards.views import VIEWS
@@ -43,7 +43,7 @@ def test_concrete_replaces_template_variables_and_rejects_unknown_ones() -> None
 
 def test_every_expression_names_only_metrics_its_profile_exports() -> None:
     for profile, view, expr in _all_expressions():
-        stray = metric_names(expr) - allowed_names(get_profile(profile))
+        stray = unknown_names(get_profile(profile), metric_names(expr))
         assert not stray, (profile, view, expr)
     vllm = {n for p, _, e in _all_expressions() if p == "vllm" for n in metric_names(e)}
     assert not any(n.startswith(("gen_ai_", "sglang:", "fleetwatch_gpu")) for n in vllm)
@@ -61,3 +61,11 @@ def test_every_expression_passes_promtool_check_rules(check_exprs: Callable[...,
     result = check_exprs("dashboard", exprs)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(exprs)} rules found" in result.stdout
+
+
+def test_error_ratio_rules_pass_for_any_window_and_nothing_else() -> None:
+    fleetwatch = get_profile("fleetwatch")
+    assert not unknown_names(fleetwatch, {"slo:sli_error:ratio_rate56m", "slo:objective:ratio"})
+    assert unknown_names(
+        fleetwatch, {"slo:sli_error:ratio_rate", "slo:sli_error:ratio_rate5x", "slo:other:ratio"}
+    ) == {"slo:sli_error:ratio_rate", "slo:sli_error:ratio_rate5x", "slo:other:ratio"}

@@ -116,3 +116,44 @@ def test_bound_cli_bad_config_is_one_line_exit_2(
     err = capsys.readouterr().err
     assert "config.json" in err and "missing" in err and err.count("\n") == 1
     assert load_shape  # imported API
+
+
+LLAMA31_70B = {
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 80,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
+}
+
+
+def test_a_model_that_does_not_fit_is_refused_with_the_shortfall(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA31_70B))
+    out = tmp_path / "bound.json"
+    argv = ["probe", "bound", "--config", str(cfg), "--gpu", "H100-SXM", "--price", "2.5"]
+    assert main([*argv, "--json", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "tokens/s" not in captured.out and "$/M" not in captured.out
+    assert not out.exists()
+    err = captured.err
+    assert err.count("\n") == 1, err
+    assert "does not fit on 1x H100-SXM" in err
+    assert "weights 141.1 GB + KV 1.3 GB for one 4096-token sequence > 72.0 GB HBM" in err
+    assert "--gpus 2" in err
+    # two GPUs hold it (ideal tensor parallelism), and the table comes back
+    assert main([*argv, "--gpus", "2"]) == 0
+    assert "tokens/s" in capsys.readouterr().out
+
+
+def test_capacity_report_refuses_when_not_one_sequence_fits() -> None:
+    shape = shape_from_hf(LLAMA3_8B)
+    with pytest.raises(ProbeError, match=r"weights 16\.1 GB \+ KV 17\.2 GB .* > 21\.6 GB HBM"):
+        capacity_report(shape, get_gpu("L40S"), context_tokens=131072, memory_fraction=0.45)
+    rep = capacity_report(shape, get_gpu("L40S"), context_tokens=4096, memory_fraction=0.45)
+    assert rep.max_concurrent_sequences >= 1
+    assert all(p.batch <= rep.max_concurrent_sequences for p in rep.points)

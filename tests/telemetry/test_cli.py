@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pynvml
 import pytest
 
 from fleetwatch.cli import main
+from telemetry.cli import render_snapshot
+from telemetry.gpu import GpuSampler
+from telemetry.gpu.recorded import RecordedNvml
 
 
 def _has_driver() -> bool:
@@ -29,14 +33,26 @@ def test_gpu_without_driver_says_unavailable(capsys):
     assert json.loads(capsys.readouterr().out)["reason"] == "library_not_found"
 
 
-def test_gpu_once_prints_counters_from_the_test_double(capsys):
-    assert main(["telemetry", "gpu", "--once", "--test-double", "--interval", "0.05"]) == 0
-    out = capsys.readouterr().out
-    assert "sm_active 41.0%" in out and "utilization.gpu 100.0%" in out
-    assert (
-        main(["telemetry", "gpu", "--once", "--json", "--test-double", "--interval", "0.05"]) == 0
-    )
-    data = json.loads(capsys.readouterr().out)
+def test_the_production_command_has_no_test_double(capsys):
+    """Recorded H100 readings are for tests through the Python API, never printed by the
+    command as if this machine had measured them."""
+    assert main(["telemetry", "gpu", "--once", "--test-double"]) == 2
+    assert "No such option: --test-double" in capsys.readouterr().err
+    source = (Path(__file__).resolve().parents[2] / "telemetry" / "cli.py").read_text()
+    assert "recorded" not in source.lower()
+
+
+def test_a_snapshot_is_rendered_as_text_and_json():
+    sampler = GpuSampler(nvml=RecordedNvml())
+    try:
+        sampler.sample_once()
+        snap = sampler.sample_once()  # GPM reports from the second sample on
+    finally:
+        sampler.stop()
+    text = render_snapshot(snap, as_json=False)
+    assert "sm_active 41.0%" in text and "utilization.gpu 100.0%" in text
+    assert "clock events none" in text
+    data = json.loads(render_snapshot(snap, as_json=True))
     assert data["devices"][0]["sm_active"] == pytest.approx(0.41)
 
 

@@ -172,3 +172,64 @@ def test_measured_bandwidth_is_positive_and_says_where_it_came_from():
     peak = measure_memory_bandwidth("cpu", nbytes=1 << 20, repeats=2)
     assert peak.bandwidth_bytes_per_s > 0 and peak.flops_per_s is None
     assert peak.source == "measured: cpu copy"
+
+
+class _FlakyNvml(RecordedNvml):
+    """NVML whose init fails ``failures`` times (driver not loaded yet), then works."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.init_calls = 0
+
+    def nvmlInit(self) -> None:
+        self.init_calls += 1
+        if self.init_calls <= self.failures:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+        super().nvmlInit()
+
+
+def test_a_failed_init_is_retried_with_capped_exponential_backoff():
+    now = [0.0]
+    nvml = _FlakyNvml(failures=6)
+    sampler = GpuSampler(nvml=nvml, clock=lambda: now[0], retry_initial_s=1.0, retry_max_s=8.0)
+    reg = CollectorRegistry()
+    reg.register(sampler)
+    tried_at = []
+    while now[0] <= 60.0 and not sampler.sample_once().available:
+        if nvml.init_calls > len(tried_at):
+            tried_at.append(now[0])
+        # between tries: only the availability gauge, at 0 with the reason
+        assert [(s.name, s.labels, s.value) for s in _samples(reg)] == [
+            ("fleetwatch_gpu_available", {"reason": "driver_not_loaded"}, 0.0)
+        ]
+        now[0] += 0.5
+    tried_at.append(now[0])
+    assert tried_at == [0.0, 1.0, 3.0, 7.0, 15.0, 23.0, 31.0]  # waits 1, 2, 4, 8, 8, 8
+    assert nvml.init_calls == 7 and sampler.retry_at is None
+    assert reg.get_sample_value("fleetwatch_gpu_available", {"reason": ""}) == 1.0
+    assert reg.get_sample_value(
+        "fleetwatch_gpu_info",
+        {"gpu": "0", "name": "NVIDIA H100 80GB HBM3", "uuid": nvml.nvmlDeviceGetUUID(0)},
+    )
+    sampler.stop()
+    assert not nvml.initialised
+
+
+def test_the_background_thread_keeps_retrying_when_the_first_init_fails():
+    now = [0.0]
+    waits: list[float] = []
+    nvml = _FlakyNvml(failures=2)
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        now[0] += seconds
+        return nvml.initialised  # stop once NVML opened
+
+    sampler = GpuSampler(nvml=nvml, interval_s=1.0, wait=wait, clock=lambda: now[0])
+    sampler.start()
+    assert sampler._thread is not None
+    sampler._thread.join(10)
+    assert sampler.snapshot is not None and sampler.snapshot.available
+    assert nvml.init_calls == 3
+    sampler.stop()

@@ -1,0 +1,50 @@
+"""Declared dependency floors are at least the releases that added the APIs the code uses, so an
+install resolved to the oldest allowed versions still imports and runs."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("fleetwatch", "telemetry", "slo", "resilience", "engine_probe", "dashboards", "fleet")
+
+# (distribution, attribute used in the source, first release that has it, where that is shown)
+NEEDS = [
+    # RetryCallState.upcoming_sleep: jd/tenacity#423 (commit 99e7482, "Add ability to inspect
+    # upcoming sleep in stop funcs"), first tagged in 8.3.0; 8.2.3 has no such attribute.
+    ("tenacity", "upcoming_sleep", (8, 3)),
+]
+
+
+def _floor(distribution: str) -> tuple[int, ...]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)
+        if name and name.group(0).lower() == distribution:
+            found = re.search(r">=\s*([0-9][0-9.]*)", requirement)
+            assert found, f"{requirement!r} has no lower bound"
+            return tuple(int(part) for part in found.group(1).split("."))
+    raise AssertionError(f"{distribution} is not a declared dependency")
+
+
+def _used(attribute: str) -> bool:
+    return any(
+        attribute in path.read_text(encoding="utf-8")
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+    )
+
+
+@pytest.mark.parametrize(("distribution", "attribute", "added_in"), NEEDS)
+def test_dependency_floor_has_the_apis_the_code_uses(
+    distribution: str, attribute: str, added_in: tuple[int, ...]
+) -> None:
+    assert _used(attribute), f"{attribute} is no longer used: drop this entry"
+    assert _floor(distribution) >= added_in, (
+        f"{distribution}: the code uses {attribute}, added in "
+        f"{'.'.join(map(str, added_in))}; raise the floor in pyproject.toml"
+    )
