@@ -17,7 +17,8 @@ Behaviour that matters under load:
   with a different body is refused (422); a key whose request was aborted or failed runs anew.
 - Slow readers: a streaming reader more than ``max_lag`` outputs behind is dropped (its connection
   closed); if it was the only reader the request is aborted.
-- ``traceparent`` (W3C) is handed to the engine, so the request's span continues the caller's trace.
+- ``traceparent`` (W3C) is handed to the engine as sent; telemetry's W3C propagator decides: the
+  request's span continues a valid one, and an invalid one starts a new trace (as the spec says).
 - ``ServerHandle.stop()`` drains (``drain`` here): the listener closes and new requests get 503, in-flight streams finish (up to
   ``drain_timeout_s``), then the rest are aborted.
 
@@ -47,12 +48,7 @@ from engine_probe.serve.queue_times import QueueTimes
 from engine_probe.serve.render import Renderer
 from engine_probe.serve.status import StatusRoutes
 from engine_probe.serve.streaming import Responder
-from engine_probe.serve.validation import (
-    InvalidRequest,
-    Limits,
-    parse_completion,
-    valid_traceparent,
-)
+from engine_probe.serve.validation import InvalidRequest, Limits, parse_completion
 
 __all__ = ["CompletionServer"]
 
@@ -131,7 +127,7 @@ class CompletionServer:
             check_key(key)
         except InvalidRequest as exc:
             return self.metrics.error(exc)
-        traceparent = valid_traceparent(request.headers.get("traceparent"))
+        traceparent = request.headers.get("traceparent")
         if key is not None:
             flight = self.keys.lookup(key)
             if flight is not None:
