@@ -5,7 +5,8 @@
 'http://127.0.0.1:40123'
 """
 
+from engine_probe.serve.config import ServerConfig
 from engine_probe.serve.lifecycle import ServerHandle, start_server
-from engine_probe.serve.server import CompletionServer, ServerConfig
+from engine_probe.serve.server import CompletionServer
 
 __all__ = ["CompletionServer", "ServerConfig", "ServerHandle", "start_server"]

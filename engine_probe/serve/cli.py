@@ -55,8 +55,8 @@ def serve(
     import signal
 
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
+    from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
-    from engine_probe.serve.server import ServerConfig
 
     if not 0 <= port <= 65535:
         raise EngineConfigError(f"--port must be 0..65535, got {port}")

@@ -14,7 +14,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from engine_probe.serve.server import CompletionServer, ServerConfig
+from engine_probe.serve.config import ServerConfig
+from engine_probe.serve.server import CompletionServer
 
 __all__ = ["ServerHandle", "start_server"]
 

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from engine_probe.serve.text_ids import encode
 
-__all__ = ["CompletionRequest", "InvalidRequest", "Limits", "parse_completion", "valid_traceparent"]
-
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+__all__ = ["CompletionRequest", "InvalidRequest", "Limits", "parse_completion"]
 
 
 class InvalidRequest(Exception):
@@ -198,16 +195,3 @@ def parse_completion(raw: bytes, limits: Limits) -> CompletionRequest:
         model=model,
         canonical=canonical,
     )
-
-
-def valid_traceparent(value: str | None) -> str | None:
-    """The W3C ``traceparent`` if well formed (and not all-zero ids), else None (ignored, per spec)."""
-    if value is None:
-        return None
-    v = value.strip().lower()
-    if not _TRACEPARENT.match(v) or v.startswith("ff"):
-        return None
-    _, trace_id, span_id, _ = v.split("-")
-    if set(trace_id) == {"0"} or set(span_id) == {"0"}:
-        return None
-    return v

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fleetwatch.demo.analysis import analyse, verdicts
-from fleetwatch.demo.run import SPEC_PATH
 from fleetwatch.demo.scenario import DemoConfig, roles
+from fleetwatch.demo.spec import SPEC_PATH
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from slo.load import read_spec
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from fleetwatch.demo.artifacts import write_dashboards, write_rules
-from fleetwatch.demo.run import SPEC_PATH
+from fleetwatch.demo.spec import SPEC_PATH
 from slo.load import read_spec
 
 

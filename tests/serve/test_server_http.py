@@ -12,6 +12,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 from engine_probe.engine import SamplingParams
 from engine_probe.serve import ServerConfig, start_server
@@ -251,6 +252,57 @@ def test_traceparent_continues_into_the_request_span_and_metrics_are_served(kit:
     assert any(sp.parent is not None and f"{sp.parent.span_id:016x}" == parent for sp in spans)
     assert 'fleetwatch_http_responses_total{code="200"' in metrics
     assert "time_to_first_token" in metrics
+
+
+def test_the_w3c_propagator_decides_whether_a_traceparent_is_continued(kit: Any) -> None:
+    """The header reaches the engine as sent: a valid one is continued, while an invalid one
+    (upper-case hex, an all-zero trace id, version ff, garbage) starts a new root trace."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    parent = "00f067aa0ba902b7"
+    headers = {
+        "valid": f"00-{trace_id}-{parent}-01",
+        "upper_case": f"00-{trace_id.upper()}-{parent.upper()}-01",
+        "zero_trace_id": f"00-{'0' * 32}-{parent}-01",
+        "version_ff": f"ff-{trace_id}-{parent}-01",
+        "garbage": "garbage",
+    }
+
+    async def go() -> dict[str, str]:
+        ids: dict[str, str] = {}
+        async with (
+            await start_server(kit.make_engine(), tracer_provider=provider) as h,
+            aiohttp.ClientSession() as s,
+        ):
+            for name, value in headers.items():
+                async with s.post(
+                    f"{h.url}/v1/completions",
+                    json={**_body("trace me", 3), "stream": False},
+                    headers={"traceparent": value},
+                ) as r:
+                    assert r.status == 200
+                    await r.read()
+                    ids[name] = r.headers["X-Request-Id"]
+            h.instrumentation.flush()
+        return ids
+
+    ids = asyncio.run(go())
+    roots = {
+        sp.attributes["gen_ai.response.id"]: sp
+        for sp in exporter.get_finished_spans()
+        if sp.kind == SpanKind.SERVER and sp.attributes is not None
+    }
+    valid = roots[ids["valid"]]
+    assert f"{valid.context.trace_id:032x}" == trace_id
+    assert valid.parent is not None and valid.parent.is_remote
+    assert f"{valid.parent.span_id:016x}" == parent
+    for name in ("upper_case", "zero_trace_id", "version_ff", "garbage"):
+        root = roots[ids[name]]
+        assert root.parent is None, name
+        assert f"{root.context.trace_id:032x}" != trace_id, name
+    assert len({roots[i].context.trace_id for i in ids.values()}) == len(ids)
 
 
 @pytest.mark.parametrize("rejected_by", ["engine"])

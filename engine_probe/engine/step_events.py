@@ -1,0 +1,83 @@
+"""A step as observers see it: preemptions and admissions, prefill chunks, tokens, finishes,
+and the step's ``StepStats``. Every event of a step carries the step's start or end time.
+"""
+
+from __future__ import annotations
+
+from engine_probe.engine.request import Request
+from engine_probe.engine.scheduler import Scheduler, SchedulerOutput
+from engine_probe.engine.step_outcome import StepOutcome
+from telemetry.hooks import EngineObserver, StepStats
+
+__all__ = ["report_progress", "report_schedule", "step_stats"]
+
+
+def report_schedule(obs: EngineObserver, t: float, plan: SchedulerOutput) -> None:
+    """Preemptions, then admissions (a first admission is scheduled, a later one resumed)."""
+    for req in plan.preempted:
+        obs.on_preempted(t, req.request_id)
+    for req, batch_size, first in plan.admitted:
+        if first:
+            obs.on_request_scheduled(t, req.request_id, batch_size)
+        else:
+            obs.on_resumed(t, req.request_id)
+
+
+def report_progress(
+    obs: EngineObserver | None,
+    t: float,
+    prefill: list[tuple[Request, int]],
+    outcome: StepOutcome,
+) -> None:
+    """Prefill chunks (with their prefix-cache hits, which are then reset), first tokens, later
+    tokens and finished requests, in that order. Without an observer only the reset happens."""
+    for req, n in prefill:
+        if obs is not None:
+            obs.on_prefill_chunk(t, req.request_id, n, req.chunk_cached)
+        req.chunk_cached = 0
+    if obs is None:
+        return
+    for req in outcome.first_tokens:
+        obs.on_first_token(t, req.request_id)
+    if outcome.token_ids:
+        obs.on_tokens(t, outcome.token_ids)
+    for req, status, reason, error_type in outcome.finished:
+        obs.on_request_finished(
+            t,
+            req.request_id,
+            status,
+            reason,
+            error_type,
+            req.num_output,
+            req.cached_prompt_tokens,
+        )
+
+
+def step_stats(
+    step: int,
+    start_s: float,
+    end_s: float,
+    plan: SchedulerOutput,
+    prefill: list[tuple[Request, int]],
+    scheduler: Scheduler,
+    cost: tuple[float, float],
+) -> StepStats:
+    """The step's summary; ``cost`` is the estimate (bytes read, FLOPs) of its forward pass."""
+    nbytes, flops = cost
+    pool = scheduler.pool
+    return StepStats(
+        step=step,
+        start_s=start_s,
+        end_s=end_s,
+        prefill_tokens=sum(n for _, n in prefill),
+        decode_tokens=len(plan.decode),
+        num_running=len(scheduler.running),
+        num_waiting=len(scheduler.waiting),
+        kv_blocks_used=pool.num_used,
+        kv_blocks_total=pool.num_blocks,
+        prefix_cache_queries=plan.cache_queries,
+        prefix_cache_hits=plan.cache_hits,
+        preemptions=len(plan.preempted),
+        bytes_read=nbytes,
+        flops=flops,
+    )

@@ -1,0 +1,31 @@
+"""``ServerConfig``: the limits of the HTTP front (queue, reader lag, idempotency, drain, sizes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ServerConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Limits of the HTTP front. Counts, seconds, bytes."""
+
+    max_queue: int = 256
+    """Requests admitted but without a first output yet; one more is answered 429."""
+    max_lag: int = 512
+    """Outputs a streaming reader may fall behind before it is dropped."""
+    idempotency_ttl_s: float = 300.0
+    idempotency_max_keys: int = 4096
+    drain_timeout_s: float = 30.0
+    max_body_bytes: int = 1 << 20
+    max_tokens_cap: int | None = None
+    write_buffer_bytes: int = 1 << 16
+    """High-water mark of each connection's write buffer: beyond it a write waits (backpressure)."""
+    socket_send_buffer_bytes: int | None = None
+    """SO_SNDBUF for streaming connections (None: the kernel's default, usually megabytes)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_queue", "max_lag", "idempotency_max_keys", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ServerConfig.{name} must be >= 1")

@@ -1,0 +1,120 @@
+"""The HTTP side of a request: follow its ``InFlight`` and answer with an SSE stream or one
+JSON body, or with the right status when the engine refused or failed it before any output.
+
+Headers go out with the first output, so a refusal still gets a proper code: the engine's own
+rejection is 429, an abort before the start 503 (both with ``Retry-After``), an invalid request
+422, an engine error 500. A streaming connection gets a bounded write buffer (backpressure); a
+reader too far behind is hung up on. When the last reader leaves early the producer is cancelled.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from aiohttp import web
+
+from engine_probe.serve.config import ServerConfig
+from engine_probe.serve.front_door import FrontDoor
+from engine_probe.serve.http_metrics import HttpMetrics
+from engine_probe.serve.inflight import InFlight
+from engine_probe.serve.render import Renderer
+from engine_probe.serve.validation import CompletionRequest, InvalidRequest
+
+__all__ = ["Responder"]
+
+
+class Responder:
+    """Answers HTTP requests from the ``InFlight`` they follow."""
+
+    def __init__(
+        self, config: ServerConfig, metrics: HttpMetrics, door: FrontDoor, render: Renderer
+    ) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.door = door
+        self.render = render
+
+    async def respond(
+        self, request: web.Request, flight: InFlight, req: CompletionRequest
+    ) -> web.StreamResponse:
+        transport = request.transport
+
+        def hang_up() -> None:
+            self.metrics.abort("slow_reader")
+            if transport is not None:
+                transport.abort()
+
+        reader = flight.attach(hang_up, bounded=req.stream)
+        resp: web.StreamResponse | None = None
+        try:
+            await flight.first.wait()
+            head = flight.history[0]
+            if head.final and not head.token_ids and head.status != "ok":
+                return self._refused(head.status, head.error_type, head.message)
+            if not req.stream:
+                await flight.finished.wait()
+                return self._whole(flight, req)
+            resp = web.StreamResponse(
+                status=200,
+                headers={
+                    "Content-Type": "text/event-stream",
+                    "Cache-Control": "no-cache",
+                    "X-Request-Id": flight.request_id,
+                },
+            )
+            await resp.prepare(request)
+            self.metrics.code(200)
+            if transport is not None:
+                transport.set_write_buffer_limits(high=self.config.write_buffer_bytes)
+                sock = transport.get_extra_info("socket")
+                if sock is not None and self.config.socket_send_buffer_bytes is not None:
+                    sock.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer_bytes
+                    )
+            while True:
+                pieces = await flight.next_pieces(reader)
+                if not pieces:
+                    break
+                await resp.write(b"".join(p.sse for p in pieces))
+                if pieces[-1].final:
+                    await resp.write_eof()
+                    break
+            return resp
+        except (ConnectionResetError, ConnectionError):
+            return resp if resp is not None else web.Response(status=499)
+        finally:
+            if flight.detach(reader) and flight.producer is not None:
+                if not reader.dropped:
+                    self.metrics.abort("client_disconnect")
+                flight.producer.cancel()
+
+    def _refused(
+        self, status: str | None, error_type: str | None, message: str | None
+    ) -> web.Response:
+        """The answer to a request that ended before its first output."""
+        if error_type == "EngineConfigError":  # the engine refused the request itself
+            return self.metrics.error(InvalidRequest(422, message or "invalid request"))
+        code = {"rejected": 429, "aborted": 503}.get(status or "", 500)
+        headers = {"Retry-After": self.door.retry_after()} if code in (429, 503) else None
+        text = {
+            429: "the engine's waiting queue is full; retry later",
+            503: "request aborted before it started",
+        }.get(code, f"engine error: {error_type or 'unknown'}")
+        return self.metrics.error(InvalidRequest(code, text), headers)
+
+    def _whole(self, flight: InFlight, req: CompletionRequest) -> web.Response:
+        last = flight.history[-1]
+        if last.status != "ok":
+            self.metrics.code(500)
+            body = {
+                "error": {
+                    "message": f"request {last.status}",
+                    "type": last.error_type or last.status,
+                    "code": 500,
+                }
+            }
+            return web.json_response(body, status=500)
+        self.metrics.code(200)
+        return web.json_response(
+            self.render.whole(flight, req), headers={"X-Request-Id": flight.request_id}
+        )
