@@ -141,19 +141,40 @@ def tail(
 def compare(
     before: Path = typer.Argument(..., help="Records of the earlier run."),
     after: Path = typer.Argument(..., help="Records of the later run."),
-    confidence: float = typer.Option(0.95, help="Confidence level of the intervals."),
-    draws: int = typer.Option(2000, help="Bootstrap replicates."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
+    alpha: float = typer.Option(
+        0.01,
+        help="Family-wise error rate: at most this share of comparisons of two runs of one "
+        "system list any regression (Holm across the metrics).",
+    ),
+    min_effect: float = typer.Option(
+        0.05, help="Smallest shift, as a share of the before value, that counts as a regression."
+    ),
+    confidence: float = typer.Option(0.95, help="Confidence level of the bootstrap intervals."),
+    draws: int = typer.Option(2000, help="Bootstrap replicates (intervals only)."),
+    seed: int = typer.Option(0, help="Bootstrap seed (intervals only; verdicts are exact)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Compare two runs: percentile shifts with CIs, Mann-Whitney, workload check."""
+    """Compare two runs: one verdict per latency metric at a stated family-wise error rate.
+
+    Each percentile (p50, p90, p99) gets an exact permutation test; a metric is regressed when
+    Holm across the metrics rejects it and it rose by at least --min-effect. When the prompt or
+    output mix changed, the test and the threshold compare like with like (within request-size
+    strata), so a workload change alone is never a regression. Also: bootstrap intervals,
+    Mann-Whitney, which component moved, the workload check.
+    """
     from fleet.compare import compare_runs
     from telemetry.records import read_records
 
     if draws < 100:
         raise AnalysisError(f"--draws must be at least 100, got {draws}")
     report = compare_runs(
-        read_records(before), read_records(after), confidence=confidence, draws=draws, seed=seed
+        read_records(before),
+        read_records(after),
+        alpha=alpha,
+        min_effect=min_effect,
+        confidence=confidence,
+        draws=draws,
+        seed=seed,
     )
     _emit(report.to_dict(), report.render(), as_json)
 

@@ -4,17 +4,25 @@ we are, which component moved, and whether the workload itself changed.
 - Percentile shifts (p50, p90, p99 by default) with bootstrap confidence intervals, and
   Mann–Whitney U per metric with the effect size P(after > before), as Kayenta does
   (``statistics``).
+- One decision per metric at a stated family-wise error rate (1 % by default): an exact
+  permutation test per percentile (``quantile_test``), Bonferroni within a metric, Holm across
+  metrics, and a practical gate of 5 % (``decision``). Two runs of the same system list any
+  regression at most 1 % of the time.
 - Which component moved: change in the mean queue, prefill, decode and stall, over all requests
   and over each run's e2e tail (``components``).
 - Workload check: two-sample Kolmogorov–Smirnov on prompt and output lengths and the prefix-cache
-  share, and the request rate; like-for-like ratios within prompt-length buckets (``workload``).
+  share, and the request rate (``workload``).
   When the workload differs, shifts may be the workload, not a regression, and the report says so
-  before anything else.
+  before anything else; the test and the practical gate then compare like with like within
+  quantile-matched strata of request size (``matching``), so a workload change alone is never a
+  regression.
 - The report and its text and JSON forms (``report``); ``compare_runs`` puts them together
   (``run``).
 """
 
 from fleet.compare.components import ComponentMove
+from fleet.compare.decision import holm
+from fleet.compare.quantile_test import quantile_test
 from fleet.compare.report import CompareReport
 from fleet.compare.run import compare_runs
 from fleet.compare.statistics import MetricComparison, PercentileShift, bootstrap_quantiles
@@ -28,4 +36,6 @@ __all__ = [
     "WorkloadCheck",
     "bootstrap_quantiles",
     "compare_runs",
+    "holm",
+    "quantile_test",
 ]

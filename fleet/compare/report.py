@@ -1,7 +1,9 @@
 """The comparison report: what moved, the workload verdict, and its text and JSON rendering.
 
 ``summary`` leads with the workload warning when the workloads differ, then the regressions, the
-like-for-like ratios (when the workload differs) and the component that moved most in the e2e tail.
+metrics that moved with an unmatched workload change, the like-for-like ratios (when the workload
+differs) and the component that moved most in the e2e tail. ``render`` and ``to_dict`` state the
+family-wise error rate and the procedure behind every verdict.
 """
 
 from __future__ import annotations
@@ -11,10 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.compare.components import ComponentMove
+from fleet.compare.decision import PROCEDURE
 from fleet.compare.statistics import MetricComparison
 from fleet.compare.workload import WorkloadCheck
 
 __all__ = ["CompareReport"]
+
+
+def _num(v: float) -> float | None:
+    return v if math.isfinite(v) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +38,18 @@ class CompareReport:
     draws: int
     seed: int
     matched: tuple[tuple[str, float, float], ...] = ()
-    """(metric, like-for-like ratio after/before, share of requests compared): per-prompt-length
-    bucket median ratios weighted by the before run's mix, so a workload change cancels out."""
+    """(metric, like-for-like median ratio after/before, share of the before run compared), when
+    the comparison was matched: after reweighted to the before run's mix of request sizes."""
+    alpha: float = 0.01
+    """Family-wise error rate of the decision across metrics (Holm)."""
+    min_effect: float = 0.05
+    matched_on: tuple[str, ...] = ()
+    """Covariates of the like-for-like comparison ("prompt", "output"); empty when unmatched."""
+    strata: str | None = None
+    """What the like-for-like comparison matched on, e.g. "35 strata of uncached prompt tokens"."""
+    strata_coverage: float | None = None
+    unmatched: tuple[str, ...] = ()
+    """Workload checks that differ and could not be matched request by request."""
 
     @property
     def workload_differs(self) -> bool:
@@ -42,10 +59,27 @@ class CompareReport:
     def regressions(self) -> tuple[str, ...]:
         return tuple(m.metric for m in self.metrics if m.verdict == "regressed")
 
+    @property
+    def confounded(self) -> tuple[str, ...]:
+        return tuple(m.metric for m in self.metrics if m.verdict == "confounded")
+
     def moved(self, cohort: str = "e2e p99 tail") -> ComponentMove | None:
         """The component whose mean moved most (either way) in ``cohort``."""
         rows = [c for c in self.components if c.cohort == cohort]
         return max(rows, key=lambda c: abs(c.delta)) if rows else None
+
+    def decision(self) -> str:
+        """One sentence: the error rate, the procedure and what counts as a regression."""
+        n = sum(1 for m in self.metrics if m.verdict != "insufficient")
+        basis = f", like-for-like ({self.strata})" if self.strata else ""
+        return (
+            f"family-wise error rate {self.alpha * 100:g}% across {n} metrics ({PROCEDURE}); regressed = "
+            f"rejected and a significant percentile at least {self.min_effect:.0%} slower{basis}"
+        )
+
+    def _like_label(self) -> str:
+        # ("prompt",) -> "prompt-length"; ("prompt", "output") -> "prompt- and output-length"
+        return "- and ".join(self.matched_on) + "-length"
 
     def summary(self) -> str:
         parts = []
@@ -57,100 +91,123 @@ class CompareReport:
             )
         reg = self.regressions
         parts.append(f"regressed: {', '.join(reg)}" if reg else "no latency regression found")
+        if self.confounded:
+            parts.append(
+                f"moved with a workload change that cannot be matched ({', '.join(self.unmatched)}): "
+                + ", ".join(self.confounded)
+            )
         if self.workload_differs:
             like = [
                 f"{m} {r:.2f}x" for m, r, cov in self.matched if math.isfinite(r) and cov >= 0.5
             ]
             if like:
                 parts.append(
-                    "like-for-like within prompt-length buckets (after/before): " + ", ".join(like)
+                    f"like-for-like within {self._like_label()} buckets (after/before): "
+                    + ", ".join(like)
                 )
         mv = self.moved()
         if mv is not None and reg:
             parts.append(f"largest move in the e2e tail: {mv.component} {mv.delta:+.4g} s")
         return "; ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        def num(v: float) -> float | None:
-            return v if math.isfinite(v) else None
+    def _metric_dict(self, m: MetricComparison) -> dict[str, Any]:
+        return {
+            "metric": m.metric,
+            "n_before": m.n_before,
+            "n_after": m.n_after,
+            "verdict": m.verdict,
+            "p_value": _num(m.p_value),
+            "p_adjusted": _num(m.p_adjusted),
+            "mann_whitney_p": _num(m.mann_whitney_p),
+            "p_after_greater": _num(m.p_after_greater),
+            "like_for_like_coverage": _num(m.coverage),
+            "percentiles": [
+                {
+                    "percentile": s.percentile,
+                    "before": _num(s.before),
+                    "after": _num(s.after),
+                    "shift": _num(s.shift),
+                    "ratio": _num(s.ratio),
+                    "ci": [_num(s.ci_low), _num(s.ci_high)],
+                    "p_value": _num(s.p_value),
+                    "p_adjusted": _num(s.p_adjusted),
+                    "like_for_like_ratio": _num(s.like_for_like),
+                    "significant": s.significant,
+                }
+                for s in m.shifts
+            ],
+        }
 
+    def to_dict(self) -> dict[str, Any]:
         return {
             "summary": self.summary(),
             "workload_differs": self.workload_differs,
             "regressions": list(self.regressions),
+            "confounded": list(self.confounded),
+            "decision": {
+                "family_wise_error": self.alpha,
+                "procedure": PROCEDURE,
+                "min_effect": self.min_effect,
+                "like_for_like": self.strata,
+                "like_for_like_coverage": self.strata_coverage,
+                "unmatched_workload": list(self.unmatched),
+                "statement": self.decision(),
+            },
             "confidence": self.confidence,
             "bootstrap_draws": self.draws,
             "seed": self.seed,
-            "metrics": [
-                {
-                    "metric": m.metric,
-                    "n_before": m.n_before,
-                    "n_after": m.n_after,
-                    "verdict": m.verdict,
-                    "mann_whitney_p": num(m.mann_whitney_p),
-                    "p_after_greater": num(m.p_after_greater),
-                    "percentiles": [
-                        {
-                            "percentile": s.percentile,
-                            "before": num(s.before),
-                            "after": num(s.after),
-                            "shift": num(s.shift),
-                            "ratio": num(s.ratio),
-                            "ci": [num(s.ci_low), num(s.ci_high)],
-                            "significant": s.significant,
-                        }
-                        for s in m.shifts
-                    ],
-                }
-                for m in self.metrics
-            ],
+            "metrics": [self._metric_dict(m) for m in self.metrics],
             "components": [
                 {
                     "component": c.component,
                     "cohort": c.cohort,
-                    "before": num(c.before),
-                    "after": num(c.after),
-                    "delta": num(c.delta),
+                    "before": _num(c.before),
+                    "after": _num(c.after),
+                    "delta": _num(c.delta),
                 }
                 for c in self.components
             ],
             "workload": [
                 {
                     "name": w.name,
-                    "before": num(w.before),
-                    "after": num(w.after),
-                    "statistic": num(w.statistic),
-                    "p_value": num(w.p_value),
+                    "before": _num(w.before),
+                    "after": _num(w.after),
+                    "statistic": _num(w.statistic),
+                    "p_value": _num(w.p_value),
                     "differs": w.differs,
                 }
                 for w in self.workload
             ],
             "matched": [
-                {"metric": m, "ratio": num(r), "coverage": num(c)} for m, r, c in self.matched
+                {"metric": m, "ratio": _num(r), "coverage": _num(c)} for m, r, c in self.matched
             ],
             "error_rate": {
-                "before": num(self.error_rate_before),
-                "after": num(self.error_rate_after),
-                "p_value": num(self.error_rate_p),
+                "before": _num(self.error_rate_before),
+                "after": _num(self.error_rate_after),
+                "p_value": _num(self.error_rate_p),
             },
         }
 
     def render(self) -> str:
-        lines = [self.summary(), ""]
+        lines = [self.summary(), f"decision: {self.decision()}", ""]
+        like = self.strata is not None
         lines.append(
             f"{'metric':<10} {'pct':>5} {'before':>10} {'after':>10} {'shift':>10} "
-            f"{int(self.confidence * 100)}% CI"
+            f"{f'{int(self.confidence * 100)}% CI':<24} {'p adj':>8}"
+            + ("  like-for-like" if like else "")
         )
         for m in self.metrics:
             for s in m.shifts:
-                mark = " *" if s.significant else ""
+                mark = " *" if s.significant else "  "
+                ci = f"[{s.ci_low:+.4g}, {s.ci_high:+.4g}]"
+                lfl = f"  {s.like_for_like:.3f}x" if like and math.isfinite(s.like_for_like) else ""
                 lines.append(
                     f"{m.metric:<10} p{s.percentile:<4g} {s.before:>10.4g} {s.after:>10.4g} "
-                    f"{s.shift:>+10.4g} [{s.ci_low:+.4g}, {s.ci_high:+.4g}]{mark}"
+                    f"{s.shift:>+10.4g} {ci:<24} {s.p_adjusted:>8.2g}{mark}{lfl}"
                 )
             lines.append(
-                f"{'':<10} Mann-Whitney p={m.mann_whitney_p:.3g}, "
-                f"P(after>before)={m.p_after_greater:.2f} -> {m.verdict}"
+                f"{'':<10} metric p={m.p_value:.3g} (Holm {m.p_adjusted:.3g}), Mann-Whitney "
+                f"p={m.mann_whitney_p:.3g}, P(after>before)={m.p_after_greater:.2f} -> {m.verdict}"
             )
         lines.append("components (mean s, before -> after):")
         lines.extend(
@@ -158,7 +215,11 @@ class CompareReport:
             for c in self.components
         )
         if self.matched:
-            lines.append("like-for-like after/before (per prompt-length bucket, before's mix):")
+            cov = self.strata_coverage if self.strata_coverage is not None else math.nan
+            lines.append(
+                f"like-for-like median after/before ({self.strata} over their common range, "
+                f"{cov:.0%} of the before run; after reweighted to before's mix):"
+            )
             lines.extend(
                 f"  {m:<10} {r:.3f}x over {c:.0%} of requests"
                 for m, r, c in self.matched

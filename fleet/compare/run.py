@@ -1,4 +1,5 @@
-"""``compare_runs``: check the inputs, keep the ok requests, run each comparison, build the report."""
+"""``compare_runs``: check the inputs, keep the ok requests, match the workload when it changed,
+test each metric, decide across metrics, build the report."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import numpy as np
 import pandas as pd
 
 from fleet.compare.components import component_moves
+from fleet.compare.decision import decide
+from fleet.compare.matching import Strata, like_for_like, make_strata
 from fleet.compare.report import CompareReport
-from fleet.compare.statistics import compare_metric, error_rates, sorted_values
-from fleet.compare.workload import matched_ratio, workload_checks
+from fleet.compare.statistics import compare_metric, error_rates, values
+from fleet.compare.workload import matching_covariates, workload_checks
 from fleet.errors import AnalysisError
 
 __all__ = ["METRICS", "compare_runs"]
@@ -24,12 +27,27 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["status"].astype(str) == "ok").to_numpy()]
 
 
-def _check(before: pd.DataFrame, after: pd.DataFrame, confidence: float) -> None:
+def _check(
+    before: pd.DataFrame, after: pd.DataFrame, confidence: float, alpha: float, min_effect: float
+) -> None:
     for label, df in (("before", before), ("after", after)):
         if "arrival_s" not in df.columns or df.empty:
             raise AnalysisError(f"{label}: no usable records (need arrival_s and at least one row)")
     if not 0.5 < confidence < 1.0:
         raise AnalysisError(f"confidence must be in (0.5, 1), got {confidence}")
+    if not 0.0 < alpha < 0.5:
+        raise AnalysisError(f"family-wise error alpha must be in (0, 0.5), got {alpha}")
+    if not 0.0 <= min_effect < 1.0:
+        raise AnalysisError(f"min_effect must be in [0, 1), got {min_effect}")
+
+
+def _median_like_for_like(
+    b_ok: pd.DataFrame, a_ok: pd.DataFrame, metric: str, strata: Strata
+) -> tuple[str, float, float]:
+    vb, va = values(b_ok, metric), values(a_ok, metric)
+    kb, ka = ~np.isnan(vb), ~np.isnan(va)
+    (ratio,), coverage = like_for_like(vb[kb], va[ka], strata.before[kb], strata.after[ka], (50.0,))
+    return metric, ratio, coverage
 
 
 def compare_runs(
@@ -38,37 +56,54 @@ def compare_runs(
     *,
     percentiles: Sequence[float] = (50.0, 90.0, 99.0),
     metrics: Sequence[str] = METRICS,
+    alpha: float = 0.01,
+    min_effect: float = 0.05,
     confidence: float = 0.95,
     draws: int = 2000,
     seed: int = 0,
-    min_effect: float = 0.05,
     ks_alpha: float = 0.001,
     ks_min_statistic: float = 0.1,
     rate_ratio: float = 1.2,
 ) -> CompareReport:
-    """Compare two record frames. ``min_effect``: a significant shift counts as a regression
-    only when it is at least this share of the before value (5 %)."""
-    _check(before, after, confidence)
+    """Compare two record frames.
+
+    A metric is regressed when Holm across ``metrics`` rejects it at family-wise error
+    ``alpha`` (1 %: the chance that two runs of one system list any regression) and a significant
+    percentile rose by at least ``min_effect`` of its before value (5 %), like-for-like when the
+    prompt or output mix changed (``fleet.compare.decision``). ``confidence``, ``draws`` and
+    ``seed`` shape the bootstrap intervals shown beside each shift; the decision does not depend
+    on them.
+    """
+    _check(before, after, confidence, alpha, min_effect)
     rng = np.random.default_rng(seed)
     b_ok, a_ok = _ok(before), _ok(after)
-    comps = tuple(
-        compare_metric(
-            m,
-            sorted_values(b_ok, m),
-            sorted_values(a_ok, m),
-            percentiles,
-            draws,
-            confidence,
-            min_effect,
-            rng,
-        )
-        for m in metrics
-    )
     checks = workload_checks(
         before, after, ks_alpha=ks_alpha, ks_min_statistic=ks_min_statistic, rate_ratio=rate_ratio
     )
+    covariates, unmatched = matching_covariates(checks)
+    strata = make_strata(b_ok, a_ok, covariates) if covariates else None
+    if covariates and strata is None:
+        unmatched = tuple(w.name for w in checks if w.differs)
+    codes = (strata.before, strata.after) if strata is not None else None
+    comps = tuple(
+        compare_metric(
+            m, values(b_ok, m), values(a_ok, m), percentiles, draws, confidence, rng, codes
+        )
+        for m in metrics
+    )
+    comps = decide(
+        comps,
+        alpha=alpha,
+        min_effect=min_effect,
+        matched=strata is not None,
+        confounded=bool(unmatched),
+    )
     err_before, err_after, err_p = error_rates(before, after)
-    matched = tuple((m, *matched_ratio(b_ok, a_ok, m)) for m in metrics if m in b_ok.columns)
+    matched = (
+        tuple(_median_like_for_like(b_ok, a_ok, m, strata) for m in metrics if m in b_ok.columns)
+        if strata is not None
+        else ()
+    )
     return CompareReport(
         matched=matched,
         metrics=comps,
@@ -80,4 +115,10 @@ def compare_runs(
         confidence=confidence,
         draws=draws,
         seed=seed,
+        alpha=alpha,
+        min_effect=min_effect,
+        matched_on=strata.covariates if strata is not None else (),
+        strata=strata.describe() if strata is not None else None,
+        strata_coverage=strata.coverage if strata is not None else None,
+        unmatched=unmatched,
     )

@@ -1,0 +1,120 @@
+"""One decision per metric, with the family-wise error rate stated and controlled.
+
+Per metric, each reported percentile has an exact p-value (``quantile_test``); the metric's
+p-value is the smallest of them times their number (Bonferroni within the metric: valid whatever
+the dependence between a metric's percentiles, and close to exact because p50, p90 and p99 of one
+metric share little information about a small shift). Across metrics, Holm's step-down procedure
+at ``alpha``: it controls the family-wise error rate — the chance that any metric whose
+distribution did not change is declared changed — at ``alpha`` under any dependence between the
+metrics (e2e contains decode, TTFT contains queue and prefill), and is uniformly more powerful
+than Bonferroni. Holm, S. (1979), "A simple sequentially rejective multiple test procedure",
+Scand. J. Statist. 6: 65–70.
+
+Within a rejected metric a percentile counts as significant when its own p-value, times the number
+of percentiles and the metric's Holm multiplier, is at most ``alpha`` (the smallest always is).
+
+A metric is **regressed** only when, in addition, a significant percentile moved the bad way
+(up: every metric here is a latency) by at least ``min_effect`` of its before value — the
+practical gate: with thousands of requests a 1 % shift is significant and not worth a page. When
+the workload changed and the comparison is like-for-like, the gate reads the like-for-like ratio,
+so a latency that moved only because the requests got longer is not a regression. When the
+workload changed in a way that cannot be matched (the request rate: load moves queueing and
+batching), a material shift is reported as "confounded", never as "regressed".
+
+Two-sided tests at family-wise ``alpha`` bound the chance of listing any regression between two
+runs of the same system by ``alpha`` (default 1 %), before the practical gate, which only lowers it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from fleet.compare.statistics import MetricComparison, PercentileShift, Verdict
+
+__all__ = ["PROCEDURE", "decide", "holm"]
+
+PROCEDURE = (
+    "exact permutation test of each percentile (hypergeometric count at the pooled percentile); "
+    "per metric the smallest p times the number of percentiles (Bonferroni); Holm across metrics"
+)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values, in the input order; NaN entries stay NaN and do not count
+    towards the number of hypotheses."""
+    p = np.asarray(p_values, dtype=np.float64)
+    out = np.full(len(p), np.nan)
+    idx = np.flatnonzero(np.isfinite(p))
+    if len(idx) == 0:
+        return out.tolist()
+    order = idx[np.argsort(p[idx], kind="stable")]
+    m = len(order)
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(scaled)
+    return out.tolist()
+
+
+def _multipliers(p_values: Sequence[float]) -> list[float]:
+    """Each finite p-value's Holm multiplier (number of hypotheses not yet rejected before it)."""
+    p = np.asarray(p_values, dtype=np.float64)
+    out = np.full(len(p), np.nan)
+    idx = np.flatnonzero(np.isfinite(p))
+    order = idx[np.argsort(p[idx], kind="stable")]
+    out[order] = len(order) - np.arange(len(order))
+    return out.tolist()
+
+
+def _effect(s: PercentileShift, matched: bool) -> float:
+    if matched:
+        return s.like_for_like - 1.0
+    return s.shift / max(abs(s.before), 1e-12)
+
+
+def _verdict(
+    shifts: Sequence[PercentileShift], min_effect: float, matched: bool, confounded: bool
+) -> Verdict:
+    sig = [s for s in shifts if s.significant]
+    raw_material = any(abs(_effect(s, False)) >= min_effect for s in sig)
+    effects = [_effect(s, matched) for s in sig]
+    if matched and raw_material and any(math.isnan(e) for e in effects):
+        return "confounded"
+    worse = any(e >= min_effect for e in effects)
+    better = any(e <= -min_effect for e in effects)
+    if (worse or better) and confounded:
+        return "confounded"
+    return "regressed" if worse else "improved" if better else "unchanged"
+
+
+def decide(
+    metrics: Sequence[MetricComparison],
+    *,
+    alpha: float,
+    min_effect: float,
+    matched: bool = False,
+    confounded: bool = False,
+) -> tuple[MetricComparison, ...]:
+    """Holm across ``metrics`` at family-wise ``alpha``, significance per percentile, and the
+    verdict of each metric (see the module docstring). ``matched``: the p-values are within strata
+    and the practical gate reads like-for-like ratios. ``confounded``: the workload changed in a
+    way that was not matched, so no metric is called regressed or improved."""
+    p_metric = [m.p_value if m.verdict != "insufficient" else math.nan for m in metrics]
+    adjusted = holm(p_metric)
+    mult = _multipliers(p_metric)
+    out = []
+    for m, p_adj, h in zip(metrics, adjusted, mult, strict=True):
+        if m.verdict == "insufficient" or not math.isfinite(p_adj):
+            out.append(m)
+            continue
+        k = len(m.shifts)
+        shifts = []
+        for s in m.shifts:
+            own = min(1.0, k * h * s.p_value) if math.isfinite(s.p_value) else 1.0
+            s_adj = max(p_adj, own)
+            shifts.append(replace(s, p_adjusted=s_adj, significant=s_adj <= alpha))
+        verdict = _verdict(shifts, min_effect, matched, confounded)
+        out.append(replace(m, shifts=tuple(shifts), p_adjusted=p_adj, verdict=verdict))
+    return tuple(out)
