@@ -52,13 +52,14 @@ def alerts(
     ] = "runbooks",
 ) -> None:
     """Write the operational alert rules (KV cache, preemption, GPU, breaker, retries,
-    telemetry) for one profile, and a promtool unit-test file named <stem>_test.yaml."""
+    telemetry) for one profile, and its promtool unit test beside it (x.yaml -> x.test.yaml)."""
     from dashboards.alerts import alert_tests, render_yaml, rules_document
     from telemetry.atomic import atomic_write_text
     from telemetry.profiles import get_profile
+    from telemetry.rulefiles import promtool_test_path
 
     chosen = get_profile(profile)
-    tests = output.with_name(f"{output.name.split('.')[0]}_test.yaml")
+    tests = promtool_test_path(output)
     atomic_write_text(output, render_yaml(rules_document(chosen, runbook_base)))
     atomic_write_text(tests, render_yaml(alert_tests(chosen, output.name, runbook_base)))
     typer.echo(f"wrote {output} and {tests}")

@@ -165,7 +165,7 @@ def rules(
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Rules file to write (YAML)."),
     test_file: Path | None = typer.Option(
-        None, help="promtool test file to write (default: <output stem>.test.yaml beside it)."
+        None, help="promtool test file to write (default: beside it, x.yaml -> x.test.yaml)."
     ),
     window: str = typer.Option("5m", help="Rate window of the recording rules."),
     for_: str = typer.Option("10m", "--for", help="How long before the alert fires."),
@@ -179,10 +179,11 @@ def rules(
     )
     from telemetry.atomic import atomic_write_text
     from telemetry.profiles import get_profile
+    from telemetry.rulefiles import promtool_test_path
 
     prof = get_profile(profile)
     opts = RuleOptions(window=window, for_=for_)
-    test_path = test_file or output.with_name(output.stem + ".test.yaml")
+    test_path = test_file or promtool_test_path(output)
     try:
         rel = Path(os.path.relpath(output, test_path.parent)).as_posix()
     except ValueError:

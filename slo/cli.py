@@ -21,11 +21,6 @@ _RECORDS = typer.Option(..., "--records", help="Request records (.jsonl or .parq
 _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
 
-def test_file_for(rules_file: Path) -> Path:
-    """Where the promtool test file of a rules file goes: beside it, ``<stem>_test.yaml``."""
-    return rules_file.with_name(f"{rules_file.stem}_test.yaml")
-
-
 @app.command("validate")
 def validate(
     spec: Path = _SPEC,
@@ -68,10 +63,11 @@ def rules(
     from slo.rules import generate_promtool_tests, generate_rules, render_rules, render_tests
     from telemetry.atomic import atomic_write_text
     from telemetry.profiles import get_profile
+    from telemetry.rulefiles import promtool_test_path
 
     prof = get_profile(profile)
     ruleset = generate_rules(read_spec(spec), prof)
-    test_path = test_file_for(output)
+    test_path = promtool_test_path(output)
     tests = generate_promtool_tests(ruleset, prof, output.name)
     atomic_write_text(output, render_rules(ruleset))
     atomic_write_text(test_path, render_tests(tests))
