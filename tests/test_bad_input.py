@@ -188,6 +188,8 @@ def _rows() -> list[Row]:
     add(c, "url", "probe run notaurl", "'notaurl'")
     add(c, "url", "probe ftp://h/x", "http(s)")
     add(c, "url", "probe run http://h:port", "well-formed")
+    add(c, "range", "probe --engine reference --config {T}/llama8b.json", "GiB")
+    add(c, "range", "probe --engine reference --prompt-tokens 5000", "4096 positions")
     add(c, "extra", "probe --engine reference -n 2", "fleetwatch[engine]", no_torch=True)
     # probe bound
     c = "probe bound"

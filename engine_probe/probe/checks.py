@@ -10,7 +10,7 @@ from pathlib import Path
 from engine_probe.probe.errors import ProbeError
 from telemetry.preflight import http_url, output_file
 
-__all__ = ["check_bound_options", "check_run_options"]
+__all__ = ["check_bound_options", "check_reference_engine", "check_run_options"]
 
 _RECORD_SUFFIXES = (".jsonl", ".parquet")
 
@@ -84,3 +84,20 @@ def check_bound_options(
         )
     if json_out is not None:
         output_file(json_out)
+
+
+def check_reference_engine(config: Path | None, *, request_tokens: int) -> None:
+    """For ``--engine reference``: torch is installed, the model (``--config`` or the default)
+    fits in memory, and its KV cache holds one probe request of ``request_tokens``."""
+    from engine_probe.engine.config import EngineConfig, ModelConfig
+    from engine_probe.engine.preflight import (
+        check_fits_memory,
+        check_holds_request,
+        require_torch,
+    )
+
+    model = ModelConfig.from_hf_config(config) if config is not None else ModelConfig()
+    engine = EngineConfig()
+    check_holds_request(model, engine, request_tokens, "each probe request")
+    require_torch()
+    check_fits_memory(model, engine)

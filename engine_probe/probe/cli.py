@@ -142,9 +142,9 @@ def run(
         headers=tuple(headers),
     )
     if engine is not None:
-        from engine_probe.engine.preflight import require_torch
+        from engine_probe.probe.checks import check_reference_engine
 
-        require_torch()
+        check_reference_engine(config, request_tokens=prompt_tokens + max_tokens)
     run_result = asyncio.run(_run(url, plan, gpu=gpu, config=config, progress=progress))
 
     from rich.console import Console
