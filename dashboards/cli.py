@@ -27,7 +27,9 @@ def build(
 ) -> None:
     """Build every dashboard (SLO, fleet, replica, resilience) for fleetwatch, vLLM and SGLang."""
     from dashboards.build import drifted, render_all, write_dashboards
+    from telemetry.preflight import input_dir, output_dir
 
+    (input_dir if check else output_dir)(out)
     files = render_all()
     if check:
         problems = drifted(out, files)
@@ -52,13 +54,15 @@ def alerts(
     ] = "runbooks",
 ) -> None:
     """Write the operational alert rules (KV cache, preemption, GPU, breaker, retries,
-    telemetry) for one profile, and a promtool unit-test file named <stem>_test.yaml."""
+    telemetry) for one profile, and its promtool unit test beside it (x.yaml -> x.test.yaml)."""
     from dashboards.alerts import alert_tests, render_yaml, rules_document
     from telemetry.atomic import atomic_write_text
+    from telemetry.preflight import output_file
     from telemetry.profiles import get_profile
+    from telemetry.rulefiles import promtool_test_path
 
+    tests = output_file(promtool_test_path(output_file(output)))
     chosen = get_profile(profile)
-    tests = output.with_name(f"{output.name.split('.')[0]}_test.yaml")
     atomic_write_text(output, render_yaml(rules_document(chosen, runbook_base)))
     atomic_write_text(tests, render_yaml(alert_tests(chosen, output.name, runbook_base)))
     typer.echo(f"wrote {output} and {tests}")

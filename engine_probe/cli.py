@@ -54,6 +54,11 @@ def run(
 ) -> None:
     """Run the engine on a synthetic workload and print throughput, TTFT and cache behaviour."""
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
+    from engine_probe.engine.preflight import (
+        check_fits_memory,
+        check_holds_request,
+        require_torch,
+    )
     from engine_probe.engine.workload import run_offline, synthetic_workload
 
     for name, value in (
@@ -84,6 +89,15 @@ def run(
         num_threads=threads,
         seed=seed,
     )
+    longest_prompt = shared_prefix + max(1, prompt_len * 3 // 2)
+    check_holds_request(
+        mcfg,
+        ecfg,
+        longest_prompt + max_tokens,
+        f"the longest request of this workload ({longest_prompt} prompt + {max_tokens} output)",
+    )
+    require_torch()
+    check_fits_memory(mcfg, ecfg)
     engine = LLMEngine(mcfg, ecfg)
     items = synthetic_workload(
         requests,
@@ -108,3 +122,7 @@ def run(
     typer.echo(f"mean step:       {s.mean_step_s * 1e3:.2f} ms")
     typer.echo(f"preemptions:     {s.preemptions}")
     typer.echo(f"prefix hits:     {s.prefix_cache_hit_tokens} tokens")
+    if s.completed < s.requests:
+        raise EngineConfigError(
+            f"only {s.completed} of {s.requests} requests completed in {s.steps} steps"
+        )

@@ -74,6 +74,7 @@ def outliers(
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
 ) -> None:
     """Find replicas that stand out from the fleet median, and say why."""
+    from fleet.checks import check_outlier_inputs
     from fleet.outliers import (
         DetectorConfig,
         Side,
@@ -84,11 +85,15 @@ def outliers(
     )
     from telemetry.profiles import get_profile
 
-    chosen = [s for s in (records, prometheus, metrics_dir) if s is not None]
-    if len(chosen) != 1:
-        raise AnalysisError(
-            "give exactly one input: RECORDS, --prometheus URL or --metrics-dir DIR"
-        )
+    check_outlier_inputs(
+        records=records,
+        prometheus=prometheus,
+        metrics_dir=metrics_dir,
+        fingerprints=fingerprints,
+        window=window,
+        quantile=quantile,
+        min_requests=min_requests,
+    )
     if records is not None:
         from telemetry.records import read_records
 
@@ -186,12 +191,13 @@ def rules(
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Rules file to write (YAML)."),
     test_file: Path | None = typer.Option(
-        None, help="promtool test file to write (default: <output stem>.test.yaml beside it)."
+        None, help="promtool test file to write (default: beside it, x.yaml -> x.test.yaml)."
     ),
     window: str = typer.Option("5m", help="Rate window of the recording rules."),
     for_: str = typer.Option("10m", "--for", help="How long before the alert fires."),
 ) -> None:
     """Write the outlier detector as Prometheus recording and alerting rules, plus a promtool test."""
+    from fleet.checks import check_duration
     from fleet.outliers.rules import (
         RuleOptions,
         outlier_rules,
@@ -199,11 +205,15 @@ def rules(
         render_yaml,
     )
     from telemetry.atomic import atomic_write_text
+    from telemetry.preflight import output_file
     from telemetry.profiles import get_profile
+    from telemetry.rulefiles import promtool_test_path
 
+    check_duration(window, "--window")
+    check_duration(for_, "--for")
+    test_path = output_file(test_file or promtool_test_path(output_file(output)))
     prof = get_profile(profile)
     opts = RuleOptions(window=window, for_=for_)
-    test_path = test_file or output.with_name(output.stem + ".test.yaml")
     try:
         rel = Path(os.path.relpath(output, test_path.parent)).as_posix()
     except ValueError:

@@ -2,13 +2,14 @@
 
 Expected failures print one line, ``fleetwatch: error: <what> (<where>)``, on stderr and exit 2:
 each package's own exception type for bad input (collected in ``USER_ERRORS``), a file that cannot
-be read or written (the path is named), and a missing optional extra (the install command is
-named). Anything else is a bug: one line and exit 1, with ``--debug`` for the traceback.
+be read or written (the path is named), a missing optional extra (the install command is named),
+and a command line that does not parse (the command's ``--help`` is named). Anything else is a bug: one line and exit 1, with ``--debug`` for the traceback.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -109,18 +110,43 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; return its exit status (2 for bad input, as for a bad flag)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=args, prog_name="fleetwatch")
+        result = app(args=args, prog_name="fleetwatch", standalone_mode=False)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
+        if _is_usage_error(exc):
+            return _usage(exc)
         if "--debug" in args and not isinstance(exc, USER_ERRORS):
             raise
         message, status = one_line(exc)
         print(f"fleetwatch: error: {message}", file=sys.stderr)
         return status
-    return 0
+    # without standalone mode, an explicit typer.Exit comes back as its status
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def _is_usage_error(exc: BaseException) -> bool:
+    """A command-line parsing error (unknown option, bad value, missing argument): the parser's
+    own exception type, recognised by its interface so any click version will do."""
+    return (
+        isinstance(getattr(exc, "exit_code", None), int)
+        and callable(getattr(exc, "format_message", None))
+        and callable(getattr(exc, "show", None))
+    )
+
+
+def _usage(exc: Any) -> int:
+    """One line for a parsing error, with the command's --help; help itself when no arguments
+    were given to a group that needs one."""
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        exc.show()
+        return int(exc.exit_code)
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    print(f"fleetwatch: error: {_flat(exc.format_message())}{hint}", file=sys.stderr)
+    return int(exc.exit_code)
 
 
 def entrypoint() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -21,9 +22,17 @@ _RECORDS = typer.Option(..., "--records", help="Request records (.jsonl or .parq
 _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
 
-def test_file_for(rules_file: Path) -> Path:
-    """Where the promtool test file of a rules file goes: beside it, ``<stem>_test.yaml``."""
-    return rules_file.with_name(f"{rules_file.stem}_test.yaml")
+def _records(spec: Any, path: Path) -> Any:
+    """The records at ``path``, refused when empty or when an SLO's selector matches none."""
+    from slo.checks import check_selectors
+    from slo.errors import SLOSpecError
+    from telemetry.records import read_records
+
+    frame = read_records(path)
+    if len(frame) == 0:
+        raise SLOSpecError(f"{path}: no records to evaluate (the file is empty)")
+    check_selectors(spec, frame, where=str(path))
+    return frame
 
 
 @app.command("validate")
@@ -43,6 +52,10 @@ def validate(
         from telemetry.profiles import get_profile
 
         generate_rules(parsed, get_profile(profile))
+    else:
+        from slo.checks import check_thresholds_on_some_profile
+
+        check_thresholds_on_some_profile(parsed)
     typer.echo(f"{spec}: ok: service {parsed.service}, {len(parsed.slos)} SLO(s)")
     for slo in parsed.slos:
         typer.echo(
@@ -67,11 +80,13 @@ def rules(
     from slo.load import read_spec
     from slo.rules import generate_promtool_tests, generate_rules, render_rules, render_tests
     from telemetry.atomic import atomic_write_text
+    from telemetry.preflight import output_file
     from telemetry.profiles import get_profile
+    from telemetry.rulefiles import promtool_test_path
 
+    test_path = output_file(promtool_test_path(output_file(output)))
     prof = get_profile(profile)
     ruleset = generate_rules(read_spec(spec), prof)
-    test_path = test_file_for(output)
     tests = generate_promtool_tests(ruleset, prof, output.name)
     atomic_write_text(output, render_rules(ruleset))
     atomic_write_text(test_path, render_tests(tests))
@@ -92,10 +107,10 @@ def report(
     """SLI, error budget left and current burn rates over request records."""
     from slo.load import read_spec
     from slo.report import report_json, report_spec, report_text
-    from telemetry.records import read_records
 
     parsed = read_spec(spec)
-    reports = report_spec(parsed, read_records(records), at_s=at)
+    frame = _records(parsed, records)
+    reports = report_spec(parsed, frame, at_s=at)
     if as_json:
         typer.echo(json.dumps({"service": parsed.service, "slos": report_json(reports)}, indent=2))
     else:
@@ -107,10 +122,9 @@ def backtest(spec: Path = _SPEC, records: Path = _RECORDS, as_json: bool = _JSON
     """When each burn-rate alert would have fired over the records, with delay and reset."""
     from slo.load import read_spec
     from slo.report import backtest_json, backtest_spec, backtest_text
-    from telemetry.records import read_records
 
     parsed = read_spec(spec)
-    results = backtest_spec(parsed, read_records(records))
+    results = backtest_spec(parsed, _records(parsed, records))
     if as_json:
         typer.echo(
             json.dumps({"service": parsed.service, "slos": backtest_json(results)}, indent=2)

@@ -96,3 +96,20 @@ def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_the_traceback(
     )
     with pytest.raises(RuntimeError):
         main(["--debug", "records", "validate", "x.jsonl"])
+
+
+def test_a_command_line_that_does_not_parse_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["telemetry", "gpu", "--interval", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fleetwatch: error: Invalid value for '--interval'")
+    assert err.count("\n") == 1 and "(see 'fleetwatch telemetry gpu --help')" in err
+    assert main(["slo", "rules", "spec.yaml"]) == 2
+    assert "Missing option '-o' / '--output'" in capsys.readouterr().err
+
+
+def test_a_group_without_a_command_shows_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["slo"]) == 2
+    captured = capsys.readouterr()
+    assert "backtest" in captured.out + captured.err and "fleetwatch: error" not in captured.err

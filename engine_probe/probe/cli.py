@@ -102,13 +102,19 @@ def run(
     """Sweep load levels against an endpoint; print TTFT/TPOT/ITL percentiles, goodput, capacity."""
     import asyncio
 
+    from engine_probe.probe.checks import check_run_options
     from engine_probe.probe.runner import ProbePlan
     from engine_probe.probe.stats import SLOTargets
 
-    if (url is None) == (engine is None):
-        raise ProbeError("give either a URL or --engine reference")
-    if engine is not None and engine != "reference":
-        raise ProbeError(f"--engine: only 'reference' is built in, got {engine!r}")
+    check_run_options(
+        url=url,
+        engine=engine,
+        outputs={"--json": json_out, "--csv": csv_out, "--records": records_out},
+        timeout=timeout,
+        ttft=ttft,
+        tpot=tpot,
+        burstiness=burstiness,
+    )
     conc, rates = _numbers(concurrency, "--concurrency"), _numbers(rate, "--rate")
     if conc and rates:
         raise ProbeError("give --concurrency (closed loop) or --rate (open loop), not both")
@@ -135,6 +141,10 @@ def run(
         warmup=warmup,
         headers=tuple(headers),
     )
+    if engine is not None:
+        from engine_probe.probe.checks import check_reference_engine
+
+        check_reference_engine(config, request_tokens=prompt_tokens + max_tokens)
     run_result = asyncio.run(_run(url, plan, gpu=gpu, config=config, progress=progress))
 
     from rich.console import Console
@@ -148,6 +158,21 @@ def run(
         write_csv(csv_out, run_result)
     if records_out is not None:
         write_records_file(records_out, run_result)
+    _report_failures(run_result)
+
+
+def _report_failures(run_result: Any) -> None:
+    """Print the causes of failed requests; all failed is an error (exit 2) naming them."""
+    from engine_probe.probe.failures import failure_causes, failure_text
+
+    failed, total, causes = failure_causes(run_result)
+    if not failed:
+        return
+    if failed == total:
+        raise ProbeError(f"all {total} requests failed: {failure_text(causes)}")
+    typer.echo(f"{failed} of {total} requests failed:")
+    for cause, n in causes[:5]:
+        typer.echo(f"  {n:>6}  {cause}")
 
 
 async def _run(
@@ -241,9 +266,13 @@ def bound(
     from rich.table import Table
 
     from engine_probe.probe.bound import capacity_report, dtype_bytes, load_shape
+    from engine_probe.probe.checks import check_bound_options
     from engine_probe.probe.gpus import get_gpu
     from telemetry.atomic import atomic_write_text
 
+    check_bound_options(
+        config=config, context=context, utilisation=utilisation, price=price, json_out=json_out
+    )
     shape = load_shape(config)
     batches = tuple(int(b) for b in _numbers(batch, "--batch"))
     rep = capacity_report(

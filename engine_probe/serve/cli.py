@@ -88,7 +88,10 @@ def serve(
             seed=seed,
         )
 
-    engine_config(0)  # validate before anything starts
+    from engine_probe.serve.preflight import check_serve
+
+    # validate everything before anything starts
+    check_serve(mcfg, engine_config(0), replicas=replicas, records=records, span_file=span_file)
     sink: Any = None
     if records is not None:
         from telemetry.sink import RotatingRecordSink

@@ -1,6 +1,6 @@
 """The demo's generated files: Prometheus rules with their promtool tests, and dashboards.
 
-Three rule files, each with its promtool test beside it (``<stem>_test.yaml``):
+Three rule files, each with its promtool test beside it (``<name>.test.yaml`` for ``<name>.yaml``):
 
 - ``slo.rules.yaml``: the demo SLO spec on the fleetwatch profile (``slo.rules``);
 - ``outliers.rules.yaml``: the slow-replica detector as PromQL (``fleet``), with a
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.atomic import atomic_write_text
+from telemetry.rulefiles import promtool_test_path
 
 __all__ = [
     "OUTLIER_FOR",
@@ -67,10 +68,6 @@ class PromtoolResult:
         }
 
 
-def _test_path(rules: Path) -> Path:
-    return rules.with_name(f"{rules.name.removesuffix('.rules.yaml')}.rules_test.yaml")
-
-
 def write_rules(folder: Path, spec: Any) -> RuleFiles:
     """Generate and write every rule file of the demo and its promtool test into ``folder``."""
     from dashboards.alerts import alert_rules, alert_tests, rules_document
@@ -92,19 +89,20 @@ def write_rules(folder: Path, spec: Any) -> RuleFiles:
     ruleset = generate_rules(spec, profile)
     atomic_write_text(slo_path, render_rules(ruleset))
     atomic_write_text(
-        _test_path(slo_path), render_tests(generate_promtool_tests(ruleset, profile, slo_path.name))
+        promtool_test_path(slo_path),
+        render_tests(generate_promtool_tests(ruleset, profile, slo_path.name)),
     )
 
     out_path = folder / "outliers.rules.yaml"
     options = RuleOptions(window=OUTLIER_WINDOW, for_=OUTLIER_FOR)
     atomic_write_text(out_path, render_yaml(outlier_rules(profile, options)))
     test_doc = outlier_rules_test(profile, out_path.name, options)
-    atomic_write_text(_test_path(out_path), render_yaml(test_doc))
+    atomic_write_text(promtool_test_path(out_path), render_yaml(test_doc))
 
     ops_path = folder / "operational.rules.yaml"
     atomic_write_text(ops_path, render_ops(rules_document(profile, "runbooks")))
     atomic_write_text(
-        _test_path(ops_path), render_ops(alert_tests(profile, ops_path.name, "runbooks"))
+        promtool_test_path(ops_path), render_ops(alert_tests(profile, ops_path.name, "runbooks"))
     )
 
     names = (
@@ -113,7 +111,7 @@ def write_rules(folder: Path, spec: Any) -> RuleFiles:
         *(a.name for a in alert_rules(profile)),
     )
     paths = (slo_path, out_path, ops_path)
-    return RuleFiles(paths, tuple(_test_path(p) for p in paths), names)
+    return RuleFiles(paths, tuple(promtool_test_path(p) for p in paths), names)
 
 
 def write_dashboards(folder: Path, profile: str = "fleetwatch") -> tuple[Path, ...]:

@@ -16,11 +16,19 @@ app = typer.Typer(
 def validate(
     file: Path = typer.Argument(..., help="A .jsonl or .parquet record file."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="Accept a file with no records (refused by default)."
+    ),
 ) -> None:
-    """Check a record file and print a summary: rows, time span, replicas, status counts."""
+    """Check a record file and print a summary: rows, time span, replicas, status counts.
+
+    A file without a single record is an error unless ``--allow-empty``."""
     from telemetry.records.io import read_records
+    from telemetry.records.schema import RecordError
 
     df = read_records(file)
+    if len(df) == 0 and not allow_empty:
+        raise RecordError("no records (an empty file; --allow-empty accepts it)", path=str(file))
     span = float(df["finished_s"].max() - df["arrival_s"].min()) if len(df) else 0.0
     replicas: list[str] = sorted(df["replica"].dropna().unique().tolist())
     counts = df["status"].value_counts()

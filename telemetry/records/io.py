@@ -260,6 +260,8 @@ def read_records(path: str | os.PathLike[str]) -> pd.DataFrame:
     name = str(p)
     if not p.exists():
         raise RecordError("no such file", path=name)
+    if p.is_dir():
+        raise RecordError("is a directory, not a record file", path=name)
     suffix = p.suffix.lower()
     if suffix in _JSONL_SUFFIXES:
         return _read_jsonl(p)

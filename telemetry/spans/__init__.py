@@ -1,7 +1,7 @@
 """OpenTelemetry spans for finished requests, and exporters that never stall the engine."""
 
 from telemetry.spans.builder import SpanBuilder
-from telemetry.spans.jsonl import JsonLinesSpanExporter
+from telemetry.spans.jsonl import JsonLinesSpanExporter, read_spans
 from telemetry.spans.processor import BoundedSpanProcessor
 from telemetry.spans.provider import otlp_configured, tracer_provider
 
@@ -10,5 +10,6 @@ __all__ = [
     "JsonLinesSpanExporter",
     "SpanBuilder",
     "otlp_configured",
+    "read_spans",
     "tracer_provider",
 ]

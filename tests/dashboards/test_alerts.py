@@ -57,7 +57,7 @@ def test_generated_rules_pass_promtool_check_and_their_unit_tests(
     profile: str, promtool: Path, tmp_path: Path
 ) -> None:
     rules = tmp_path / f"{profile}.rules.yaml"
-    tests = tmp_path / f"{profile}_test.yaml"
+    tests = tmp_path / f"{profile}.rules.test.yaml"
     rules.write_text(render_yaml(rules_document(get_profile(profile))))
     tests.write_text(render_yaml(alert_tests(get_profile(profile), rules.name)))
     for args in (["check", "rules", str(rules)], ["test", "rules", str(tests)]):
@@ -81,6 +81,6 @@ def test_cli_writes_rules_and_their_promtool_test(tmp_path: Path) -> None:
     assert main(["dashboards", "alerts", "--profile", "sglang", "-o", str(out)]) == 0
     doc = yaml.safe_load(out.read_text())
     assert [r["alert"] for r in doc["groups"][0]["rules"]] == _names("sglang")
-    test_doc = yaml.safe_load((tmp_path / "ops_test.yaml").read_text())
+    test_doc = yaml.safe_load((tmp_path / "ops.rules.test.yaml").read_text())
     assert test_doc["rule_files"] == ["ops.rules.yaml"]
     assert main(["dashboards", "alerts", "--profile", "nosuch", "-o", str(out)]) == 2

@@ -96,7 +96,7 @@ def test_state_code_gives_the_number_of_the_current_state(promtool: Path, tmp_pa
         {"labels": f'breaker:state:code{{{BREAKER_LABEL}="{b}"}}', "value": code[now]}
         for b, now in current.items()
     ]
-    tests = tmp_path / "code_test.yaml"
+    tests = tmp_path / "code.test.yaml"
     tests.write_text(
         yaml.safe_dump(
             {

@@ -80,7 +80,7 @@ def test_every_window_of_every_slo_is_on_the_burn_rate_panel(
             }
         ],
     }
-    path = tmp_path / "burn_windows_test.yaml"
+    path = tmp_path / "burn_windows.test.yaml"
     path.write_text(yaml.safe_dump(tests, sort_keys=False))
     result = subprocess.run(
         [str(promtool), "test", "rules", str(path)], capture_output=True, text=True, timeout=60

@@ -139,7 +139,9 @@ def test_probe_run_bad_input_is_one_line_and_exit_2(
     assert needle in err and err.count("\n") == 1
 
 
-def test_unreachable_endpoint_counts_errors_not_crashes(tmp_path: Path) -> None:
+def test_unreachable_endpoint_counts_errors_and_exits_2_naming_the_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "down.json"
     assert (
         main(
@@ -156,8 +158,10 @@ def test_unreachable_endpoint_counts_errors_not_crashes(tmp_path: Path) -> None:
                 str(out),
             ]
         )
-        == 0
+        == 2
     )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "all 2 requests failed: " in err and "(x2)" in err
     data = json.loads(out.read_text())
     assert data["levels"][0]["ok"] == 0 and data["levels"][0]["errors"] == 2
     assert data["capacity"] is None

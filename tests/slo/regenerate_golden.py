@@ -34,8 +34,8 @@ def main() -> None:
     for name in CASES:
         rules, tests = render(name)
         (GOLDEN / f"{name}.rules.yaml").write_text(rules)
-        (GOLDEN / f"{name}.rules_test.yaml").write_text(tests)
-        print(f"wrote {GOLDEN / name}.rules.yaml and .rules_test.yaml")
+        (GOLDEN / f"{name}.rules.test.yaml").write_text(tests)
+        print(f"wrote {GOLDEN / name}.rules.yaml and .rules.test.yaml")
 
 
 if __name__ == "__main__":

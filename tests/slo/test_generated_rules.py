@@ -30,7 +30,7 @@ def test_golden_files_match_the_generator(profile: str) -> None:
     rules, tests = golden.render(profile)
     hint = "regenerate with: .venv/bin/python tests/slo/regenerate_golden.py"
     assert (golden.GOLDEN / f"{profile}.rules.yaml").read_text() == rules, hint
-    assert (golden.GOLDEN / f"{profile}.rules_test.yaml").read_text() == tests, hint
+    assert (golden.GOLDEN / f"{profile}.rules.test.yaml").read_text() == tests, hint
 
 
 @pytest.mark.promtool
@@ -41,7 +41,7 @@ def test_promtool_checks_and_passes_the_generated_tests_for_every_profile(
     for profile in PROFILES:
         rules, tests = golden.render(profile)
         (tmp_path / f"{profile}.rules.yaml").write_text(rules)
-        (tmp_path / f"{profile}.rules_test.yaml").write_text(tests)
+        (tmp_path / f"{profile}.rules.test.yaml").write_text(tests)
         check = subprocess.run(
             [str(promtool), "check", "rules", str(tmp_path / f"{profile}.rules.yaml")],
             capture_output=True,
@@ -51,7 +51,7 @@ def test_promtool_checks_and_passes_the_generated_tests_for_every_profile(
         assert check.returncode == 0, profile + check.stdout + check.stderr
         assert "SUCCESS" in check.stdout
         procs[profile] = subprocess.Popen(
-            [str(promtool), "test", "rules", str(tmp_path / f"{profile}.rules_test.yaml")],
+            [str(promtool), "test", "rules", str(tmp_path / f"{profile}.rules.test.yaml")],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

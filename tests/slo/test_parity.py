@@ -136,7 +136,7 @@ def test_python_backtest_and_promtool_fire_the_same_intervals(
         "evaluation_interval": f"{STEP}s",
         "tests": [{"interval": f"{STEP}s", "input_series": series, "alert_rule_test": alert_tests}],
     }
-    test_file = tmp_path / "parity_test.yaml"
+    test_file = tmp_path / "parity.test.yaml"
     test_file.write_text(render_tests(doc))
     proc = subprocess.run(
         [str(promtool), "test", "rules", str(test_file)],

@@ -85,7 +85,7 @@ def test_rules_command_writes_rules_and_the_promtool_test_beside_them(
         )
         == 0
     )
-    assert out.exists() and (tmp_path / "alerts" / "chat.rules_test.yaml").exists()
+    assert out.exists() and (tmp_path / "alerts" / "chat.rules.test.yaml").exists()
     assert "promtool tests" in capsys.readouterr().out
 
 

@@ -1,0 +1,51 @@
+"""Option checks the fleet commands run before reading any data: each failure is an
+``AnalysisError`` naming the option and the value given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleet.errors import AnalysisError
+from telemetry.duration import parse_duration
+from telemetry.preflight import http_url, input_dir, input_file
+
+__all__ = ["check_duration", "check_outlier_inputs"]
+
+
+def check_duration(text: str, option: str) -> int:
+    """Seconds in a Prometheus duration (``5m``), or ``AnalysisError`` naming ``option``."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise AnalysisError(f"{option} {exc}") from None
+
+
+def check_outlier_inputs(
+    *,
+    records: Path | None,
+    prometheus: str | None,
+    metrics_dir: Path | None,
+    fingerprints: Path | None,
+    window: str,
+    quantile: float,
+    min_requests: int,
+) -> None:
+    """Exactly one input, present and well formed; numbers in range."""
+    chosen = [s for s in (records, prometheus, metrics_dir) if s is not None]
+    if len(chosen) != 1:
+        raise AnalysisError(
+            "give exactly one input: RECORDS, --prometheus URL or --metrics-dir DIR"
+        )
+    if prometheus is not None:
+        http_url(prometheus, option="--prometheus", error=AnalysisError)
+        check_duration(window, "--window")
+    if metrics_dir is not None:
+        input_dir(metrics_dir)
+    if records is not None:
+        input_file(records)
+    if fingerprints is not None:
+        input_file(fingerprints)
+    if not 0 < quantile < 1:
+        raise AnalysisError(f"--quantile must be between 0 and 1 (exclusive), got {quantile:g}")
+    if min_requests < 1:
+        raise AnalysisError(f"--min-requests must be >= 1, got {min_requests}")

@@ -1,0 +1,374 @@
+"""Bad input, every sub-command: one line on stderr, exit 2, nothing on stdout, no file written.
+
+The table walks each sub-command of ``fleetwatch`` through the kinds of bad input that apply to
+it (``KINDS``); ``NOT_APPLICABLE`` says why a kind does not apply to a command, and
+``test_the_table_covers_every_sub_command_and_kind`` fails when a command, or a kind for a
+command, has neither a row nor a reason. Every command runs in-process through ``main``; the
+work a command would start after its checks (serving, probing, running the engine or the demo)
+is replaced by a guard that fails the row, so a check that comes too late shows as a failure
+instead of a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+import typer
+
+from fleetwatch.cli import app, main
+from telemetry.records import RequestRecord, write_records
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Kinds of bad input: a missing path, a directory where a file belongs, a file where a directory
+# belongs, an output that cannot be written, an empty input, a garbage input, a number out of
+# range, a malformed URL, and a missing optional extra (torch).
+KINDS = (
+    "missing",
+    "dir-for-file",
+    "file-for-dir",
+    "unwritable",
+    "empty",
+    "garbage",
+    "range",
+    "url",
+    "extra",
+)
+
+
+class Row(NamedTuple):
+    command: str
+    kind: str
+    argv: str
+    needle: str
+    no_torch: bool = False
+
+
+def _rows() -> list[Row]:
+    rows: list[Row] = []
+
+    def add(command: str, kind: str, argv: str, needle: str, *, no_torch: bool = False) -> None:
+        rows.append(Row(command, kind, argv, needle, no_torch))
+
+    # records validate
+    c = "records validate"
+    add(c, "missing", "records validate {T}/missing.jsonl", "missing.jsonl: no such file")
+    add(c, "dir-for-file", "records validate {T}/dir", "is a directory")
+    add(c, "empty", "records validate {T}/empty.jsonl", "--allow-empty")
+    add(c, "garbage", "records validate {T}/garbage.jsonl", "not valid JSON")
+    add(c, "garbage", "records validate {T}/garbage.parquet", "not a readable Parquet")
+    # telemetry gpu
+    c = "telemetry gpu"
+    add(c, "range", "telemetry gpu --interval 0", "--interval")
+    add(c, "range", "telemetry gpu --count -1", "--count")
+    # slo validate
+    c = "slo validate"
+    add(c, "missing", "slo validate {T}/missing.yaml", "missing.yaml")
+    add(c, "dir-for-file", "slo validate {T}/dir", "dir: cannot read spec")
+    add(c, "empty", "slo validate {T}/empty.yaml", "spec is empty")
+    add(c, "garbage", "slo validate {T}/garbage.yaml", "garbage.yaml: line 1")
+    add(c, "range", "slo validate {T}/objective.yaml", "slos[0].objective")
+    add(c, "range", "slo validate {T}/threshold.yaml", "not a ttft bucket")
+    # slo rules
+    c = "slo rules"
+    add(c, "missing", "slo rules {T}/missing.yaml -o {T}/out/r.yaml", "missing.yaml")
+    add(c, "dir-for-file", "slo rules {SPEC} -o {T}/dir", "is a directory, not a file")
+    add(c, "dir-for-file", "slo rules {SPEC} -o {T}/x.yaml", "x.test.yaml")
+    add(c, "unwritable", "slo rules {SPEC} -o {T}/file.txt/r.yaml", "not a directory")
+    add(c, "empty", "slo rules {T}/empty.yaml -o {T}/out/r.yaml", "spec is empty")
+    add(c, "garbage", "slo rules {T}/garbage.yaml -o {T}/out/r.yaml", "line 1")
+    add(c, "range", "slo rules {T}/objective.yaml -o {T}/out/r.yaml", "objective")
+    # slo report / backtest
+    for c in ("slo report", "slo backtest"):
+        add(c, "missing", c + " {SPEC} --records {T}/missing.jsonl", "no such file")
+        add(c, "dir-for-file", c + " {SPEC} --records {T}/dir", "is a directory")
+        add(c, "empty", c + " {SPEC} --records {T}/empty.jsonl", "no records")
+        add(c, "garbage", c + " {SPEC} --records {T}/garbage.jsonl", "not valid JSON")
+        add(c, "garbage", c + " {T}/garbage.yaml --records {T}/good.jsonl", "line 1")
+        add(
+            c,
+            "range",
+            c + " {T}/objective.yaml --records {T}/good.jsonl",
+            "objective",
+        )
+        # a selector that matches nothing names itself and the values present
+        add(c, "empty", c + " {SPEC} --records {T}/good.jsonl", "values present: 'default'")
+    # fleet outliers
+    c = "fleet outliers"
+    add(c, "missing", "fleet outliers {T}/missing.jsonl", "missing.jsonl")
+    add(c, "missing", "fleet outliers --metrics-dir {T}/nowhere", "no such directory")
+    add(c, "missing", "fleet outliers {T}/good.jsonl --fingerprints {T}/no.json", "no.json")
+    add(c, "dir-for-file", "fleet outliers {T}/dir", "is a directory")
+    add(c, "file-for-dir", "fleet outliers --metrics-dir {T}/file.txt", "not a directory")
+    add(c, "empty", "fleet outliers {T}/empty.jsonl", "no records")
+    add(c, "garbage", "fleet outliers {T}/garbage.jsonl", "not valid JSON")
+    add(c, "garbage", "fleet outliers {T}/good.jsonl --fingerprints {T}/garbage.json", "JSON")
+    add(c, "range", "fleet outliers {T}/good.jsonl --min-requests -5", "-5")
+    add(c, "range", "fleet outliers {T}/good.jsonl --quantile 1.5", "--quantile")
+    add(c, "range", "fleet outliers --prometheus http://h:9 --window 0m", "--window")
+    add(c, "url", "fleet outliers --prometheus notaurl", "'notaurl'")
+    add(c, "url", "fleet outliers --prometheus http://", "--prometheus")
+    add(c, "url", "fleet outliers --prometheus http://h:99999", "out of range")
+    # fleet tail / compare
+    c = "fleet tail"
+    add(c, "missing", "fleet tail {T}/missing.jsonl", "no such file")
+    add(c, "dir-for-file", "fleet tail {T}/dir", "is a directory")
+    add(c, "empty", "fleet tail {T}/empty.jsonl", "got 0")
+    add(c, "garbage", "fleet tail {T}/garbage.jsonl", "not valid JSON")
+    add(c, "range", "fleet tail {T}/good.jsonl --percentile 150", "percentile")
+    c = "fleet compare"
+    add(c, "missing", "fleet compare {T}/good.jsonl {T}/missing.jsonl", "no such file")
+    add(c, "dir-for-file", "fleet compare {T}/dir {T}/good.jsonl", "is a directory")
+    add(c, "empty", "fleet compare {T}/empty.jsonl {T}/good.jsonl", "no usable records")
+    add(c, "garbage", "fleet compare {T}/good.jsonl {T}/garbage.jsonl", "not valid JSON")
+    add(c, "range", "fleet compare {T}/good.jsonl {T}/good.jsonl --draws 5", "5")
+    add(c, "range", "fleet compare {T}/good.jsonl {T}/good.jsonl --confidence 2", "2")
+    # fleet rules
+    c = "fleet rules"
+    add(c, "dir-for-file", "fleet rules -o {T}/dir", "is a directory, not a file")
+    add(c, "dir-for-file", "fleet rules -o {T}/r.yaml --test-file {T}/dir", "dir")
+    add(c, "unwritable", "fleet rules -o {T}/file.txt/r.yaml", "not a directory")
+    add(c, "range", "fleet rules -o {T}/r.yaml --window banana", "--window")
+    add(c, "range", "fleet rules -o {T}/r.yaml --for 0s", "--for")
+    # resilience storm
+    c = "resilience storm"
+    add(c, "range", "resilience storm --clients 0", "clients")
+    add(c, "range", "resilience storm --outage-s -1", "outage_s")
+    add(c, "range", "resilience storm --max-attempts 0", "max_attempts")
+    add(c, "range", "resilience storm --interval-s 0", "interval_s")
+    # engine run
+    c = "engine run"
+    add(c, "missing", "engine run --model-config {T}/missing.json", "missing.json")
+    add(c, "dir-for-file", "engine run --model-config {T}/dir", "config.json")
+    add(c, "empty", "engine run --model-config {T}/empty.json", "not JSON")
+    add(c, "garbage", "engine run --model-config {T}/garbage.json", "not JSON")
+    add(c, "range", "engine run --num-blocks 0", "num_blocks")
+    add(c, "range", "engine run --num-blocks 1 -n 2", "--num-blocks 16 or more")
+    add(c, "range", "engine run --requests 0", "--requests")
+    add(c, "range", "engine run --prompt-len 5000", "4096 positions")
+    add(c, "range", "engine run --model-config {T}/llama8b.json", "GiB")
+    add(c, "extra", "engine run -n 2", "fleetwatch[engine]", no_torch=True)
+    # engine serve
+    c = "engine serve"
+    add(c, "missing", "engine serve --model-config {T}/missing.json", "missing.json")
+    add(c, "dir-for-file", "engine serve --span-file {T}/dir", "is a directory")
+    add(c, "file-for-dir", "engine serve --records {T}/file.txt", "is a file")
+    add(c, "unwritable", "engine serve --span-file {T}/file.txt/s.jsonl", "not a dir")
+    add(c, "unwritable", "engine serve --records {T}/file.txt/records", "not a dir")
+    add(c, "garbage", "engine serve --model-config {T}/garbage.json", "not JSON")
+    add(c, "empty", "engine serve --model-config {T}/empty.json", "not JSON")
+    add(c, "range", "engine serve --port 70000", "--port")
+    add(c, "range", "engine serve --replicas 0", "--replicas")
+    add(c, "range", "engine serve --num-blocks 1", "--num-blocks 256 or more")
+    add(c, "range", "engine serve --max-queue -1", "max-queue")
+    add(
+        c,
+        "range",
+        "engine serve --model-config {T}/llama8b.json --num-blocks 8192",
+        "GiB",
+    )
+    add(c, "extra", "engine serve --port 0", "fleetwatch[engine]", no_torch=True)
+    # probe run (also reached as `probe URL` and `probe --engine reference`)
+    c = "probe run"
+    add(c, "missing", "probe run http://h:9 --config {T}/missing.json", "missing.json")
+    add(c, "dir-for-file", "probe run http://h:9 --json {T}/dir", "is a directory")
+    add(c, "dir-for-file", "probe run http://h:9 --records {T}/dir", "is a directory")
+    add(c, "unwritable", "probe run http://h:9 --csv {T}/file.txt/x.csv", "not a dir")
+    add(c, "unwritable", "probe run http://h:9 --records {T}/r.csv", ".jsonl or .parquet")
+    add(c, "empty", "probe run http://h:9 --config {T}/empty.json", "not JSON")
+    add(c, "garbage", "probe run http://h:9 --config {T}/garbage.json", "not JSON")
+    add(c, "range", "probe run http://h:9 -n 0", "--requests")
+    add(c, "range", "probe run http://h:9 -c 0", "> 0")
+    add(c, "range", "probe run http://h:9 --timeout 0", "--timeout")
+    add(c, "range", "probe http://h:9 --rate -1", "> 0")
+    add(c, "url", "probe run notaurl", "'notaurl'")
+    add(c, "url", "probe ftp://h/x", "http(s)")
+    add(c, "url", "probe run http://h:port", "well-formed")
+    add(c, "range", "probe --engine reference --config {T}/llama8b.json", "GiB")
+    add(c, "range", "probe --engine reference --prompt-tokens 5000", "4096 positions")
+    add(c, "extra", "probe --engine reference -n 2", "fleetwatch[engine]", no_torch=True)
+    # probe bound
+    c = "probe bound"
+    add(c, "missing", "probe bound --config {T}/missing.json", "missing.json")
+    add(c, "dir-for-file", "probe bound --config {T}/dir", "config.json")
+    add(c, "dir-for-file", "probe bound --config {T}/llama8b.json --json {T}/dir", "dir")
+    add(c, "unwritable", "probe bound --config {T}/llama8b.json --json {T}/file.txt/b", "not")
+    add(c, "empty", "probe bound --config {T}/empty.json", "not JSON")
+    add(c, "garbage", "probe bound --config {T}/garbage.json", "not JSON")
+    add(c, "range", "probe bound --config {T}/llama8b.json --utilisation 0", "(0, 1]")
+    add(c, "range", "probe bound --config {T}/llama8b.json --utilisation 2", "(0, 1]")
+    add(c, "range", "probe bound --config {T}/llama8b.json --price -1", "--price")
+    add(c, "range", "probe bound --config {T}/llama8b.json --context 200000", "131072")
+    add(c, "range", "probe bound --config {T}/llama8b.json --gpus 0", "GPUs")
+    # dashboards
+    c = "dashboards build"
+    add(c, "missing", "dashboards build --out {T}/nowhere --check", "no such directory")
+    add(c, "file-for-dir", "dashboards build --out {T}/file.txt", "is a file")
+    add(c, "unwritable", "dashboards build --out {T}/file.txt/d", "not a directory")
+    c = "dashboards alerts"
+    add(c, "dir-for-file", "dashboards alerts -o {T}/dir", "is a directory, not a file")
+    add(c, "unwritable", "dashboards alerts -o {T}/file.txt/ops.yaml", "not a directory")
+    add(c, "garbage", "dashboards alerts --profile nosuch -o {T}/o.yaml", "nosuch")
+    # demo
+    c = "demo"
+    add(c, "file-for-dir", "demo --out {T}/file.txt", "is a file")
+    add(c, "unwritable", "demo --out {T}/file.txt/out", "not a directory")
+    add(c, "range", "demo --duration 5", "--duration")
+    add(c, "extra", "demo --out {T}/demo-out", "fleetwatch[engine]", no_torch=True)
+    return rows
+
+
+ROWS = _rows()
+
+# The kinds that do not apply to a command: it takes no argument of that kind (no input file,
+# no output, no folder, no URL, no number) or does not need torch.
+NOT_APPLICABLE: dict[str, str] = {
+    "records validate": "file-for-dir unwritable range url extra",
+    "telemetry gpu": "missing dir-for-file file-for-dir unwritable empty garbage url extra",
+    "slo validate": "file-for-dir unwritable url extra",
+    "slo rules": "file-for-dir url extra",
+    "slo report": "file-for-dir unwritable url extra",
+    "slo backtest": "file-for-dir unwritable url extra",
+    "fleet outliers": "unwritable extra",
+    "fleet tail": "file-for-dir unwritable url extra",
+    "fleet compare": "file-for-dir unwritable url extra",
+    "fleet rules": "missing file-for-dir empty garbage url extra",
+    "resilience storm": "missing dir-for-file file-for-dir unwritable empty garbage url extra",
+    "engine run": "file-for-dir unwritable url",
+    "engine serve": "url",
+    "probe run": "file-for-dir",
+    "probe bound": "file-for-dir url extra",
+    "dashboards build": "dir-for-file empty garbage range url extra",
+    "dashboards alerts": "missing file-for-dir empty range url extra",
+    "demo": "missing dir-for-file empty garbage url",
+}
+
+
+def sub_commands() -> list[str]:
+    """Every leaf command of ``fleetwatch``, as typed (``slo rules``)."""
+    found: list[str] = []
+
+    def walk(cmd: Any, prefix: str) -> None:
+        children = getattr(cmd, "commands", None)
+        if not children:
+            found.append(prefix)
+            return
+        for name, child in children.items():
+            walk(child, f"{prefix} {name}".strip())
+
+    walk(typer.main.get_command(app), "")
+    return sorted(found)
+
+
+def test_the_table_covers_every_sub_command_and_kind() -> None:
+    covered = {(r.command, r.kind) for r in ROWS}
+    assert sorted({r.command for r in ROWS}) == sub_commands()
+    assert sorted(NOT_APPLICABLE) == sub_commands()
+    gaps = []
+    for command in sub_commands():
+        skipped = NOT_APPLICABLE[command].split()
+        assert set(skipped) <= set(KINDS), command
+        for kind in KINDS:
+            has_row = (command, kind) in covered
+            if has_row == (kind in skipped):
+                gaps.append(f"{command} / {kind}: {'a row and skipped' if has_row else 'neither'}")
+    assert gaps == []
+
+
+_SPEC_TEXT = "service: s\nslos:\n- {name: a, objective: %s, sli: {kind: %s}}\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "x.test.yaml").mkdir()
+    (tmp_path / "file.txt").write_text("a plain file\n")
+    for name in ("empty.jsonl", "empty.yaml", "empty.json"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "garbage.jsonl").write_bytes(b"\x00\x01{{not json\n")
+    (tmp_path / "garbage.yaml").write_text("{{{: - [\n")
+    (tmp_path / "garbage.json").write_text("{not json")
+    (tmp_path / "garbage.parquet").write_bytes(b"PAR1 not really")
+    (tmp_path / "objective.yaml").write_text(_SPEC_TEXT % (150, "availability"))
+    (tmp_path / "threshold.yaml").write_text(
+        "service: s\nslos:\n- {name: a, objective: 99, sli: {kind: latency, signal: ttft,"
+        " threshold: 0.37}}\n"
+    )
+    write_records(
+        tmp_path / "good.jsonl",
+        [
+            RequestRecord(f"r{i}", f"rep{i % 3}", "m", i, i + 1.0, i + 0.1, i + 0.2, 10, 3)
+            for i in range(30)
+        ],
+    )
+    (tmp_path / "llama8b.json").write_text(
+        json.dumps(
+            {
+                "vocab_size": 128256,
+                "hidden_size": 4096,
+                "intermediate_size": 14336,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 131072,
+            }
+        )
+    )
+    return tmp_path
+
+
+def _snapshot(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_size for p in sorted(root.rglob("*"))}
+
+
+def _refuse(what: str) -> Any:
+    def guard(*args: object, **kwargs: object) -> Any:
+        raise AssertionError(f"{what} started: a check came too late")
+
+    return guard
+
+
+@pytest.fixture
+def guarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replace the work each command starts after its checks, and pin the memory figure."""
+    import engine_probe.engine.preflight as preflight
+    import engine_probe.engine.workload as workload
+    import engine_probe.probe.runner as runner
+    import engine_probe.serve.lifecycle as lifecycle
+    import fleetwatch.demo.run as demo_run
+
+    monkeypatch.setattr(lifecycle, "start_server", _refuse("the server"))
+    monkeypatch.setattr(runner, "run_plan", _refuse("the probe"))
+    monkeypatch.setattr(workload, "run_offline", _refuse("the engine run"))
+    monkeypatch.setattr(demo_run, "run_demo", _refuse("the demo"))
+    monkeypatch.setattr(preflight, "available_memory", lambda device: (8 << 30, "free (test)"))
+
+
+@pytest.mark.parametrize(
+    "row", ROWS, ids=[f"{r.command}: {r.argv.split(' ', 2)[-1]}" for r in ROWS]
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    row: Row,
+    tree: Path,
+    guarded: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if row.no_torch:
+        monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.chdir(tree)
+    spec = ROOT / "slo" / "examples" / "chat.yaml"
+    argv = [a.replace("{T}", str(tree)).replace("{SPEC}", str(spec)) for a in row.argv.split()]
+    before = _snapshot(tree)
+    status = main(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert (status, out) == (2, ""), err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fleetwatch: error: "), err
+    assert row.needle in lines[0], lines[0]
+    assert _snapshot(tree) == before
