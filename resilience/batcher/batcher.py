@@ -10,8 +10,8 @@ has waited ``max_wait_s``, or when closing. Guarantees:
   failing items are found: only their callers get the error. The batch function must therefore be
   safe to call again on a subset (pure or idempotent); otherwise use ``FailureMode.FAIL_BATCH``.
 - The flush timer is a loop callback that sets an event; nothing is ever cancelled to flush.
-  Because selectors sleep in whole milliseconds, the worker sleeps on the timer only until
-  ``spin_s`` before the deadline and yields to the loop for the rest, so a lone item waits
+  Selectors sleep in whole milliseconds, so a thread (``waker``) also wakes the loop ``spin_s``
+  before the deadline and the worker yields to the loop until it is due: a lone item waits
   ``max_wait_s`` (0.5 ms means 0.5 ms), not the ~1.1 ms floor of a bare loop timer.
 - ``cost_fn`` runs in the submitting caller: an exception there fails that submit only.
 - The queue is bounded: a full queue rejects at once (``BatcherFullError``), never waits.
@@ -39,6 +39,7 @@ from resilience.batcher.config import (
 )
 from resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
 from resilience.batcher.runner import BatchRunner, Pending
+from resilience.batcher.waker import Waker, loop_clock_is_monotonic
 from resilience.errors import ResilienceConfigError
 
 __all__ = ["MicroBatcher"]
@@ -224,6 +225,11 @@ class MicroBatcher(Generic[T, R]):
         queue = self._queue
         max_wait = self.config.max_wait_s
         spin = self.config.spin_s
+        waker = (
+            Waker(loop, f"micro-batcher {self.name} waker")
+            if loop_clock_is_monotonic(loop)
+            else None
+        )
         try:
             while True:
                 self._drop_cancelled_head()
@@ -247,15 +253,21 @@ class MicroBatcher(Generic[T, R]):
                             when = deadline
                         wake.clear()
                         timer = loop.call_at(when, wake.set)
+                        if waker is not None:
+                            waker.arm(when, wake)
                         try:
                             await wake.wait()
                         finally:
                             timer.cancel()
+                            if waker is not None:
+                                waker.disarm()
                         continue
                 batch = self._take()
                 if batch:
                     await self._runner.run(batch, loop.time())
         finally:
+            if waker is not None:
+                waker.close()
             self._fail_queued(BatcherClosedError(f"micro-batcher {self.name!r}: worker stopped"))
 
     def _take(self) -> list[Pending[T, R]]:

@@ -49,12 +49,14 @@ class BatcherConfig:
     """``max_wait_s`` counts from the oldest waiting item; ``max_batch_cost`` (with ``cost_fn``)
     caps the summed cost of a batch, e.g. tokens for ragged inputs; ``max_queue`` items wait at most.
 
-    ``spin_s``: the event loop's selector sleeps in whole milliseconds (epoll, poll), so a timer
-    alone fires up to 1 ms late and never sooner than 1 ms after it was set. The worker therefore
-    sleeps on a timer only until ``spin_s`` before a flush is due, then yields to the loop
-    (``asyncio.sleep(0)``, other tasks and I/O keep running) until it is. That costs up to
-    ``spin_s`` of CPU per flush made by the deadline, none for flushes of full batches; 0 turns it
-    off (deadlines then land up to ~1 ms late).
+    ``spin_s``: asyncio's selector loops sleep in whole milliseconds (epoll, poll), so a loop
+    timer alone fires up to ~1 ms late and never sooner than ~1 ms after it was set. The worker
+    therefore also arms a thread (``resilience.batcher.waker``) to wake the loop ``spin_s`` before
+    the deadline, then yields to the loop (``asyncio.sleep(0)``; other tasks and I/O keep running)
+    until the deadline; the spin absorbs the thread's wake-up lag. It costs up to ``spin_s`` of CPU
+    per flush made by the deadline, none for flushes of full batches. 0 turns the spin off
+    (deadlines then land the thread's wake-up lag late, ~0.1 ms). On a loop whose clock is not
+    ``time.monotonic`` (a virtual clock; uvloop) only the loop timer is used.
     """
 
     max_batch_size: int = 64
@@ -62,7 +64,7 @@ class BatcherConfig:
     max_queue: int = 10_000
     max_batch_cost: float | None = None
     failure_mode: FailureMode = FailureMode.ISOLATE
-    spin_s: float = 0.001
+    spin_s: float = 0.0002
 
     def __post_init__(self) -> None:
         where = "micro-batcher config"
