@@ -35,9 +35,10 @@ class CircuitBreaker(PermitBreaker):
         async with breaker.guard():
             await client.post(...)
 
-    The closed-state success path takes no lock: two clock reads (the call's start and end, for
-    slow-call detection), one ``next()`` on the epoch's tally and one attribute read; see
-    ``resilience.breaker.machine`` for why the verdict stays exact under concurrency.
+    The closed-state success path takes no lock: two clock reads (the call's start and end, which
+    slow-call detection needs), one ``next()`` on the epoch's tally, then a check that the
+    lock-free path is still open; ``resilience.breaker.machine`` explains why the verdict stays
+    exact under concurrency.
 
     ``clock`` (seconds, monotonic) times calls and the wait in OPEN; ``scheduler`` runs the
     automatic OPEN → HALF_OPEN transition (a daemon ``threading.Timer`` by default). Listeners are
@@ -96,14 +97,7 @@ class CircuitBreaker(PermitBreaker):
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Decorate a function or a coroutine function."""
         if inspect.iscoroutinefunction(fn):
-            async_fn = cast(Callable[P, Awaitable[Any]], fn)
-            call_async = self.call_async
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-                return await call_async(async_fn, *args, **kwargs)
-
-            return cast(Callable[P, R], async_wrapper)
+            return cast(Callable[P, R], _async_wrapper(self, fn))
         return _sync_wrapper(self, fn)
 
     def guard(self) -> Guard:
@@ -180,6 +174,45 @@ def _sync_wrapper(breaker: CircuitBreaker, fn: Callable[P, R]) -> Callable[P, R]
         start = clock()
         try:
             result = fn(*args, **kwargs)
+        except BaseException as exc:
+            record_error(current[1], clock() - start, exc)
+            raise
+        end = clock()
+        if precheck or end - start > slow_s:
+            finish(current, end - start, end, result)
+            return result
+        tally = current[4]
+        next(tally)
+        if metrics is not None:
+            next(metrics.success)
+        if breaker._safe is not tally:
+            late(end - start)
+        return result
+
+    return wrapper
+
+
+def _async_wrapper(
+    breaker: CircuitBreaker, fn: Callable[P, Awaitable[R]]
+) -> Callable[P, Awaitable[R]]:
+    """``breaker.call_async(fn, ...)`` with what cannot change after construction bound once."""
+    clock = breaker._clock
+    slow_s = breaker._slow_s
+    precheck = breaker._result_check is not None or breaker._timed_window
+    metrics = breaker._metrics
+    admit = breaker._admit
+    finish = breaker._finish
+    record_error = breaker.record_error
+    late = breaker._late
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        current = breaker._current
+        if not current[2]:
+            current = admit()
+        start = clock()
+        try:
+            result = await fn(*args, **kwargs)
         except BaseException as exc:
             record_error(current[1], clock() - start, exc)
             raise
