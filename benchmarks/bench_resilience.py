@@ -1,12 +1,10 @@
 """Resilience primitives against their usual peers, side by side in one run: breaker per-call
 overhead (sync and async decorators, CLOSED, no-op function) vs pybreaker, circuitbreaker and
-aiobreaker; 8 threads through one breaker around a 1 ms call; the micro-batcher at saturation and
-for a lone request vs a hand-rolled asyncio.Queue batcher; the retry-storm table.
-
-Figures are medians of interleaved rounds (every variant once per round, so load on a shared
-machine hits them alike), wall time beside CPU time (``time.process_time``, all threads); costs are
-fleetwatch ÷ peer. Each benchmark asserts fleetwatch and its peer computed the same thing. The CPU
-model and load are printed first, the load again before each part.
+aiobreaker; 8 threads through one breaker around a 1 ms call; the micro-batcher in a closed loop
+and for a lone request vs a hand-rolled asyncio.Queue batcher; the retry-storm table. Figures are
+medians of interleaved rounds (every variant once per round, so load hits them alike), wall time
+beside CPU time (``time.process_time``, all threads); costs are fleetwatch ÷ peer. Each benchmark
+asserts fleetwatch and its peer computed the same thing; CPU model and load are printed with it.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 from typing import Any, TypeVar
@@ -37,19 +36,16 @@ THREADS = 8
 THREAD_SECONDS = 0.5
 THREAD_ROUNDS = 5
 BATCH_ROUNDS = 5
-SATURATION_ITEMS = 128_000
+ITEMS = {8: 8_000, 64: 128_000, 256: 128_000}  # per closed-loop run, by callers
 LONE_REQUESTS = 200
 PER_CALL_GOAL = 0.5  # fleetwatch overhead ÷ pybreaker overhead, at most
 THREADS_GOAL = 6.0  # fleetwatch calls/s ÷ pybreaker calls/s, at least
 
 
 def _machine() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        model = "unknown CPU"
-    return f"{model}, {os.cpu_count()} CPUs"
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+    return f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} CPUs"
 
 
 def _load() -> str:
@@ -59,11 +55,16 @@ def _load() -> str:
 
 def _verdict(ratio: float, goal: float, at_most: bool) -> str:
     met = ratio <= goal if at_most else ratio >= goal
-    return f"met by {abs(goal - ratio):.2f}x" if met else f"short by {abs(goal - ratio):.2f}x"
+    return f"{'met' if met else 'short'} by {abs(goal - ratio):.2f}x"
 
 
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.2f}"
+
+
+def _title(text: str) -> None:
+    """A part's heading, with the load average it ran under (the 1-minute figure covers it)."""
+    print(f"\n({_load()})\n\n## {text.rstrip()}\n")
 
 
 def _header(columns: str) -> None:
@@ -134,7 +135,6 @@ def _per_call(wrap: Callable[[Any], Any], asynchronous: bool) -> Callable[[], tu
 
 def _overhead(asynchronous: bool) -> dict[str, float]:
     """Print per-call cost and overhead (minus no breaker, paired per round); return wall overheads."""
-    print(f"\n({_load()})")
     cases = {name: _per_call(wrap, asynchronous) for name, wrap in _peers(asynchronous).items()}
     samples = _interleave(cases, ROUNDS)
     bare = samples["no breaker"]
@@ -143,8 +143,8 @@ def _overhead(asynchronous: bool) -> dict[str, float]:
         for name, values in samples.items()
     }
     kind = "async decorator, no-op coroutine" if asynchronous else "sync decorator, no-op function"
-    print(
-        f"\n## Breaker per-call overhead, {kind}, CLOSED "
+    _title(
+        f"Breaker per-call overhead, {kind}, CLOSED "
         f"({CALLS:,} calls x {ROUNDS} interleaved rounds, median)\n"
     )
     _header(
@@ -187,7 +187,7 @@ def _threaded(call: Callable[[Callable[[], int]], int]) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     for t in threads:
         t.start()
-    time.sleep(THREAD_SECONDS)
+    stop.wait(THREAD_SECONDS)
     stop.set()
     for t in threads:
         t.join()
@@ -196,7 +196,6 @@ def _threaded(call: Callable[[Callable[[], int]], int]) -> tuple[float, float]:
 
 
 def bench_threads() -> None:
-    print(f"\n({_load()})")
     ours = CircuitBreaker("bench")
     calls: dict[str, Callable[[Callable[[], int]], int]] = {
         "no breaker": lambda fn: fn(),
@@ -204,12 +203,11 @@ def bench_threads() -> None:
         "pybreaker": pybreaker.CircuitBreaker(fail_max=5, reset_timeout=60).call,
         "circuitbreaker": circuitbreaker.CircuitBreaker(5, recovery_timeout=60).call,
     }
-    samples = _interleave(
-        {name: partial(_threaded, call) for name, call in calls.items()}, THREAD_ROUNDS
-    )
+    runs = {name: partial(_threaded, call) for name, call in calls.items()}
+    samples = _interleave(runs, THREAD_ROUNDS)
     assert ours.state is State.CLOSED and ours.snapshot().failed == 0
-    print(
-        f"\n## {THREADS} threads calling a 1 ms function through one breaker "
+    _title(
+        f"{THREADS} threads calling a 1 ms function through one breaker "
         f"({THREAD_ROUNDS} x {THREAD_SECONDS:g} s interleaved rounds, median)\n"
     )
     _header("breaker | calls/s | CPU µs/call | fleetwatch ÷ this (calls/s)")
@@ -274,6 +272,7 @@ def _make_batcher(kind: str, wait_s: float) -> MicroBatcher[int, int] | _QueueBa
         return _QueueBatcher(64, wait_s)
     metrics = BatcherMetrics(CollectorRegistry()) if kind == "metrics" else None
     config = BatcherConfig(max_batch_size=64, max_wait_s=wait_s, max_queue=100_000)
+    config = replace(config, spin_s=0.0) if kind == "timer" else config  # the loop timer alone
     return MicroBatcher(_noop_batch, config, metrics=metrics)
 
 
@@ -281,7 +280,7 @@ async def _saturate(callers: int, kind: str) -> tuple[float, float, float, float
     """items/s, CPU s/item, latency p50 and p99 (s) of ``callers`` submitting in a closed loop."""
     batcher = _make_batcher(kind, 0.001)
     latencies: list[float] = []
-    per = SATURATION_ITEMS // callers
+    per = ITEMS[callers] // callers
     answers = 0
 
     async def caller(base: int) -> None:
@@ -322,18 +321,20 @@ def _run(coro_fn: Callable[..., Any], *args: Any) -> Any:
 _LABELS = {
     "plain": "fleetwatch MicroBatcher",
     "metrics": "fleetwatch MicroBatcher + metrics",
+    "timer": "fleetwatch MicroBatcher, spin_s=0 (loop timer alone)",
     "queue": "asyncio.Queue + wait_for batcher (baseline)",
 }
 
 
 def bench_batcher() -> None:
-    print(f"\n({_load()})")
-    cases = [(64, "plain"), (64, "metrics"), (64, "queue"), (256, "plain"), (256, "queue")]
+    cases = [(8, "plain"), (8, "timer"), (8, "queue"), (64, "plain"), (64, "metrics")]
+    cases += [(64, "queue"), (256, "plain"), (256, "queue")]
     runs = {case: partial(_run, _saturate, *case) for case in cases}
     med = {case: _medians(v) for case, v in _interleave(runs, BATCH_ROUNDS).items()}
-    print(
-        "\n## Micro-batcher at saturation: no-op batch function, max batch 64, max wait 1 ms "
-        f"(closed loop, {BATCH_ROUNDS} interleaved rounds of {SATURATION_ITEMS:,} items, median)\n"
+    _title(
+        "Micro-batcher, closed loop: no-op batch function, max batch 64, max wait 1 ms; 8 "
+        "callers flush by the deadline, 64 and 256 saturate it "
+        f"({BATCH_ROUNDS} interleaved rounds of {ITEMS[8]:,}/{ITEMS[64]:,}/{ITEMS[256]:,} items, median)\n"
     )
     _header("batcher | callers | items/s | CPU µs/item | ÷ baseline (CPU) | p50 (µs) | p99 (µs)")
     for (callers, kind), (rate, cpu, p50, p99) in med.items():
@@ -342,19 +343,20 @@ def bench_batcher() -> None:
             f"| {_LABELS[kind]} | {callers} | {rate:,.0f} | {_us(cpu)} | {cpu / base_cpu:.2f}x "
             f"| {p50 * 1e6:,.0f} | {p99 * 1e6:,.0f} |"
         )
-    ours, base = [[med[(c, k)] for c in (64, 256)] for k in ("plain", "queue")]
+    pairs = [(med[(c, "plain")], med[(c, "queue")]) for c in (8, 64, 256)]
     print(
-        f"\nbatcher saturation items/s vs baseline (64/256 callers): fleetwatch "
-        f"{ours[0][0]:,.0f}/{ours[1][0]:,.0f}, baseline {base[0][0]:,.0f}/{base[1][0]:,.0f}, "
-        f"fleetwatch ÷ baseline cost {base[0][0] / ours[0][0]:.2f}x/{base[1][0] / ours[1][0]:.2f}x "
-        f"(wall), {ours[0][1] / base[0][1]:.2f}x/{ours[1][1] / base[1][1]:.2f}x (CPU)"
+        "\nbatcher saturation items/s vs baseline (8 callers, deadline-bound / 64 / 256): "
+        f"fleetwatch {'/'.join(f'{o[0]:,.0f}' for o, _ in pairs)}, "
+        f"baseline {'/'.join(f'{b[0]:,.0f}' for _, b in pairs)}, fleetwatch ÷ baseline cost "
+        f"{'/'.join(f'{b[0] / o[0]:.2f}x' for o, b in pairs)} (wall), "
+        f"{'/'.join(f'{o[1] / b[1]:.2f}x' for o, b in pairs)} (CPU)"
     )
-    print(f"\n({_load()})")
     waits = (0.0005, 0.001, 0.005)
-    lone = {(w, k): partial(_run, _lone, k, w) for w in waits for k in ("plain", "queue")}
+    kinds = ("plain", "timer", "queue")
+    lone = {(w, k): partial(_run, _lone, k, w) for w in waits for k in kinds}
     lmed = {case: _medians(v) for case, v in _interleave(lone, BATCH_ROUNDS).items()}
-    print(
-        "\n## Micro-batcher lone request: one caller, submit → result, no-op batch function "
+    _title(
+        "Micro-batcher lone request: one caller, submit → result, no-op batch function "
         f"({BATCH_ROUNDS} interleaved rounds of {LONE_REQUESTS} requests, median)\n"
     )
     _header("batcher | max wait (ms) | p50 (ms) | p99 (ms) | p50 − max wait (ms) | CPU ms/req")
@@ -379,8 +381,8 @@ def bench_batcher() -> None:
 def bench_storm() -> None:
     config, start = StormConfig(), time.perf_counter()
     result, elapsed = simulate_storm(config), time.perf_counter() - start
-    print(
-        f"\n## Retry storm: {config.clients:,} clients, backend down {config.outage_s:g} s, "
+    _title(
+        f"Retry storm: {config.clients:,} clients, backend down {config.outage_s:g} s, "
         f"{config.max_attempts} attempts, base {config.base_s:g} s, cap {config.cap_s:g} s, "
         f"budget {config.budget_ratio:g} + {config.budget_min_retries_per_s:g}/s (simulated in {elapsed:.1f} s)\n"
     )

@@ -227,7 +227,7 @@ class MicroBatcher(Generic[T, R]):
         spin = self.config.spin_s
         waker = (
             Waker(loop, f"micro-batcher {self.name} waker")
-            if loop_clock_is_monotonic(loop)
+            if spin > 0.0 and loop_clock_is_monotonic(loop)
             else None
         )
         try:
