@@ -1,129 +1,226 @@
-"""Resilience primitives, side by side in one run (medians of interleaved rounds).
-
-1. Circuit breaker per-call overhead on a no-op function: fleetwatch vs pybreaker vs circuitbreaker.
-2. 8 threads calling a 1 ms function through one breaker: throughput vs pybreaker (which holds its
-   lock across the call) and vs no breaker.
-3. Micro-batcher with a no-op batch function at batch 64: items/s and submit latency (p50/p99;
-   with a no-op batch function all of it is added by batching), with and without Prometheus
-   metrics, against a hand-rolled asyncio.Queue + wait_for batcher.
-4. The retry-storm table (``fleetwatch resilience storm`` defaults).
+"""Resilience primitives against their usual peers, side by side in one run: breaker per-call
+overhead (sync and async decorators, CLOSED, no-op function) vs pybreaker, circuitbreaker and
+aiobreaker; 8 threads through one breaker around a 1 ms call; the micro-batcher in a closed loop
+and for a lone request vs a hand-rolled asyncio.Queue batcher; the retry-storm table. Figures are
+medians of interleaved rounds (every variant once per round, so load hits them alike), wall time
+beside CPU time (``time.process_time``, all threads); costs are fleetwatch ÷ peer. Each benchmark
+asserts fleetwatch and its peer computed the same thing; CPU model and load are printed with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import timedelta
+from functools import partial
+from typing import Any, TypeVar
 
+import aiobreaker
 import circuitbreaker
 import pybreaker
 from prometheus_client import CollectorRegistry
 
 from resilience.batcher import BatcherConfig, BatcherMetrics, MicroBatcher
-from resilience.breaker import BreakerConfig, BreakerMetrics, CircuitBreaker
+from resilience.breaker import BreakerMetrics, CircuitBreaker, State
 from resilience.cli import format_table
 from resilience.storm import StormConfig, simulate_storm
 
 CALLS = 100_000
 ROUNDS = 7
 THREADS = 8
-THREAD_SECONDS = 1.0
-THREAD_ROUNDS = 3
+THREAD_SECONDS = 0.5
+THREAD_ROUNDS = 5
+BATCH_ROUNDS = 5
+ITEMS = {8: 8_000, 64: 128_000, 256: 128_000}  # per closed-loop run, by callers
+LONE_REQUESTS = 200
+PER_CALL_GOAL = 0.5  # fleetwatch overhead ÷ pybreaker overhead, at most
+THREADS_GOAL = 6.0  # fleetwatch calls/s ÷ pybreaker calls/s, at least
 
 
-def _noop() -> None:
-    return None
+def _machine() -> str:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+    return f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} CPUs"
 
 
-def _per_call_ns(fn: Callable[[], None], calls: int = CALLS) -> float:
-    start = time.perf_counter_ns()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter_ns() - start) / calls
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def _breakers() -> dict[str, Callable[[], None]]:
-    ours = CircuitBreaker("bench")(_noop)
-    ours_metrics = CircuitBreaker("bench", metrics=BreakerMetrics(CollectorRegistry()))(_noop)
-    pyb = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=60)(_noop)
-    cb = circuitbreaker.CircuitBreaker(failure_threshold=5, recovery_timeout=60)(_noop)
-    return {
-        "no breaker": _noop,
-        "fleetwatch": ours,
-        "fleetwatch + metrics": ours_metrics,
-        "pybreaker": pyb,
-        "circuitbreaker": cb,
+def _verdict(ratio: float, goal: float, at_most: bool) -> str:
+    met = ratio <= goal if at_most else ratio >= goal
+    return f"{'met' if met else 'short'} by {abs(goal - ratio):.2f}x"
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.2f}"
+
+
+def _title(text: str) -> None:
+    """A part's heading, with the load average it ran under (the 1-minute figure covers it)."""
+    print(f"\n({_load()})\n\n## {text.rstrip()}\n")
+
+
+def _header(columns: str) -> None:
+    print(f"| {columns} |\n|---" + "|---:" * columns.count(" | ") + "|")
+
+
+K = TypeVar("K")
+
+
+def _interleave(cases: Mapping[K, Callable[[], Any]], rounds: int) -> dict[K, list[Any]]:
+    """Run every case once per round, ``rounds`` times; each case's samples, in round order."""
+    samples: dict[K, list[Any]] = {case: [] for case in cases}
+    for _ in range(rounds):
+        for case, run in cases.items():
+            samples[case].append(run())
+    return samples
+
+
+def _medians(samples: list[tuple[float, ...]]) -> list[float]:
+    return [statistics.median(column) for column in zip(*samples, strict=True)]
+
+
+def _p50_p99(latencies: list[float]) -> tuple[float, float]:
+    latencies.sort()
+    return latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
+
+
+def _peers(asynchronous: bool) -> dict[str, Callable[[Any], Any]]:
+    peers: dict[str, Callable[[Any], Any]] = {
+        "no breaker": lambda f: f,
+        "fleetwatch": CircuitBreaker("bench"),
+        "fleetwatch + metrics": CircuitBreaker("b", metrics=BreakerMetrics(CollectorRegistry())),
+        "pybreaker": pybreaker.CircuitBreaker(fail_max=5, reset_timeout=60),
+        "circuitbreaker": circuitbreaker.CircuitBreaker(failure_threshold=5, recovery_timeout=60),
+        "aiobreaker": aiobreaker.CircuitBreaker(5, timedelta(seconds=60)),
     }
+    if asynchronous:
+        del peers["pybreaker"]  # its async support needs tornado
+    return peers
+
+
+def _per_call(wrap: Callable[[Any], Any], asynchronous: bool) -> Callable[[], tuple[float, ...]]:
+    calls = [0]  # the guarded function counts its calls and returns the count
+
+    def counted() -> int:
+        calls[0] += 1
+        return calls[0]
+
+    async def coro() -> int:
+        return counted()
+
+    fn = wrap(coro if asynchronous else counted)
+
+    async def run_async() -> int:
+        return sum([await fn() for _ in range(CALLS)])
+
+    def run() -> tuple[float, float]:
+        before = calls[0]
+        wall, cpu = time.perf_counter(), time.process_time()
+        total = asyncio.run(run_async()) if asynchronous else sum(fn() for _ in range(CALLS))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        # same answer: every call ran once and returned its own count
+        assert calls[0] == before + CALLS and total == (2 * before + CALLS + 1) * CALLS // 2
+        return wall / CALLS, cpu / CALLS
+
+    return run
+
+
+def _overhead(asynchronous: bool) -> dict[str, float]:
+    """Print per-call cost and overhead (minus no breaker, paired per round); return wall overheads."""
+    cases = {name: _per_call(wrap, asynchronous) for name, wrap in _peers(asynchronous).items()}
+    samples = _interleave(cases, ROUNDS)
+    bare = samples["no breaker"]
+    over = {
+        name: _medians([(w - bw, c - bc) for (w, c), (bw, bc) in zip(values, bare, strict=True)])
+        for name, values in samples.items()
+    }
+    kind = "async decorator, no-op coroutine" if asynchronous else "sync decorator, no-op function"
+    _title(
+        f"Breaker per-call overhead, {kind}, CLOSED "
+        f"({CALLS:,} calls x {ROUNDS} interleaved rounds, median)\n"
+    )
+    _header(
+        "breaker | wall µs/call | overhead µs (wall) | (CPU) | fleetwatch ÷ this (wall) | (CPU)"
+    )
+    ours = over["fleetwatch"]
+    for name, values in samples.items():
+        (w, c), wall = over[name], statistics.median(v[0] for v in values)
+        ratio = "| |" if name == "no breaker" else f"| {ours[0] / w:.2f}x | {ours[1] / c:.2f}x |"
+        print(f"| {name} | {_us(wall)} | {_us(w)} | {_us(c)} {ratio}")
+    return {name: w for name, (w, _) in over.items()}
 
 
 def bench_overhead() -> None:
-    variants = _breakers()
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(ROUNDS):
-        for name, fn in variants.items():
-            samples[name].append(_per_call_ns(fn))
-    bare = statistics.median(samples["no breaker"])
-    ours = statistics.median(samples["fleetwatch"]) - bare
+    over = _overhead(asynchronous=False)
+    ours, peer = over["fleetwatch"], over["pybreaker"]
+    ratio = ours / peer
     print(
-        f"\n## Breaker per-call overhead (no-op function, {CALLS:,} calls x {ROUNDS} rounds, median)\n"
+        f"\nbreaker overhead per call: fleetwatch {_us(ours)} µs, pybreaker {_us(peer)} µs, "
+        f"ratio {ratio:.2f}x, goal <= {PER_CALL_GOAL}x, {_verdict(ratio, PER_CALL_GOAL, True)}"
     )
-    print("| breaker | ns/call | overhead ns/call | overhead vs fleetwatch |")
-    print("|---|---:|---:|---:|")
-    for name, values in samples.items():
-        med = statistics.median(values)
-        overhead = med - bare
-        ratio = "" if name == "no breaker" else f"{overhead / ours:.2f}x"
-        print(f"| {name} | {med:,.0f} | {overhead:,.0f} | {ratio} |")
+    _overhead(asynchronous=True)
 
 
-def _threaded_throughput(call: Callable[[Callable[[], None]], None]) -> float:
+def _threaded(call: Callable[[Callable[[], int]], int]) -> tuple[float, float]:
+    """Calls/s and CPU s per call of THREADS threads calling a 1 ms function for a while."""
     stop = threading.Event()
-    counts = [0] * THREADS
-
-    def work() -> None:
-        time.sleep(0.001)
+    made = [0] * THREADS
 
     def loop(i: int) -> None:
-        n = 0
+        def work() -> int:
+            time.sleep(0.001)
+            return i
+
         while not stop.is_set():
-            call(work)
-            n += 1
-        counts[i] = n
+            assert call(work) == i  # same answer: every call admitted, run and answered
+            made[i] += 1
 
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(THREADS)]
-    start = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     for t in threads:
         t.start()
-    time.sleep(THREAD_SECONDS)
+    stop.wait(THREAD_SECONDS)
     stop.set()
     for t in threads:
         t.join()
-    return sum(counts) / (time.perf_counter() - start)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return sum(made) / wall, cpu / sum(made)
 
 
 def bench_threads() -> None:
-    ours = CircuitBreaker("bench", BreakerConfig())
-    pyb = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=60)
-    variants: dict[str, Callable[[Callable[[], None]], None]] = {
+    ours = CircuitBreaker("bench")
+    calls: dict[str, Callable[[Callable[[], int]], int]] = {
         "no breaker": lambda fn: fn(),
         "fleetwatch": ours.call,
-        "pybreaker": pyb.call,
+        "pybreaker": pybreaker.CircuitBreaker(fail_max=5, reset_timeout=60).call,
+        "circuitbreaker": circuitbreaker.CircuitBreaker(5, recovery_timeout=60).call,
     }
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(THREAD_ROUNDS):
-        for name, call in variants.items():
-            samples[name].append(_threaded_throughput(call))
-    print(
-        f"\n## {THREADS} threads calling a 1 ms function through one breaker ({THREAD_ROUNDS} x {THREAD_SECONDS:g} s rounds, median)\n"
+    runs = {name: partial(_threaded, call) for name, call in calls.items()}
+    samples = _interleave(runs, THREAD_ROUNDS)
+    assert ours.state is State.CLOSED and ours.snapshot().failed == 0
+    _title(
+        f"{THREADS} threads calling a 1 ms function through one breaker "
+        f"({THREAD_ROUNDS} x {THREAD_SECONDS:g} s interleaved rounds, median)\n"
     )
-    print("| breaker | calls/s | vs pybreaker |")
-    print("|---|---:|---:|")
-    pyb_rate = statistics.median(samples["pybreaker"])
-    for name, values in samples.items():
-        rate = statistics.median(values)
-        print(f"| {name} | {rate:,.0f} | {rate / pyb_rate:.2f}x |")
+    _header("breaker | calls/s | CPU µs/call | fleetwatch ÷ this (calls/s)")
+    med = {name: _medians(values) for name, values in samples.items()}
+    rate = med["fleetwatch"][0]
+    for name, (r, cpu) in med.items():
+        print(f"| {name} | {r:,.0f} | {_us(cpu)} | {rate / r:.2f}x |")
+    ratio = rate / med["pybreaker"][0]
+    print(
+        f"\nbreaker {THREADS} threads × 1 ms: fleetwatch {rate:,.0f} calls/s, "
+        f"pybreaker {med['pybreaker'][0]:,.0f} calls/s, ratio {ratio:.2f}x, "
+        f"goal >= {THREADS_GOAL:g}x, {_verdict(ratio, THREADS_GOAL, False)}"
+    )
 
 
 async def _noop_batch(items: list[int]) -> list[int]:
@@ -170,69 +267,122 @@ class _QueueBatcher:
         await asyncio.gather(self.task, return_exceptions=True)
 
 
-async def _batcher_run(callers: int, items: int, kind: str) -> tuple[float, float, float]:
-    batcher: MicroBatcher[int, int] | _QueueBatcher
+def _make_batcher(kind: str, wait_s: float) -> MicroBatcher[int, int] | _QueueBatcher:
     if kind == "queue":
-        batcher = _QueueBatcher(64, 0.001)
-    else:
-        batcher = MicroBatcher(
-            _noop_batch,
-            BatcherConfig(max_batch_size=64, max_wait_s=0.001, max_queue=100_000),
-            metrics=BatcherMetrics(CollectorRegistry()) if kind == "metrics" else None,
-        )
+        return _QueueBatcher(64, wait_s)
+    metrics = BatcherMetrics(CollectorRegistry()) if kind == "metrics" else None
+    config = BatcherConfig(max_batch_size=64, max_wait_s=wait_s, max_queue=100_000)
+    config = replace(config, spin_s=0.0) if kind == "timer" else config  # the loop timer alone
+    return MicroBatcher(_noop_batch, config, metrics=metrics)
+
+
+async def _saturate(callers: int, kind: str) -> tuple[float, float, float, float]:
+    """items/s, CPU s/item, latency p50 and p99 (s) of ``callers`` submitting in a closed loop."""
+    batcher = _make_batcher(kind, 0.001)
     latencies: list[float] = []
-    per = items // callers
-    clock = time.perf_counter
+    per = ITEMS[callers] // callers
+    answers = 0
 
-    async def caller() -> None:
-        for i in range(per):
-            t = clock()
-            await batcher.submit(i)
-            latencies.append(clock() - t)
+    async def caller(base: int) -> None:
+        nonlocal answers
+        for i in range(base, base + per):
+            t = time.perf_counter()
+            answer = await batcher.submit(i)  # not `answers += await ...`: that reads first
+            latencies.append(time.perf_counter() - t)
+            answers += answer
 
-    start = clock()
-    await asyncio.gather(*(caller() for _ in range(callers)))
-    elapsed = clock() - start
+    wall, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(caller(c * per) for c in range(callers)))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    n = per * callers
     await batcher.close()
-    latencies.sort()
-    return (
-        per * callers / elapsed,
-        latencies[len(latencies) // 2],
-        latencies[int(len(latencies) * 0.99)],
-    )
+    assert answers == n * (n - 1) // 2  # same answers: every item came back as itself
+    return (n / wall, cpu / n, *_p50_p99(latencies))
+
+
+async def _lone(kind: str, wait_s: float) -> tuple[float, float, float]:
+    """One caller, one request at a time: latency p50 and p99 (s), CPU s/request."""
+    batcher = _make_batcher(kind, wait_s)
+    latencies = []
+    cpu = time.process_time()
+    for i in range(LONE_REQUESTS):
+        t = time.perf_counter()
+        assert await batcher.submit(i) == i  # same answers
+        latencies.append(time.perf_counter() - t)
+    cpu = time.process_time() - cpu
+    await batcher.close()
+    return (*_p50_p99(latencies), cpu / LONE_REQUESTS)
+
+
+def _run(coro_fn: Callable[..., Any], *args: Any) -> Any:
+    return asyncio.run(coro_fn(*args))
+
+
+_LABELS = {
+    "plain": "fleetwatch MicroBatcher",
+    "metrics": "fleetwatch MicroBatcher + metrics",
+    "timer": "fleetwatch MicroBatcher, spin_s=0 (loop timer alone)",
+    "queue": "asyncio.Queue + wait_for batcher (baseline)",
+}
 
 
 def bench_batcher() -> None:
-    labels = {
-        "plain": "fleetwatch MicroBatcher",
-        "metrics": "fleetwatch MicroBatcher + metrics",
-        "queue": "asyncio.Queue + wait_for batcher (baseline)",
-    }
-    cases = [(64, "plain"), (64, "metrics"), (64, "queue"), (256, "plain"), (256, "queue")]
-    samples: dict[tuple[int, str], list[tuple[float, float, float]]] = {c: [] for c in cases}
-    for _ in range(5):
-        for callers, kind in cases:
-            samples[(callers, kind)].append(asyncio.run(_batcher_run(callers, 128_000, kind)))
-    print(
-        "\n## Micro-batcher, no-op batch function, max batch 64, max wait 1 ms "
-        "(closed loop, 5 rounds of 128,000 items, median)\n"
+    cases = [(8, "plain"), (8, "timer"), (8, "queue"), (64, "plain"), (64, "metrics")]
+    cases += [(64, "queue"), (256, "plain"), (256, "queue")]
+    runs = {case: partial(_run, _saturate, *case) for case in cases}
+    med = {case: _medians(v) for case, v in _interleave(runs, BATCH_ROUNDS).items()}
+    _title(
+        "Micro-batcher, closed loop: no-op batch function, max batch 64, max wait 1 ms; 8 "
+        "callers flush by the deadline, 64 and 256 saturate it "
+        f"({BATCH_ROUNDS} interleaved rounds of {ITEMS[8]:,}/{ITEMS[64]:,}/{ITEMS[256]:,} items, median)\n"
     )
-    print("| batcher | concurrent callers | items/s | submit latency p50 (us) | p99 (us) |")
-    print("|---|---:|---:|---:|---:|")
-    for (callers, kind), values in samples.items():
-        rate = statistics.median(v[0] for v in values)
-        p50 = statistics.median(v[1] for v in values) * 1e6
-        p99 = statistics.median(v[2] for v in values) * 1e6
-        print(f"| {labels[kind]} | {callers} | {rate:,.0f} | {p50:,.0f} | {p99:,.0f} |")
+    _header("batcher | callers | items/s | CPU µs/item | ÷ baseline (CPU) | p50 (µs) | p99 (µs)")
+    for (callers, kind), (rate, cpu, p50, p99) in med.items():
+        base_cpu = med[(callers, "queue")][1]
+        print(
+            f"| {_LABELS[kind]} | {callers} | {rate:,.0f} | {_us(cpu)} | {cpu / base_cpu:.2f}x "
+            f"| {p50 * 1e6:,.0f} | {p99 * 1e6:,.0f} |"
+        )
+    pairs = [(med[(c, "plain")], med[(c, "queue")]) for c in (8, 64, 256)]
+    print(
+        "\nbatcher saturation items/s vs baseline (8 callers, deadline-bound / 64 / 256): "
+        f"fleetwatch {'/'.join(f'{o[0]:,.0f}' for o, _ in pairs)}, "
+        f"baseline {'/'.join(f'{b[0]:,.0f}' for _, b in pairs)}, fleetwatch ÷ baseline cost "
+        f"{'/'.join(f'{b[0] / o[0]:.2f}x' for o, b in pairs)} (wall), "
+        f"{'/'.join(f'{o[1] / b[1]:.2f}x' for o, b in pairs)} (CPU)"
+    )
+    waits = (0.0005, 0.001, 0.005)
+    kinds = ("plain", "timer", "queue")
+    lone = {(w, k): partial(_run, _lone, k, w) for w in waits for k in kinds}
+    lmed = {case: _medians(v) for case, v in _interleave(lone, BATCH_ROUNDS).items()}
+    _title(
+        "Micro-batcher lone request: one caller, submit → result, no-op batch function "
+        f"({BATCH_ROUNDS} interleaved rounds of {LONE_REQUESTS} requests, median)\n"
+    )
+    _header("batcher | max wait (ms) | p50 (ms) | p99 (ms) | p50 − max wait (ms) | CPU ms/req")
+    for (wait_s, kind), (p50, p99, cpu) in lmed.items():
+        print(
+            f"| {_LABELS[kind]} | {wait_s * 1e3:g} | {p50 * 1e3:.3f} | {p99 * 1e3:.3f} "
+            f"| {(p50 - wait_s) * 1e3:+.3f} | {cpu * 1e3:.3f} |"
+        )
+    ours, base = [[lmed[(w, k)] for w in waits] for k in ("plain", "queue")]
+
+    def ms(rows: list[list[float]], i: int) -> str:
+        return "/".join(f"{row[i] * 1e3:.3f}" for row in rows)
+
+    print(
+        f"\nbatcher lone-request added latency at max_wait 0.5/1/5 ms vs baseline: fleetwatch "
+        f"{ms(ours, 0)} ms (CPU {ms(ours, 2)} ms/request), baseline {ms(base, 0)} ms "
+        f"(CPU {ms(base, 2)} ms/request), fleetwatch ÷ baseline "
+        + "/".join(f"{o[0] / b[0]:.2f}x" for o, b in zip(ours, base, strict=True))
+    )
 
 
 def bench_storm() -> None:
-    config = StormConfig()
-    start = time.perf_counter()
-    result = simulate_storm(config)
-    elapsed = time.perf_counter() - start
-    print(
-        f"\n## Retry storm: {config.clients:,} clients, backend down {config.outage_s:g} s, "
+    config, start = StormConfig(), time.perf_counter()
+    result, elapsed = simulate_storm(config), time.perf_counter() - start
+    _title(
+        f"Retry storm: {config.clients:,} clients, backend down {config.outage_s:g} s, "
         f"{config.max_attempts} attempts, base {config.base_s:g} s, cap {config.cap_s:g} s, "
         f"budget {config.budget_ratio:g} + {config.budget_min_retries_per_s:g}/s (simulated in {elapsed:.1f} s)\n"
     )
@@ -240,10 +390,10 @@ def bench_storm() -> None:
 
 
 def main() -> None:
-    bench_overhead()
-    bench_threads()
-    bench_batcher()
-    bench_storm()
+    print(f"\nmachine: {_machine()}; {_load()}")
+    for bench in (bench_overhead, bench_threads, bench_batcher, bench_storm):
+        bench()
+    print(f"\n(end: {_load()})")
 
 
 if __name__ == "__main__":

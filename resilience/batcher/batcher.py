@@ -10,6 +10,9 @@ has waited ``max_wait_s``, or when closing. Guarantees:
   failing items are found: only their callers get the error. The batch function must therefore be
   safe to call again on a subset (pure or idempotent); otherwise use ``FailureMode.FAIL_BATCH``.
 - The flush timer is a loop callback that sets an event; nothing is ever cancelled to flush.
+  Selectors sleep in whole milliseconds, so a thread (``waker``) also wakes the loop ``spin_s``
+  before the deadline and the worker yields to the loop until it is due: a lone item waits
+  ``max_wait_s`` (0.5 ms means 0.5 ms), not the ~1.1 ms floor of a bare loop timer.
 - ``cost_fn`` runs in the submitting caller: an exception there fails that submit only.
 - The queue is bounded: a full queue rejects at once (``BatcherFullError``), never waits.
 - Should the worker die of a bug, every waiting caller gets an error (nobody hangs) and the next
@@ -36,6 +39,7 @@ from resilience.batcher.config import (
 )
 from resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
 from resilience.batcher.runner import BatchRunner, Pending
+from resilience.batcher.waker import Waker, loop_clock_is_monotonic
 from resilience.errors import ResilienceConfigError
 
 __all__ = ["MicroBatcher"]
@@ -220,6 +224,12 @@ class MicroBatcher(Generic[T, R]):
         wake = self._wake
         queue = self._queue
         max_wait = self.config.max_wait_s
+        spin = self.config.spin_s
+        waker = (
+            Waker(loop, f"micro-batcher {self.name} waker")
+            if spin > 0.0 and loop_clock_is_monotonic(loop)
+            else None
+        )
         try:
             while True:
                 self._drop_cancelled_head()
@@ -231,18 +241,33 @@ class MicroBatcher(Generic[T, R]):
                     continue
                 if not self._closing and not self._full():
                     deadline = queue[0].enqueued + max_wait
-                    if loop.time() < deadline:
+                    now = loop.time()
+                    if now < deadline:
+                        when = deadline - spin  # sleep until then, yield from then on
+                        if now >= when:
+                            await asyncio.sleep(0)  # yield; the loop comes back here at once
+                            if loop.time() != now:
+                                continue
+                            # a clock that stands still while we yield (a virtual or coarse one):
+                            # only a timer moves it
+                            when = deadline
                         wake.clear()
-                        timer = loop.call_at(deadline, wake.set)
+                        timer = loop.call_at(when, wake.set)
+                        if waker is not None:
+                            waker.arm(when, wake)
                         try:
                             await wake.wait()
                         finally:
                             timer.cancel()
+                            if waker is not None:
+                                waker.disarm()
                         continue
                 batch = self._take()
                 if batch:
                     await self._runner.run(batch, loop.time())
         finally:
+            if waker is not None:
+                waker.close()
             self._fail_queued(BatcherClosedError(f"micro-batcher {self.name!r}: worker stopped"))
 
     def _take(self) -> list[Pending[T, R]]:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
 
+from resilience.breaker.machine import Current
 from resilience.breaker.permits import PermitBreaker
 
 __all__ = ["CircuitBreaker", "Guard"]
@@ -34,6 +35,11 @@ class CircuitBreaker(PermitBreaker):
         async with breaker.guard():
             await client.post(...)
 
+    The closed-state success path takes no lock: two clock reads (the call's start and end, which
+    slow-call detection needs), one ``next()`` on the epoch's tally, then a check that the
+    lock-free path is still open; ``resilience.breaker.machine`` explains why the verdict stays
+    exact under concurrency.
+
     ``clock`` (seconds, monotonic) times calls and the wait in OPEN; ``scheduler`` runs the
     automatic OPEN → HALF_OPEN transition (a daemon ``threading.Timer`` by default). Listeners are
     called synchronously after the lock is released, on the thread that caused the event; they must
@@ -43,50 +49,56 @@ class CircuitBreaker(PermitBreaker):
     def call(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call ``fn`` through the breaker (CallNotPermittedError when refused)."""
         current = self._current
-        permit = current[1] if current[2] else self.acquire()
+        if not current[2]:
+            current = self._admit()
         clock = self._clock
         start = clock()
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            self.record_error(permit, clock() - start, exc)
+            self.record_error(current[1], clock() - start, exc)
             raise
+        end = clock()
         check = self._result_check
-        self._record(permit, clock() - start, False if check is None else bool(check(result)), None)
+        if (
+            check is not None
+            or end - start > self._slow_s
+            or (self._timed_window and end >= self._safe_until)
+        ):
+            self._finish(current, end - start, end, result)
+            return result
+        # the clean success of PermitBreaker._count_ok, inlined
+        tally = current[4]
+        next(tally)
+        metrics = self._metrics
+        if metrics is not None:
+            next(metrics.success)
+        if self._safe is not tally:
+            self._late(end - start)
         return result
 
     async def call_async(
         self, fn: Callable[P, Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs
     ) -> R:
-        permit = self.acquire()
+        current = self._current
+        if not current[2]:
+            current = self._admit()
         clock = self._clock
         start = clock()
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
-            self.record_error(permit, clock() - start, exc)
+            self.record_error(current[1], clock() - start, exc)
             raise
-        self.record_success(permit, clock() - start, result)
+        end = clock()
+        self._finish(current, end - start, end, result)
         return result
 
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Decorate a function or a coroutine function."""
         if inspect.iscoroutinefunction(fn):
-            async_fn = cast(Callable[P, Awaitable[Any]], fn)
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-                return await self.call_async(async_fn, *args, **kwargs)
-
-            return cast(Callable[P, R], async_wrapper)
-
-        call = self.call
-
-        @functools.wraps(fn)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            return call(fn, *args, **kwargs)
-
-        return wrapper
+            return cast(Callable[P, R], _async_wrapper(self, fn))
+        return _sync_wrapper(self, fn)
 
     def guard(self) -> Guard:
         """A context manager (sync or async) for one call; ``guard.result(value)`` feeds the result predicate."""
@@ -99,11 +111,11 @@ class Guard:
     Entering takes a permit (raising CallNotPermittedError when refused); leaving reports the outcome.
     """
 
-    __slots__ = ("_breaker", "_permit", "_result", "_start")
+    __slots__ = ("_breaker", "_current", "_result", "_start")
 
     def __init__(self, breaker: CircuitBreaker) -> None:
         self._breaker = breaker
-        self._permit = -1
+        self._current: Current | None = None
         self._start = 0.0
         self._result: Any = None
 
@@ -112,7 +124,7 @@ class Guard:
         self._result = value
 
     def __enter__(self) -> Guard:
-        self._permit = self._breaker.acquire()
+        self._current = self._breaker._admit()
         self._start = self._breaker._clock()
         return self
 
@@ -122,11 +134,14 @@ class Guard:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        duration = self._breaker._clock() - self._start
+        breaker = self._breaker
+        current = self._current
+        assert current is not None, "Guard exited without entering"
+        end = breaker._clock()
         if exc is None:
-            self._breaker.record_success(self._permit, duration, self._result)
+            breaker._finish(current, end - self._start, end, self._result)
         else:
-            self._breaker.record_error(self._permit, duration, exc)
+            breaker.record_error(current[1], end - self._start, exc)
 
     async def __aenter__(self) -> Guard:
         return self.__enter__()
@@ -138,3 +153,79 @@ class Guard:
         tb: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+def _sync_wrapper(breaker: CircuitBreaker, fn: Callable[P, R]) -> Callable[P, R]:
+    """``breaker.call(fn, ...)`` with what cannot change after construction bound once."""
+    clock = breaker._clock
+    slow_s = breaker._slow_s
+    precheck = breaker._result_check is not None or breaker._timed_window
+    metrics = breaker._metrics
+    admit = breaker._admit
+    finish = breaker._finish
+    record_error = breaker.record_error
+    late = breaker._late
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        current = breaker._current
+        if not current[2]:
+            current = admit()
+        start = clock()
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            record_error(current[1], clock() - start, exc)
+            raise
+        end = clock()
+        if precheck or end - start > slow_s:
+            finish(current, end - start, end, result)
+            return result
+        tally = current[4]
+        next(tally)
+        if metrics is not None:
+            next(metrics.success)
+        if breaker._safe is not tally:
+            late(end - start)
+        return result
+
+    return wrapper
+
+
+def _async_wrapper(
+    breaker: CircuitBreaker, fn: Callable[P, Awaitable[R]]
+) -> Callable[P, Awaitable[R]]:
+    """``breaker.call_async(fn, ...)`` with what cannot change after construction bound once."""
+    clock = breaker._clock
+    slow_s = breaker._slow_s
+    precheck = breaker._result_check is not None or breaker._timed_window
+    metrics = breaker._metrics
+    admit = breaker._admit
+    finish = breaker._finish
+    record_error = breaker.record_error
+    late = breaker._late
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        current = breaker._current
+        if not current[2]:
+            current = admit()
+        start = clock()
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:
+            record_error(current[1], clock() - start, exc)
+            raise
+        end = clock()
+        if precheck or end - start > slow_s:
+            finish(current, end - start, end, result)
+            return result
+        tally = current[4]
+        next(tally)
+        if metrics is not None:
+            next(metrics.success)
+        if breaker._safe is not tally:
+            late(end - start)
+        return result
+
+    return wrapper

@@ -4,12 +4,36 @@ A permit is the breaker's epoch at the time it was granted; every transition sta
 so an outcome that arrives after a transition (a slow call started while CLOSED that ends in
 HALF_OPEN) is counted in metrics but never judges the new state. Transitions run under the lock
 and collect their events; listeners and the OPEN timer run after the lock is released.
+
+Clean successes without the lock
+--------------------------------
+A success that was neither slow nor failed by the result predicate (nearly every call) is counted
+by one ``next()`` on its epoch's *tally*, an ``itertools.count``; the GIL makes that atomic. Every
+locked operation (an outcome that is not a clean success, a transition, a permit in a state that
+does not admit every call, a snapshot) first *syncs*: it sets ``_safe`` to None, then takes the
+tally's next value and folds the successes counted since the last sync into the window. It ends
+by *re-arming*: ``_safe`` becomes the epoch's tally again only when no clean success can change the
+verdict (the window has neither failed nor slow calls, or it holds at least ``minimum_calls`` and
+is below both thresholds, and then a clean success can only lower the rates), nobody listens for
+events, and (time window) until the end of the current second. A success that counted itself
+then reads ``_safe``: if it is not its tally, the success takes the lock and syncs, and so is
+judged in order before its call returns.
+
+Guarantee: outcomes are linearizable. A clean success takes effect at its ``next()`` on the tally,
+every other outcome and every transition when it holds the lock, and the window is judged after
+each outcome in that order. So under any number of threads the breaker trips on exactly the
+outcome that crosses a threshold (zero calls late), a success counted after a transition is
+dropped like any outcome with an old permit, and HALF_OPEN admits exactly ``half_open_calls``
+probes (permits are only granted under the lock). This relies on the GIL (CPython's default
+build); a free-threaded build would need the tallies made thread-safe.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -28,6 +52,8 @@ from resilience.breaker.window import CountWindow, SlidingWindow, TimeWindow, Wi
 __all__ = ["BreakerMachine", "Listener", "Scheduler"]
 
 Listener = Callable[[BreakerEvent], None]
+# (state, epoch, admits every call, records into the window, the epoch's tally of clean successes)
+Current = tuple[State, int, bool, bool, "itertools.count[int]"]
 Scheduler = Callable[[float, Callable[[], None]], None]
 """``scheduler(delay_s, callback)``: run ``callback`` once after ``delay_s`` seconds."""
 
@@ -79,17 +105,21 @@ class BreakerMachine:
         self._probe_window = CountWindow(config.half_open_calls)
         self._min_calls = config.effective_minimum_calls
         self._slow_s = config.slow_call_duration_s
-        # (state, epoch, admits every call, records into the window): replaced as one tuple so that
-        # a reader without the lock never sees a state with another state's epoch.
-        self._current: tuple[State, int, bool, bool] = (State.CLOSED, 0, True, True)
+        # Replaced as one tuple so that a reader without the lock never sees a state with another
+        # state's epoch or tally.
+        self._current: Current = (State.CLOSED, 0, True, True, itertools.count())
+        self._mark = -1  # the tally's value taken by the last sync
+        # the tally while clean successes may skip the lock (see the module docstring), else None
+        self._safe: itertools.count[int] | None = None
+        self._safe_until = math.inf  # time window: the lock-free path ends with the second
+        self._armed_at = now = clock()  # the last re-arm: the time of the successes it lets by
         self._result_check = None if config.record_result is _never else config.record_result
         self._probes_left = 0
-        self._since = clock()
+        self._since = now
         self._exceeded = False
-        # the count window was judged below both thresholds since the last change
-        self._judged = False
         if self._metrics is not None:
             self._metrics.set_state(State.CLOSED)
+        self._rearm(now)
 
     # ----- reading -----------------------------------------------------------------------------
 
@@ -99,14 +129,26 @@ class BreakerMachine:
 
     def snapshot(self) -> WindowSnapshot:
         """Totals of the current window (the probe window while HALF_OPEN)."""
+        events: list[BreakerEvent] = []
+        schedule: list[int] = []
         with self._lock:
-            if self._current[0] is State.HALF_OPEN:
-                return self._probe_window.snapshot(self._clock())
-            return self._window.snapshot(self._clock())
+            now = self._clock()
+            self._sync(now, events, schedule)
+            window = self._probe_window if self._current[0] is State.HALF_OPEN else self._window
+            snap = window.snapshot(now)
+            self._rearm(now)
+        self._after(events, schedule)
+        return snap
 
     def add_listener(self, listener: Listener) -> None:
+        events: list[BreakerEvent] = []
+        schedule: list[int] = []
         with self._lock:
+            now = self._clock()
+            self._sync(now, events, schedule)
             self._listeners = (*self._listeners, listener)
+            self._rearm(now)
+        self._after(events, schedule)
 
     # ----- transitions -------------------------------------------------------------------------
 
@@ -115,8 +157,11 @@ class BreakerMachine:
         events: list[BreakerEvent] = []
         schedule: list[int] = []
         with self._lock:
+            now = self._clock()
+            self._sync(now, events, schedule)
             if self._current[0] is not state:
-                self._transition(state, self._clock(), events, schedule)
+                self._transition(state, now, events, schedule)
+            self._rearm(now)
         self._after(events, schedule)
 
     def reset(self) -> None:
@@ -125,11 +170,74 @@ class BreakerMachine:
         schedule: list[int] = []
         with self._lock:
             now = self._clock()
+            self._sync(now, events, schedule)
             self._transition(State.CLOSED, now, events, schedule)
             events.append(BreakerEvent(EventKind.RESET, self.name, now))
+            self._rearm(now)
         self._after(events, schedule)
 
     # ----- internals ---------------------------------------------------------------------------
+
+    def _sync(self, now: float, events: list[BreakerEvent], schedule: list[int]) -> None:
+        """Under the lock: close the lock-free path and fold the successes it counted."""
+        was_safe = self._safe is not None
+        self._safe = None  # before reading the tally: a later count sees None and takes the lock
+        state, epoch, _, records, tally = self._current
+        mark = next(tally)
+        pending = mark - self._mark - 1
+        self._mark = mark
+        if not pending or not (records or state is State.HALF_OPEN):
+            return
+        at = self._armed_at
+        if was_safe and records:
+            self._window.record_clean(at, pending)  # armed safe: they cannot change the verdict
+            return
+        for _ in range(pending):
+            if self._current[1] != epoch:
+                return  # they tripped the breaker: the rest were counted after the transition
+            self._judge(state, at, now, False, False, events, schedule)
+
+    def _rearm(self, now: float) -> None:
+        """Under the lock, last: open the lock-free path if no clean success can change the verdict."""
+        _, _, admits, records, tally = self._current
+        self._armed_at = now
+        if self._timed_window:
+            self._safe_until = math.floor(now) + 1.0
+        if not admits or self._listeners:
+            return
+        if records:
+            if self._exceeded:
+                return  # METRICS_ONLY over a threshold: a success may bring it back below
+            calls, failed, slow = self._window.totals(now)
+            if (failed or slow) and (calls < self._min_calls or self._over(calls, failed, slow)):
+                return
+        self._safe = tally
+
+    def _judge(
+        self,
+        state: State,
+        at: float,
+        now: float,
+        failed: bool,
+        slow: bool,
+        events: list[BreakerEvent],
+        schedule: list[int],
+    ) -> None:
+        """Record one outcome of the current epoch (recorded at ``at``) and act on the verdict."""
+        if state is State.HALF_OPEN:
+            calls, n_failed, n_slow = self._probe_window.record(at, failed, slow)
+            if calls >= self.config.half_open_calls:
+                if self._over(calls, n_failed, n_slow):
+                    self._report_rates(calls, n_failed, n_slow, now, events)
+                    self._transition(State.OPEN, now, events, schedule)
+                else:
+                    self._transition(State.CLOSED, now, events, schedule)
+            return
+        calls, n_failed, n_slow = self._window.record(at, failed, slow)
+        if calls >= self._min_calls and self._over(calls, n_failed, n_slow):
+            self._trip(state, calls, n_failed, n_slow, now, events, schedule)
+        else:
+            self._exceeded = False
 
     def _over(self, calls: int, failed: int, slow: int) -> bool:
         cfg = self.config
@@ -162,7 +270,6 @@ class BreakerMachine:
         schedule: list[int],
     ) -> None:
         """A window over its thresholds: open, or (METRICS_ONLY) report once per crossing."""
-        self._judged = False
         if state is State.METRICS_ONLY:
             if not self._exceeded:
                 self._exceeded = True
@@ -174,12 +281,11 @@ class BreakerMachine:
     def _transition(
         self, to: State, now: float, events: list[BreakerEvent], schedule: list[int]
     ) -> int:
-        """Enter ``to`` under the lock; return the new epoch."""
-        before, epoch, _, _ = self._current
+        """Enter ``to`` under the lock (after a sync); return the new epoch."""
+        before, epoch, _, _, _ = self._current
         epoch += 1
         self._since = now
         self._exceeded = False
-        self._judged = False
         if to is State.HALF_OPEN:
             self._probe_window.reset()
             self._probes_left = self.config.half_open_calls
@@ -187,7 +293,8 @@ class BreakerMachine:
             self._window.reset()
         if to is State.OPEN and self.config.automatic_transition:
             schedule.append(epoch)
-        self._current = (to, epoch, *_MODE[to])
+        self._current = (to, epoch, *_MODE[to], itertools.count())
+        self._mark = -1
         if self._metrics is not None:
             self._metrics.set_state(to)
         events.append(
@@ -199,12 +306,17 @@ class BreakerMachine:
         events: list[BreakerEvent] = []
         schedule: list[int] = []
         with self._lock:
-            state, current_epoch, _, _ = self._current
+            now = self._clock()
+            self._sync(now, events, schedule)
+            state, current_epoch, _, _, _ = self._current
             if state is State.OPEN and current_epoch == epoch:
-                self._transition(State.HALF_OPEN, self._clock(), events, schedule)
+                self._transition(State.HALF_OPEN, now, events, schedule)
+            self._rearm(now)
         self._after(events, schedule)
 
     def _after(self, events: list[BreakerEvent], schedule: list[int]) -> None:
+        if not events and not schedule:
+            return
         for epoch in schedule:
             self._scheduler(
                 self.config.wait_in_open_s, functools.partial(self._auto_half_open, epoch)

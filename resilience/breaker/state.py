@@ -73,7 +73,8 @@ class BreakerConfig:
     - ``minimum_calls``: no verdict until the window holds this many calls (capped at the size of a
       count window).
     - ``failure_rate_threshold``/``slow_call_rate_threshold``: open when a rate is at or above.
-    - ``slow_call_duration_s``: a call at least this long is slow (successful or not).
+    - ``slow_call_duration_s``: a call longer than this (strictly, as in resilience4j) is slow,
+      successful or not.
     - ``wait_in_open_s``: how long OPEN rejects before probing.
     - ``half_open_calls``: exactly this many probes are admitted in HALF_OPEN; their verdict closes
       or reopens the breaker.

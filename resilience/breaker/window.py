@@ -2,7 +2,9 @@
 
 Two kinds, as in resilience4j: a count-based window over the last ``size`` calls (one bucket per
 call) and a time-based window over the last ``size`` seconds (one bucket per second). Neither is
-thread-safe on its own; the breaker guards it with its lock.
+thread-safe on its own; the breaker guards it with its lock. ``record_clean`` adds many successes
+that were neither failed nor slow at once (the breaker counts those without its lock and folds
+them in later).
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ class SlidingWindow(Protocol):
         """Add one call; return the new totals (calls, failed, slow)."""
         ...
 
+    def record_clean(self, now: float, n: int) -> None:
+        """Add ``n`` calls that neither failed nor were slow."""
+        ...
+
+    def totals(self, now: float) -> tuple[int, int, int]:
+        """The totals (calls, failed, slow) at ``now``."""
+        ...
+
     def snapshot(self, now: float) -> WindowSnapshot: ...
 
     def reset(self) -> None: ...
@@ -71,6 +81,34 @@ class CountWindow:
         self._total += 1
         self._failed += int(failed)
         self._slow += int(slow)
+        return (self._total, self._failed, self._slow)
+
+    def record_clean(self, now: float, n: int) -> None:
+        size = self._size
+        if n >= size:
+            self._ring = [0] * size
+            self._total, self._failed, self._slow = size, 0, 0
+            return
+        head = self._head
+        end = head + n
+        if end <= size:
+            self._clear(head, end)
+        else:
+            self._clear(head, size)
+            self._clear(0, end - size)
+        self._head = end % size
+        self._total += n
+
+    def _clear(self, lo: int, hi: int) -> None:
+        """Evict slots ``lo:hi`` and fill them with clean calls (the caller adds them to the total)."""
+        evicted = self._ring[lo:hi]
+        both = evicted.count(3)
+        self._total -= (hi - lo) - evicted.count(-1)
+        self._failed -= evicted.count(1) + both
+        self._slow -= evicted.count(2) + both
+        self._ring[lo:hi] = [0] * (hi - lo)
+
+    def totals(self, now: float) -> tuple[int, int, int]:
         return (self._total, self._failed, self._slow)
 
     def snapshot(self, now: float) -> WindowSnapshot:
@@ -130,6 +168,14 @@ class TimeWindow:
         self._t_calls += 1
         self._t_failed += int(failed)
         self._t_slow += int(slow)
+        return (self._t_calls, self._t_failed, self._t_slow)
+
+    def record_clean(self, now: float, n: int) -> None:
+        self._calls[self._advance(now) % self._size] += n
+        self._t_calls += n
+
+    def totals(self, now: float) -> tuple[int, int, int]:
+        self._advance(now)
         return (self._t_calls, self._t_failed, self._t_slow)
 
     def snapshot(self, now: float) -> WindowSnapshot:

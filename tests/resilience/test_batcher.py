@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -326,3 +327,35 @@ def test_impossible_config_is_refused() -> None:
         BatcherConfig(max_batch_size=0)
     with pytest.raises(ResilienceConfigError, match="cost_fn"):
         MicroBatcher(Recorder(), BatcherConfig(max_batch_cost=10))
+    with pytest.raises(ResilienceConfigError, match="spin_s"):
+        BatcherConfig(spin_s=-0.001)
+
+
+def test_a_lone_item_waits_max_wait_not_the_selectors_millisecond() -> None:
+    # epoll sleeps in whole milliseconds: a bare loop timer for 0.5 ms fires after ~1.1 ms
+    async def main() -> list[float]:
+        fn = Recorder()
+        batcher = MicroBatcher(fn, BatcherConfig(max_batch_size=8, max_wait_s=0.0005))
+        waits = []
+        for i in range(40):
+            start = time.perf_counter()
+            assert await batcher.submit(i) == 2 * i
+            waits.append(time.perf_counter() - start)
+        await batcher.close()
+        return sorted(waits)
+
+    waits = asyncio.run(main())
+    assert waits[0] >= 0.0005  # never early
+    assert waits[len(waits) // 2] < 0.0009
+
+
+def test_without_spin_the_timer_alone_flushes_on_time(run_virtual: Run) -> None:
+    async def main() -> None:
+        fn = Recorder()
+        batcher = MicroBatcher(fn, BatcherConfig(max_batch_size=10, max_wait_s=0.010, spin_s=0.0))
+        await asyncio.sleep(0.1)
+        assert await batcher.submit(1) == 2
+        assert fn.batches == [(pytest.approx(0.110), [1])]
+        await batcher.close()
+
+    run_virtual(main())
