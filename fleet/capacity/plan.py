@@ -148,8 +148,10 @@ def curve_from_probe(
         raise AnalysisError(
             f"{where}: no 'levels' list; expected `fleetwatch probe run --json` output"
         )
-    plan = doc.get("plan") if isinstance(doc.get("plan"), Mapping) else {}
-    targets = plan.get("targets") if isinstance(plan.get("targets"), Mapping) else {}
+    plan: Mapping[str, Any] = doc.get("plan") or {}
+    targets = plan.get("targets") if isinstance(plan, Mapping) else None
+    if not isinstance(targets, Mapping):
+        targets = {}
     from_schedule = bool(targets.get("ttft_from_schedule", True))
     points = []
     for n, level in enumerate(levels):
