@@ -73,10 +73,16 @@ def capacity_command(
     seed: int,
 ) -> tuple[dict[str, Any], str]:
     """(JSON document, text) of the command."""
+    from telemetry.preflight import http_url, input_file, output_dir
     from telemetry.rulefiles import promtool_test_path
 
     if probe is None and not simulate:
         raise AnalysisError("give a probe run JSON (`fleetwatch probe run --json`), or --simulate")
+    if probe is not None:
+        input_file(probe)
+    if output is not None:
+        output_dir(output)
+    http_url(target[3], option="--prometheus-url", error=AnalysisError)
     try:
         prof = get_profile(profile)
     except ProfileError as exc:
