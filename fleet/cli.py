@@ -226,3 +226,57 @@ def rules(
     except OSError as exc:
         raise AnalysisError(f"cannot write rules: {exc}") from None
     typer.echo(f"wrote {output} and {test_path} (check: promtool test rules {test_path})")
+
+
+@app.command("capacity")
+def capacity(
+    probe: Path | None = typer.Argument(
+        None, help="Probe run JSON (`fleetwatch probe run --json`)."
+    ),
+    rate: float = typer.Option(10.0, help="Target arrival rate, requests per second."),
+    peak_rate: float | None = typer.Option(None, help="Burst peak rate (default: --rate)."),
+    burst: float = typer.Option(120.0, help="Burst duration, seconds."),
+    ttft: float = typer.Option(1.0, help="TTFT target, seconds."),
+    tpot: float = typer.Option(0.1, help="TPOT target, seconds."),
+    cold_start: float = typer.Option(120.0, "--cold-start", help="Replica cold start, seconds."),
+    headroom: float = typer.Option(0.2, help="Share of the sustainable rate kept spare."),
+    quantile: str = typer.Option(
+        "p99", help="Quantile the targets apply to (p50, p90, p99, p999)."
+    ),
+    profile: str = typer.Option("vllm", help="Metric profile (fleetwatch, vllm, sglang, tgi)."),
+    model: str = typer.Option("model", help="Model label value the autoscaler selects."),
+    name: str = typer.Option("llm", help="Deployment to scale."),
+    namespace: str = typer.Option("default", help="Kubernetes namespace."),
+    prometheus_url: str = typer.Option("http://prometheus.monitoring:9090", help="For KEDA."),
+    output: Path | None = typer.Option(
+        None,
+        "-o",
+        "--output",
+        help="Directory for hpa.yaml, keda.yaml, capacity.rules.yaml + test.",
+    ),
+    simulate: bool = typer.Option(False, "--simulate", help="Also run the burst simulator."),
+    seed: int = typer.Option(0, help="Simulator seed."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Replicas, warm pool and scaling delays from a probe's capacity curve; queue-depth
+    autoscaling manifests (HPA, KEDA) and recording rules; with --simulate, how scaling on GPU
+    utilisation, on queue depth and on queue depth with a warm pool fare in a burst."""
+    from fleet.capacity.run import capacity_command
+
+    doc, text = capacity_command(
+        probe=probe,
+        rate=rate,
+        peak_rate=peak_rate,
+        burst=burst,
+        ttft=ttft,
+        tpot=tpot,
+        cold_start=cold_start,
+        headroom=headroom,
+        quantile=quantile,
+        profile=profile,
+        target=(name, namespace, model, prometheus_url),
+        output=output,
+        simulate=simulate,
+        seed=seed,
+    )
+    _emit(doc, text, as_json)

@@ -134,6 +134,21 @@ def _rows() -> list[Row]:
     add(c, "unwritable", "fleet rules -o {T}/file.txt/r.yaml", "not a directory")
     add(c, "range", "fleet rules -o {T}/r.yaml --window banana", "--window")
     add(c, "range", "fleet rules -o {T}/r.yaml --for 0s", "--for")
+    # fleet capacity
+    c = "fleet capacity"
+    add(c, "missing", "fleet capacity {T}/missing.json", "no such file")
+    add(c, "dir-for-file", "fleet capacity {T}/dir", "is a directory")
+    add(c, "file-for-dir", "fleet capacity {T}/probe.json -o {T}/file.txt", "is a file")
+    add(c, "unwritable", "fleet capacity {T}/probe.json -o {T}/file.txt/out", "not a directory")
+    add(c, "empty", "fleet capacity {T}/empty.json", "not a readable JSON")
+    add(c, "garbage", "fleet capacity {T}/garbage.json", "not a readable JSON")
+    add(c, "garbage", "fleet capacity {T}/good.jsonl", "JSON")
+    add(c, "range", "fleet capacity {T}/probe.json --headroom 1.5", "headroom")
+    add(c, "range", "fleet capacity {T}/probe.json --rate 5 --peak-rate 1", "peak rate")
+    add(c, "range", "fleet capacity {T}/probe.json --ttft 0.001", "no probed load holds")
+    add(c, "range", "fleet capacity {T}/probe.json --quantile p42", "quantile")
+    add(c, "range", "fleet capacity {T}/probe.json --profile nosuch", "nosuch")
+    add(c, "url", "fleet capacity --simulate --prometheus-url notaurl", "'notaurl'")
     # resilience storm
     c = "resilience storm"
     add(c, "range", "resilience storm --clients 0", "clients")
@@ -237,6 +252,7 @@ NOT_APPLICABLE: dict[str, str] = {
     "fleet tail": "file-for-dir unwritable url extra",
     "fleet compare": "file-for-dir unwritable url extra",
     "fleet rules": "missing file-for-dir empty garbage url extra",
+    "fleet capacity": "extra",
     "resilience storm": "missing dir-for-file file-for-dir unwritable empty garbage url extra",
     "engine run": "file-for-dir unwritable url",
     "engine serve": "url",
@@ -279,6 +295,8 @@ def test_the_table_covers_every_sub_command_and_kind() -> None:
     assert gaps == []
 
 
+_LEVEL = {"rate": 2, "request_throughput": 2, "ttft": {"p99": 0.1}, "tpot": {"p99": 0.01}}
+_PROBE = {"plan": {"mode": "open"}, "levels": [_LEVEL]}
 _SPEC_TEXT = "service: s\nslos:\n- {name: a, objective: %s, sli: {kind: %s}}\n"
 
 
@@ -293,6 +311,7 @@ def tree(tmp_path: Path) -> Path:
     (tmp_path / "garbage.yaml").write_text("{{{: - [\n")
     (tmp_path / "garbage.json").write_text("{not json")
     (tmp_path / "garbage.parquet").write_bytes(b"PAR1 not really")
+    (tmp_path / "probe.json").write_text(json.dumps(_PROBE))
     (tmp_path / "objective.yaml").write_text(_SPEC_TEXT % (150, "availability"))
     (tmp_path / "threshold.yaml").write_text(
         "service: s\nslos:\n- {name: a, objective: 99, sli: {kind: latency, signal: ttft,"

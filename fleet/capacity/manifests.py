@@ -1,0 +1,231 @@
+"""Autoscaling on queue depth: Prometheus recording rules (with a promtool test), a Kubernetes
+HPA (``autoscaling/v2``, External metric) and a KEDA ScaledObject (prometheus trigger).
+
+The signal is the profile's waiting-requests gauge (``Signal.WAITING``: vLLM
+``vllm:num_requests_waiting``, SGLang ``sglang:num_queue_reqs``, fleetwatch
+``fleetwatch_num_requests_waiting``, TGI ``tgi_queue_size``), summed per model: queue depth
+grows with the demand a fleet cannot take, where GPU utilisation sits near 100 % whether a
+replica is saturated or not. Both scalers ask for ``ceil(sum / target)`` replicas (HPA
+``AverageValue``, KEDA ``threshold``), between the steady replicas plus the warm pool (held
+ready and routed to: the pool is capacity that is already loaded) and the peak. Scale-up acts at
+once; scale-down waits the plan's cooldown. Metric names come from ``telemetry.profiles``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from fleet.capacity.plan import CapacityPlan
+from fleet.errors import AnalysisError
+from fleet.outliers.exposition import ref_labels
+from telemetry.profiles import MetricRef, Profile, ProfileError, Signal
+from telemetry.promql import format_matchers
+
+__all__ = [
+    "ScaleTarget",
+    "capacity_rules",
+    "capacity_rules_test",
+    "hpa_manifest",
+    "keda_manifest",
+    "queue_metric",
+    "render_yaml",
+    "render_yaml_stream",
+]
+
+QUEUE_SUM = "fleet:queue_waiting:sum"
+QUEUE_AVG = "fleet:queue_waiting:avg_per_replica"
+QUEUE_DESIRED = "fleet:queue_waiting:desired_replicas"
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleTarget:
+    """What is scaled and where: a Deployment ``name`` in ``namespace`` serving ``model``."""
+
+    name: str = "llm"
+    namespace: str = "default"
+    model: str = "model"
+    prometheus_url: str = "http://prometheus.monitoring:9090"
+
+
+def queue_metric(profile: Profile) -> MetricRef:
+    """The profile's waiting-requests gauge; ``AnalysisError`` when it has none."""
+    try:
+        ref = profile.metric(Signal.WAITING)
+    except ProfileError as exc:
+        raise AnalysisError(str(exc)) from None
+    if ref.kind != "gauge":
+        raise AnalysisError(f"profile '{profile.name}': the waiting signal is not a gauge")
+    return ref
+
+
+def _bounds(plan: CapacityPlan) -> tuple[int, int]:
+    low = plan.replicas + plan.warm_pool_replicas
+    return low, max(low, plan.peak_replicas + plan.warm_pool_replicas)
+
+
+def capacity_rules(profile: Profile, plan: CapacityPlan) -> dict[str, Any]:
+    """Recording rules: the queue per model (sum, per-replica mean) and the replicas it asks for."""
+    ref, m = queue_metric(profile), profile.model_label
+    low, high = _bounds(plan)
+    target = plan.queue_target_per_replica
+    return {
+        "groups": [
+            {
+                "name": f"fleetwatch-fleet-capacity-{profile.name}",
+                "rules": [
+                    {"record": QUEUE_SUM, "expr": f"sum by ({m}) ({ref.selector()})"},
+                    {"record": QUEUE_AVG, "expr": f"avg by ({m}) ({ref.selector()})"},
+                    {
+                        "record": QUEUE_DESIRED,
+                        "expr": f"clamp(ceil({QUEUE_SUM} / {target}), {low}, {high})",
+                    },
+                ],
+            }
+        ]
+    }
+
+
+def capacity_rules_test(profile: Profile, plan: CapacityPlan, rule_file: str) -> dict[str, Any]:
+    """A promtool test: three replicas of one model with 0, ``target`` and 5 × ``target``
+    waiting; the sum, mean and desired replicas are checked one minute in, and a second model
+    with an empty queue asks for the floor."""
+    ref, m, r = queue_metric(profile), profile.model_label, profile.replica_label
+    target = plan.queue_target_per_replica
+    low, high = _bounds(plan)
+    depths = [0, target, 5 * target]
+
+    def series(model: str, rep: str, value: int) -> dict[str, str]:
+        labels = {**ref_labels(ref), m: model, r: rep}
+        return {"series": f"{ref.name}{{{format_matchers(labels)}}}", "values": f"{value}x10"}
+
+    inputs = [series("m", f"replica-{i}", d) for i, d in enumerate(depths)]
+    inputs.append(series("idle", "replica-9", 0))
+    total = sum(depths)
+    desired = min(high, max(low, math.ceil(total / target)))
+
+    def sample(name: str, model: str, value: float) -> dict[str, Any]:
+        return {"labels": f'{name}{{{m}="{model}"}}', "value": value}
+
+    return {
+        "rule_files": [rule_file],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": inputs,
+                "promql_expr_test": [
+                    {
+                        "expr": QUEUE_SUM,
+                        "eval_time": "1m",
+                        "exp_samples": [
+                            sample(QUEUE_SUM, "idle", 0),
+                            sample(QUEUE_SUM, "m", total),
+                        ],
+                    },
+                    {
+                        "expr": f'{QUEUE_AVG}{{{m}="m"}}',
+                        "eval_time": "1m",
+                        "exp_samples": [sample(QUEUE_AVG, "m", total / len(depths))],
+                    },
+                    {
+                        "expr": QUEUE_DESIRED,
+                        "eval_time": "1m",
+                        "exp_samples": [
+                            sample(QUEUE_DESIRED, "idle", low),
+                            sample(QUEUE_DESIRED, "m", desired),
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+
+
+def _behavior(plan: CapacityPlan) -> dict[str, Any]:
+    step = max(1, plan.peak_replicas + plan.warm_pool_replicas - plan.replicas)
+    sync = max(1, round(plan.inputs.sync_period_s))
+    return {
+        "scaleUp": {
+            "stabilizationWindowSeconds": 0,
+            "selectPolicy": "Max",
+            "policies": [{"type": "Pods", "value": step, "periodSeconds": sync}],
+        },
+        "scaleDown": {
+            "stabilizationWindowSeconds": math.ceil(plan.cooldown_s),
+            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}],
+        },
+    }
+
+
+def hpa_manifest(profile: Profile, plan: CapacityPlan, target: ScaleTarget) -> dict[str, Any]:
+    """HPA on the recorded queue sum as an External metric (served by prometheus-adapter)."""
+    queue_metric(profile)
+    low, high = _bounds(plan)
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": f"{target.name}-queue", "namespace": target.namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target.name},
+            "minReplicas": low,
+            "maxReplicas": high,
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {
+                            "name": QUEUE_SUM,
+                            "selector": {"matchLabels": {profile.model_label: target.model}},
+                        },
+                        "target": {
+                            "type": "AverageValue",
+                            "averageValue": str(plan.queue_target_per_replica),
+                        },
+                    },
+                }
+            ],
+            "behavior": _behavior(plan),
+        },
+    }
+
+
+def keda_manifest(profile: Profile, plan: CapacityPlan, target: ScaleTarget) -> dict[str, Any]:
+    """KEDA ScaledObject with a prometheus trigger on the same queue sum."""
+    ref = queue_metric(profile)
+    low, high = _bounds(plan)
+    selector = ref.selector(f'{profile.model_label}="{target.model}"')
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": f"{target.name}-queue", "namespace": target.namespace},
+        "spec": {
+            "scaleTargetRef": {"name": target.name},
+            "pollingInterval": max(1, round(plan.inputs.sync_period_s)),
+            "cooldownPeriod": math.ceil(plan.cooldown_s),
+            "minReplicaCount": low,
+            "maxReplicaCount": high,
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(plan)}},
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metadata": {
+                        "serverAddress": target.prometheus_url,
+                        "query": f"sum({selector})",
+                        "threshold": str(plan.queue_target_per_replica),
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render_yaml(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, width=1000)
+
+
+def render_yaml_stream(docs: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False, width=1000)

@@ -1,0 +1,131 @@
+"""What ``fleetwatch fleet capacity`` does, apart from parsing options and printing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fleet.capacity.manifests import (
+    ScaleTarget,
+    capacity_rules,
+    capacity_rules_test,
+    hpa_manifest,
+    keda_manifest,
+    render_yaml,
+)
+from fleet.capacity.plan import CapacityPlan, PlanInputs, curve_from_probe, plan_capacity
+from fleet.capacity.simulate import ScaleConfig, simulate_scaling
+from fleet.errors import AnalysisError
+from telemetry.profiles import ProfileError, get_profile
+
+__all__ = ["capacity_command", "sim_config"]
+
+
+def sim_config(plan: CapacityPlan, seed: int = 0) -> ScaleConfig:
+    """The simulator scenario of a plan: its traffic, SLO, cold start and replica counts."""
+    i = plan.inputs
+    return ScaleConfig(
+        rate_per_s=i.rate_per_s,
+        peak_rate_per_s=i.peak_rate_per_s,
+        burst_s=i.burst_s,
+        per_replica_rate=plan.sustainable_per_replica,
+        ttft_s=i.ttft_s,
+        cold_start_s=i.cold_start_s,
+        replicas=plan.replicas,
+        warm_pool=plan.warm_pool_replicas,
+        max_replicas=plan.peak_replicas + plan.warm_pool_replicas,
+        queue_target=plan.queue_target_per_replica,
+        sync_s=i.sync_period_s,
+        cooldown_s=plan.cooldown_s,
+        duration_s=max(480.0, 60.0 + i.burst_s + 2 * i.cold_start_s + plan.cooldown_s),
+        seed=seed,
+    )
+
+
+def _write(output: Path, files: dict[str, str]) -> list[str]:
+    from telemetry.atomic import atomic_write_text
+
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        for fname, text in files.items():
+            atomic_write_text(output / fname, text)
+    except OSError as exc:
+        raise AnalysisError(f"cannot write to {output}: {exc}") from None
+    return [str(output / f) for f in files]
+
+
+def capacity_command(
+    *,
+    probe: Path | None,
+    rate: float,
+    peak_rate: float | None,
+    burst: float,
+    ttft: float,
+    tpot: float,
+    cold_start: float,
+    headroom: float,
+    quantile: str,
+    profile: str,
+    target: tuple[str, str, str, str],
+    output: Path | None,
+    simulate: bool,
+    seed: int,
+) -> tuple[dict[str, Any], str]:
+    """(JSON document, text) of the command."""
+    from telemetry.preflight import http_url, input_file, output_dir
+    from telemetry.rulefiles import promtool_test_path
+
+    if probe is None and not simulate:
+        raise AnalysisError("give a probe run JSON (`fleetwatch probe run --json`), or --simulate")
+    if probe is not None:
+        input_file(probe)
+    if output is not None:
+        output_dir(output)
+    http_url(target[3], option="--prometheus-url", error=AnalysisError)
+    try:
+        prof = get_profile(profile)
+    except ProfileError as exc:
+        raise AnalysisError(str(exc)) from None
+    doc: dict[str, Any] = {}
+    texts: list[str] = []
+    plan = None
+    if probe is not None:
+        try:
+            raw = json.loads(probe.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise AnalysisError(f"{probe}: not a readable JSON file ({exc})") from None
+        inputs = PlanInputs(
+            rate_per_s=rate,
+            peak_rate_per_s=rate if peak_rate is None else peak_rate,
+            burst_s=burst,
+            ttft_s=ttft,
+            tpot_s=tpot,
+            cold_start_s=cold_start,
+            headroom=headroom,
+        )
+        plan = plan_capacity(curve_from_probe(raw, quantile, str(probe)), inputs)
+        doc["plan"] = plan.to_dict()
+        texts.append(plan.render())
+        if output is not None:
+            where = ScaleTarget(*target)
+            rules = output / "capacity.rules.yaml"
+            written = _write(
+                output,
+                {
+                    rules.name: render_yaml(capacity_rules(prof, plan)),
+                    promtool_test_path(rules).name: render_yaml(
+                        capacity_rules_test(prof, plan, rules.name)
+                    ),
+                    "hpa.yaml": render_yaml(hpa_manifest(prof, plan, where)),
+                    "keda.yaml": render_yaml(keda_manifest(prof, plan, where)),
+                },
+            )
+            doc["written"] = written
+            texts.append("wrote " + ", ".join(written))
+    if simulate:
+        cfg = sim_config(plan, seed) if plan is not None else ScaleConfig(seed=seed)
+        result = simulate_scaling(cfg)
+        doc["simulation"] = result.as_dict()
+        texts.append(result.render())
+    return doc, "\n\n".join(texts)
