@@ -49,6 +49,26 @@ def serve(
         None, "--span-file", help="Write spans as JSON lines here (OTEL_* variables also work)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
+    max_connections: int = typer.Option(
+        1024,
+        "--max-connections",
+        help="Open connections at most (lowered to the file limit less 256); beyond: the oldest "
+        "connection without a request head is replaced, else 503 at once.",
+    ),
+    header_timeout: float = typer.Option(
+        10.0, "--header-timeout", help="Seconds from accept to a complete request head (408)."
+    ),
+    body_timeout: float = typer.Option(
+        30.0, "--body-timeout", help="Seconds from a request head to its complete body (408)."
+    ),
+    keepalive_timeout: float = typer.Option(
+        15.0, "--keepalive-timeout", help="Seconds an idle keep-alive connection stays open."
+    ),
+    idempotency_max_bytes: int = typer.Option(
+        64 << 20,
+        "--idempotency-max-bytes",
+        help="Bytes of responses kept for Idempotency-Key replays (oldest dropped beyond).",
+    ),
 ) -> None:
     """Serve the reference engine: /v1/completions (SSE), /metrics, /health. Ctrl-C drains and stops."""
     import asyncio
@@ -57,20 +77,29 @@ def serve(
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
     from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
+    from engine_probe.serve.limits import ConnectionLimits
 
     if not 0 <= port <= 65535:
         raise EngineConfigError(f"--port must be 0..65535, got {port}")
     if not 1 <= replicas <= 64:
         raise EngineConfigError(f"--replicas must be 1..64, got {replicas}")
     try:
+        connections = ConnectionLimits(
+            max_connections=max_connections,
+            header_timeout_s=header_timeout,
+            body_timeout_s=body_timeout,
+            keepalive_timeout_s=keepalive_timeout,
+        )
         config = ServerConfig(
             max_queue=max_queue,
             max_lag=max_lag,
             drain_timeout_s=drain_timeout,
             max_tokens_cap=max_tokens_cap,
+            idempotency_max_bytes=idempotency_max_bytes,
+            connections=connections,
         )
     except ValueError as exc:
-        raise EngineConfigError(str(exc).replace("ServerConfig.", "--").replace("_", "-")) from None
+        raise EngineConfigError(_flag_message(str(exc))) from None
     mcfg = (
         ModelConfig.from_hf_config(model_config, seed=seed)
         if model_config is not None
@@ -123,3 +152,10 @@ def serve(
         typer.echo(f"stopped ({cut} requests cut off by the drain timeout)")
 
     asyncio.run(main())
+
+
+def _flag_message(message: str) -> str:
+    """A config error in the flags' words: ``ConnectionLimits.body_timeout_s`` -> ``--body-timeout``."""
+    for prefix in ("ServerConfig.", "ConnectionLimits."):
+        message = message.replace(prefix, "--")
+    return message.replace("_s must", " must").replace("_", "-")
