@@ -196,7 +196,11 @@ class ServingMetrics(Collector):
             return self._series.setdefault(key, Series(self.profile))
 
     def record_step(self, stats: StepStats) -> None:
-        """Once per step: a handful of appends and additions."""
+        """Once per step: a handful of appends and additions. A state report between steps
+        only moves the gauges (running, waiting, KV usage)."""
+        if stats.is_state_report:
+            self.last_step = stats
+            return
         d = stats.end_s - stats.start_s
         self.step_duration.pending.append(d)
         self.step_tokens.pending.append(stats.prefill_tokens + stats.decode_tokens)
