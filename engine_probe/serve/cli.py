@@ -45,6 +45,16 @@ def serve(
     records: Path | None = typer.Option(
         None, "--records", help="Write each finished request's record into this folder (JSONL)."
     ),
+    records_format: str = typer.Option("jsonl", "--records-format", help="jsonl | parquet."),
+    records_max_records: int = typer.Option(
+        100_000, "--records-max-records", help="Records per file at most."
+    ),
+    records_flush_interval: float = typer.Option(
+        2.0,
+        "--records-flush-interval",
+        help="Seconds a finished request's record may wait before its file is written: a kill "
+        "loses at most the records of this interval + 1 s (SIGINT/SIGTERM lose none).",
+    ),
     span_file: Path | None = typer.Option(
         None, "--span-file", help="Write spans as JSON lines here (OTEL_* variables also work)."
     ),
@@ -70,7 +80,8 @@ def serve(
         help="Bytes of responses kept for Idempotency-Key replays (oldest dropped beyond).",
     ),
 ) -> None:
-    """Serve the reference engine: /v1/completions (SSE), /metrics, /health. Ctrl-C drains and stops."""
+    """Serve the reference engine: /v1/completions (SSE), /metrics, /health. Ctrl-C (or SIGTERM,
+    SIGHUP) drains, writes the remaining records and stops."""
     import asyncio
     import signal
 
@@ -83,6 +94,12 @@ def serve(
         raise EngineConfigError(f"--port must be 0..65535, got {port}")
     if not 1 <= replicas <= 64:
         raise EngineConfigError(f"--replicas must be 1..64, got {replicas}")
+    if records_format not in ("jsonl", "parquet"):
+        raise EngineConfigError(f"--records-format must be jsonl or parquet, got {records_format}")
+    if records_max_records < 1:
+        raise EngineConfigError("--records-max-records must be >= 1")
+    if not records_flush_interval > 0:
+        raise EngineConfigError("--records-flush-interval must be > 0")
     try:
         connections = ConnectionLimits(
             max_connections=max_connections,
@@ -122,7 +139,12 @@ def serve(
     if records is not None:
         from telemetry.sink import RotatingRecordSink
 
-        sink = RotatingRecordSink(records)
+        sink = RotatingRecordSink(
+            records,
+            fmt=cast(Literal["jsonl", "parquet"], records_format),
+            max_records=records_max_records,
+            max_age_s=records_flush_interval,
+        )
 
     async def main() -> None:
         options: dict[str, Any] = {"span_file": span_file} if span_file is not None else {}
@@ -142,7 +164,7 @@ def serve(
         typer.echo("Ctrl-C drains in-flight requests and stops")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         typer.echo("draining in-flight requests ...")

@@ -35,32 +35,25 @@ def wait_until(cond: Any, timeout_s: float, what: str, poll_s: float = 0.01) -> 
         time.sleep(poll_s)
 
 
-class ServeProcess:
-    """One `engine serve` process: its URL, its log (stdout and stderr, one file), its exit."""
+class _Server:
+    """What the tests need of a running `engine serve`: URL, log, requests, signals."""
 
-    def __init__(self, log: Path, args: list[str], env: dict[str, str] | None = None) -> None:
-        self.log = log
-        full_env = dict(os.environ)
-        full_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(ROOT), full_env.get("PYTHONPATH", "")) if p
-        )
-        full_env.update(env or {})
-        self._log_fh = open(log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, "--port", "0", "--num-blocks", "128", *args],
-            stdout=self._log_fh,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env=full_env,
-        )
-        self.url = ""
-        wait_until(self._started, 120, "the server printing its URL", poll_s=0.05)
+    log: Path
+    url: str = ""
+    port: int = 0
+
+    def _alive(self) -> bool:
+        raise NotImplementedError
+
+    def _wait_started(self) -> None:
+        wait_until(self._started, 120, "the server printing its URL", poll_s=0.02)
         self.port = int(self.url.rsplit(":", 1)[1])
 
     def _started(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"server exited early: {self.log.read_text()[-2000:]}")
-        for line in self.log.read_text().splitlines():
+        text = self.log.read_text() if self.log.exists() else ""
+        if not self._alive():
+            raise AssertionError(f"server exited early: {text[-2000:]}")
+        for line in text.splitlines():
             if line.startswith("serving ") and " on http://" in line:
                 self.url = line.split(" on ")[1].split()[0]
                 return True
@@ -92,6 +85,32 @@ class ServeProcess:
                     return float(s.value)
         return None
 
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env.update(extra or {})
+    return env
+
+
+class ServeProcess(_Server):
+    """One `engine serve` process: its URL, its log (stdout and stderr, one file), its exit."""
+
+    def __init__(self, log: Path, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.log = log
+        self._log_fh = open(log, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCH, "--port", "0", "--num-blocks", "128", *args],
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=_env(env),
+        )
+        self._wait_started()
+
+    def _alive(self) -> bool:
+        return self.proc.poll() is None
+
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
 
@@ -103,6 +122,37 @@ class ServeProcess:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=30)
         self._log_fh.close()
+
+
+class ForkedServe(_Server):
+    """An `engine serve` forked by ``forkserver.py`` (started in milliseconds); known by pid."""
+
+    def __init__(self, zygote: subprocess.Popen[str], log: Path, args: list[str]) -> None:
+        self.log = log
+        assert zygote.stdin is not None and zygote.stdout is not None
+        zygote.stdin.write(json.dumps([str(log), "--port", "0", "--num-blocks", "128", *args]))
+        zygote.stdin.write("\n")
+        zygote.stdin.flush()
+        self.pid = int(zygote.stdout.readline())
+        self._wait_started()
+
+    def _alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout_s: float) -> None:
+        wait_until(lambda: not self._alive(), timeout_s, f"process {self.pid} ending")
+
+    def stop(self) -> None:
+        if self._alive():
+            os.kill(self.pid, signal.SIGKILL)
+            self.wait(30)
 
 
 @pytest.fixture
@@ -118,6 +168,35 @@ def serve_process(tmp_path: Path) -> Iterator[Any]:
     yield start
     for p in started:
         p.stop()
+
+
+@pytest.fixture(scope="module")
+def forked_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A factory of forked `engine serve` processes (all killed at teardown)."""
+    zygote = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("forkserver.py"))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=_env(),
+    )
+    assert zygote.stdout is not None and zygote.stdout.readline().strip() == "ready"
+    logs = tmp_path_factory.mktemp("forked")
+    started: list[ForkedServe] = []
+
+    def start(*args: str) -> ForkedServe:
+        p = ForkedServe(zygote, logs / f"serve-{len(started)}.log", list(args))
+        started.append(p)
+        return p
+
+    try:
+        yield start
+    finally:
+        for p in started:
+            p.stop()
+        zygote.kill()
+        zygote.wait(30)
 
 
 def raw_request(port: int, data: bytes, timeout_s: float = 10.0) -> bytes:
