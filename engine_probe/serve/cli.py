@@ -40,6 +40,12 @@ def serve(
     ),
     max_tokens_cap: int | None = typer.Option(None, "--max-tokens-cap", help="Largest max_tokens."),
     drain_timeout: float = typer.Option(30.0, "--drain-timeout", help="Seconds to drain on stop."),
+    telemetry_timeout: float = typer.Option(
+        3.0,
+        "--telemetry-timeout",
+        help="Seconds to write the last records and export the last spans on stop (a collector "
+        "that does not answer is given up on).",
+    ),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
     dtype: str = typer.Option("float32", "--dtype", help="float32 | bfloat16."),
     records: Path | None = typer.Option(
@@ -89,6 +95,7 @@ def serve(
     from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
     from engine_probe.serve.limits import ConnectionLimits
+    from telemetry.deadline import run_bounded
 
     if not 0 <= port <= 65535:
         raise EngineConfigError(f"--port must be 0..65535, got {port}")
@@ -111,6 +118,7 @@ def serve(
             max_queue=max_queue,
             max_lag=max_lag,
             drain_timeout_s=drain_timeout,
+            telemetry_timeout_s=telemetry_timeout,
             max_tokens_cap=max_tokens_cap,
             idempotency_max_bytes=idempotency_max_bytes,
             connections=connections,
@@ -169,8 +177,8 @@ def serve(
         await stop.wait()
         typer.echo("draining in-flight requests ...")
         cut = sum(await asyncio.gather(*(h.stop() for h in handles)))
-        if sink is not None:
-            sink.close()
+        if sink is not None:  # closed by each server's telemetry already; bounded all the same
+            await asyncio.to_thread(run_bounded, sink.close, telemetry_timeout, "records")
         typer.echo(f"stopped ({cut} requests cut off by the drain timeout)")
 
     asyncio.run(main())

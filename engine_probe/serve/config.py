@@ -24,6 +24,8 @@ class ServerConfig:
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     """Connection cap, header/body/keep-alive timeouts, header sizes (``limits``)."""
     drain_timeout_s: float = 30.0
+    telemetry_timeout_s: float = 3.0
+    """Deadline for flushing and detaching telemetry at stop (records, span export), off the loop."""
     max_body_bytes: int = 1 << 20
     max_tokens_cap: int | None = None
     write_buffer_bytes: int = 1 << 16
@@ -41,3 +43,5 @@ class ServerConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ServerConfig.{name} must be >= 1")
+        if not self.telemetry_timeout_s > 0:
+            raise ValueError("ServerConfig.telemetry_timeout_s must be > 0")

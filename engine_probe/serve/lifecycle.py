@@ -56,7 +56,10 @@ class ServerHandle:
         return self.server.engine
 
     async def stop(self, drain_timeout_s: float | None = None) -> int:
-        """Stop listening, drain, shut down; return the number of requests cut off by the timeout."""
+        """Stop listening, drain, shut down; return the number of requests cut off by the timeout.
+
+        Takes at most the drain timeout, plus ``telemetry_timeout_s`` for telemetry (whatever a
+        span collector does), plus the time to stop the engine's current step."""
         timeout = self.server.config.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
         if self.housekeeping is not None:
             self.housekeeping.cancel()
@@ -71,7 +74,9 @@ class ServerHandle:
         if self.owns_engine:
             await self.aengine.stop()
         if self.instrumentation is not None:
-            self.instrumentation.detach()
+            # bounded (telemetry_timeout_s) and blocking: off the event loop
+            timeout = self.server.config.telemetry_timeout_s
+            await asyncio.to_thread(self.instrumentation.detach, timeout)
         return cut
 
     async def __aenter__(self) -> ServerHandle:
@@ -103,16 +108,18 @@ async def start_server(
     owns = not isinstance(engine, AsyncEngine)
     aengine = AsyncEngine(engine) if owns else engine
     registry = registry if registry is not None else CollectorRegistry()
+    config = config if config is not None else ServerConfig()
     instrumentation = None
     if telemetry:
         from telemetry.instrument import instrument
 
+        options = {"shutdown_timeout_s": config.telemetry_timeout_s, **(telemetry_options or {})}
         instrumentation = instrument(
             aengine.engine,
             registry=registry,
             tracer_provider=tracer_provider,
             record_sink=record_sink,
-            **(telemetry_options or {}),
+            **options,
         )
     if owns:
         await aengine.start()
