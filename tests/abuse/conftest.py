@@ -1,8 +1,20 @@
-"""Helpers of the abuse suite: `fleetwatch engine serve` as a real process on loopback, raw
-sockets, and small engines in-process.
+"""The abuse suite: what a slow, hostile or unlucky world does to fleetwatch, each bounded.
+
+- ``test_connection_limits``: slow connections against the cap (2,000 held, /health < 1 s, log
+  < 1 MB), late request heads and bodies (408), idle keep-alive, oversized headers (400), the fast
+  503 beyond the cap, quiet accept-error logging, the idempotency table's byte bound and expiry;
+- ``test_gauges_follow_the_engine``: /metrics running/waiting/KV equal /health after seeded abort
+  storms;
+- ``test_record_loss``: SIGKILL from outside loses only records within the documented bound;
+  shutdown signals lose none; orphan temporary files; directory fsync;
+- ``test_shutdown_deadline``: a black-hole OTLP collector; detach bounded, SIGTERM exit < 10 s;
+- ``test_bounded_input``: YAML alias bombs, implausible record times, long label values, Parquet
+  checked as JSON lines are.
 
 Every test here is bounded: counts are fixed (scaled to a 2-core box and its file limit where the
-issue names larger ones), every wait has a deadline, traffic stays on 127.0.0.1.
+issue names larger ones), every wait has a deadline, each test has a timeout
+(``ABUSE_TIMEOUT_S``), traffic stays on 127.0.0.1, randomness is seeded. Helpers: `fleetwatch
+engine serve` as a real process (or forked from a warm parent), raw sockets, small engines.
 """
 
 from __future__ import annotations
@@ -22,6 +34,17 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+ABUSE_TIMEOUT_S = 180
+"""Per-test limit (pytest-timeout), well above what each test takes on a 2-core box."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.timeout(ABUSE_TIMEOUT_S))
+
+
 LAUNCH = "import typer; from engine_probe.serve.cli import serve; typer.run(serve)"
 
 
