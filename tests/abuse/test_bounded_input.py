@@ -2,8 +2,10 @@
 and Parquet checked exactly as JSON lines are.
 
 The command-line cases run ``fleetwatch`` in a child process that imports everything first and
-then measures only the command: its time (bound 1 s) and how much its peak memory grew (bound
-100 MB), with its exit status (2) and its stderr (one line).
+then measures only the command: its CPU time (bound 1 s; the box is shared, so wall time under
+other load is not the command's cost, and is only checked against ``WALL_BOUND_S``), how much its
+peak memory grew (bound 100 MB: the larger of the process's peak growth and the peak of Python
+allocations in a second, traced run), its exit status (2) and its stderr (one line).
 """
 
 from __future__ import annotations
@@ -30,20 +32,26 @@ from telemetry.records import RecordError, read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 TIME_BOUND_S = 1.0
+WALL_BOUND_S = 10.0
 MEMORY_BOUND_BYTES = 100 << 20
 
 _MEASURE = """
-import json, resource, sys, time, io, contextlib
+import json, resource, sys, time, io, contextlib, tracemalloc
 from fleetwatch.cli import main
 import pandas, numpy, yaml, slo.report, slo.load, telemetry.records.io
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 err = io.StringIO()
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 with contextlib.redirect_stderr(err):
     code = main(sys.argv[1:])
-took = time.perf_counter() - t0
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"code": code, "took": took, "grew": (after - before) * 1024, "err": err.getvalue()}))
+tracemalloc.start()  # again, traced (slower): the peak of Python allocations of one run
+with contextlib.redirect_stderr(io.StringIO()):
+    main(sys.argv[1:])
+traced = tracemalloc.get_traced_memory()[1]
+grew = max((after - before) * 1024, traced)
+print(json.dumps({"code": code, "took": cpu, "wall": wall, "grew": grew, "err": err.getvalue()}))
 """
 
 
@@ -90,9 +98,13 @@ def test_an_alias_bomb_fails_fast_small_in_one_line_with_status_2(
     spec = tmp_path / "bomb.yaml"
     spec.write_text(text)
     got = _measure("slo", "validate", str(spec))
-    print(f"{make.__name__}: {len(text)} bytes, {got['took']:.3f} s, +{got['grew'] / 2**20:.1f} MB")
+    print(
+        f"{make.__name__}: {len(text)} bytes, {got['took']:.3f} s CPU, {got['wall']:.3f} s wall, "
+        f"+{got['grew'] / 2**20:.2f} MB"
+    )
     assert got["code"] == 2
     assert got["took"] < TIME_BOUND_S and got["grew"] < MEMORY_BOUND_BYTES, got
+    assert got["wall"] < WALL_BOUND_S, got
     assert got["err"].count("\n") == 1 and "alias" in got["err"], got["err"]
 
 
@@ -109,7 +121,7 @@ def test_error_messages_show_a_bounded_part_of_the_value() -> None:
         t0 = time.perf_counter()
         with pytest.raises(SLOSpecError) as info:
             parse_spec(doc)
-        assert time.perf_counter() - t0 < TIME_BOUND_S
+        assert time.perf_counter() - t0 < WALL_BOUND_S
         assert len(str(info.value)) < 300, str(info.value)[:300]
 
 
@@ -149,9 +161,12 @@ def test_an_implausible_record_time_is_a_one_line_error_with_status_2(
 ) -> None:
     path = _records(tmp_path, extra)
     got = _measure("slo", "report", str(ROOT / "slo/examples/chat.yaml"), "--records", str(path))
-    print(f"{field}: {got['took']:.3f} s, +{got['grew'] / 2**20:.1f} MB: {got['err'].strip()}")
+    print(
+        f"{field}: {got['took']:.3f} s CPU, {got['wall']:.3f} s wall, +{got['grew'] / 2**20:.2f} MB"
+    )
     assert got["code"] == 2
     assert got["took"] < TIME_BOUND_S and got["grew"] < MEMORY_BOUND_BYTES, got
+    assert got["wall"] < WALL_BOUND_S, got
     assert got["err"].count("\n") == 1
     assert "row 1001" in got["err"] and f"'{field}'" in got["err"] and words in got["err"]
 
@@ -162,6 +177,7 @@ def test_records_spanning_two_clocks_are_refused_before_any_array_is_sized(tmp_p
     got = _measure("slo", "report", str(ROOT / "slo/examples/chat.yaml"), "--records", str(path))
     assert got["code"] == 2 and "one clock" in got["err"], got
     assert got["took"] < TIME_BOUND_S and got["grew"] < MEMORY_BOUND_BYTES, got
+    assert got["wall"] < WALL_BOUND_S, got
 
 
 def test_label_values_are_cut_and_counted() -> None:
