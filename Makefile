@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= demo-out
 
-.PHONY: demo test lint bench dashboards promtool browser clean
+.PHONY: demo test abuse lint bench dashboards promtool browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ demo: $(STAMP)
 ## report screenshot, when root), lint, run all tests
 test: $(STAMP) promtool browser lint
 	$(BIN)/python -m pytest
+
+## abuse: only the abuse suite (slow clients, kills, black-hole collectors, hostile input);
+## FLEETWATCH_SIGKILL_RUNS=50 for the issue's full SIGKILL count
+abuse: $(STAMP)
+	$(BIN)/python -m pytest tests/abuse
 
 # Optional: without a browser the report screenshot test is skipped, nothing else.
 browser:

@@ -28,7 +28,9 @@ __all__ = ["Timeline", "window_counts"]
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 
-_MAX_BINS = 200_000_000
+_MAX_BINS = 5_000_000
+"""Bins of the finest grid at most (a few arrays of this many int64s: tens of MB), checked before
+any array is allocated; with 30 s bins that is almost 5 years of records."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +73,17 @@ def window_counts(
         end_s = float(times.max()) if times.size else start_s
     first = math.floor(start_s / step_s) * step_s
     last = max(first, math.ceil(end_s / step_s) * step_s)
-    grid = np.arange(first, last + step_s, step_s, dtype=np.float64)
     g = reduce(math.gcd, wins, step_s)
     lo = (min(float(times.min()) if times.size else first, first - max(wins)) // g) * g - g
     nbins = int((last - lo) // g) + 1
     if nbins > _MAX_BINS:
+        span = last - lo
         raise SLOSpecError(
-            f"the records span {nbins} bins of {g} s; choose windows and an evaluation "
-            "interval with a larger common divisor, or fewer records"
+            f"the records span {span:.6g} s, {nbins} bins of {g} s (at most {_MAX_BINS}); "
+            "are all times in seconds on one clock? Otherwise choose windows and an evaluation "
+            "interval with a larger common divisor, or a shorter stretch of records"
         )
+    grid = np.arange(first, last + step_s, step_s, dtype=np.float64)
     keep = times <= last
     idx = np.ceil((times[keep] - lo) / g).astype(np.int64)
     np.clip(idx, 0, nbins - 1, out=idx)

@@ -16,6 +16,7 @@ from typing import Any
 from slo.errors import SLOSpecError
 from slo.parse import parse_spec
 from slo.spec import SLOSpec
+from telemetry.brief import brief
 
 __all__ = ["parse_openslo"]
 
@@ -36,7 +37,7 @@ def _query(metric: Any, path: str) -> str:
     kind = source.get("type") if isinstance(source, Mapping) else None
     if kind != "Prometheus":
         raise SLOSpecError(
-            f"only Prometheus metric sources are supported, got {kind!r}",
+            f"only Prometheus metric sources are supported, got {brief(kind)}",
             path=f"{path}.metricSource.type",
         )
     query = _get(source, f"{path}.metricSource", "spec", "query")
@@ -55,15 +56,16 @@ def parse_openslo(docs: Sequence[Any]) -> SLOSpec:
             continue
         if doc.get("apiVersion") != "openslo/v1":
             raise SLOSpecError(
-                f"only openslo/v1 is supported, got {doc.get('apiVersion')!r}",
+                f"only openslo/v1 is supported, got {brief(doc.get('apiVersion'))}",
                 path=f"{path}.apiVersion",
             )
         spec = _get(doc, path, "spec")
-        services.add(str(_get(spec, f"{path}.spec", "service")))
+        service = _get(spec, f"{path}.spec", "service")
+        services.add(service[:100] if isinstance(service, str) else brief(service))
         method = spec.get("budgetingMethod", "Occurrences")
         if method != "Occurrences":
             raise SLOSpecError(
-                f"only Occurrences budgeting is supported, got {method!r}",
+                f"only Occurrences budgeting is supported, got {brief(method)}",
                 path=f"{path}.spec.budgetingMethod",
             )
         windows = _get(spec, f"{path}.spec", "timeWindow")

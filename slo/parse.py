@@ -44,6 +44,7 @@ from slo.spec import (
     SLOSpec,
 )
 from slo.windows import scaled_windows
+from telemetry.brief import brief
 from telemetry.duration import parse_duration
 
 __all__ = ["VERSION", "parse_spec"]
@@ -69,19 +70,20 @@ def _mapping(value: Any, path: str) -> Mapping[str, Any]:
 def _keys(data: Mapping[str, Any], path: str, allowed: set[str]) -> None:
     for key in data:
         if key not in allowed:
-            where = f"{path}.{key}" if path else str(key)
+            name = brief(key, 60) if not isinstance(key, str) else key[:60]
+            where = f"{path}.{name}" if path else name
             raise _fail(where, f"unknown field (known: {', '.join(sorted(allowed))})")
 
 
 def _show(value: Any) -> str:
-    return "nothing" if value is None else f"{type(value).__name__} {value!r}"
+    return "nothing" if value is None else f"{type(value).__name__} {brief(value)}"
 
 
 def _string(value: Any, path: str, pattern: re.Pattern[str] | None = None) -> str:
     if not isinstance(value, str) or not value:
         raise _fail(path, f"must be a non-empty string, got {_show(value)}")
     if pattern is not None and not pattern.fullmatch(value):
-        raise _fail(path, f"{value!r} must match {pattern.pattern}")
+        raise _fail(path, f"{brief(value)} must match {pattern.pattern}")
     return value
 
 
@@ -132,7 +134,7 @@ def parse_spec(data: Any) -> SLOSpec:
     _keys(root, "", {"version", "service", "labels", "evaluation_interval", "runbook_base", "slos"})
     version = root.get("version", VERSION)
     if version != VERSION:
-        raise _fail("version", f"must be {VERSION!r}, got {version!r}")
+        raise _fail("version", f"must be {VERSION!r}, got {brief(version)}")
     service = _string(root.get("service"), "service", _NAME)
     labels = _labels(root.get("labels"), "labels")
     interval = _seconds(root.get("evaluation_interval", "30s"), "evaluation_interval")
@@ -204,7 +206,7 @@ def _parse_sli(raw: Any, path: str) -> SLI:
     kind = data.get("kind")
     known = ", ".join(k.value for k in SLIKind)
     if kind not in {k.value for k in SLIKind}:
-        raise _fail(f"{path}.kind", f"unknown SLI kind {kind!r} (known: {known})")
+        raise _fail(f"{path}.kind", f"unknown SLI kind {brief(kind)} (known: {known})")
     if kind == SLIKind.AVAILABILITY:
         _keys(data, path, {"kind", "bad"})
         bad = data.get("bad", ["error"])
@@ -215,7 +217,7 @@ def _parse_sli(raw: Any, path: str) -> SLI:
             if outcome not in OUTCOMES:
                 raise _fail(
                     f"{path}.bad[{j}]",
-                    f"unknown outcome {outcome!r} (known: {', '.join(OUTCOMES)})",
+                    f"unknown outcome {brief(outcome)} (known: {', '.join(OUTCOMES)})",
                 )
         return AvailabilitySLI(tuple(o for o in OUTCOMES if o in bad_list))
     if kind == SLIKind.LATENCY:
@@ -224,7 +226,7 @@ def _parse_sli(raw: Any, path: str) -> SLI:
         if signal not in LATENCY_SIGNALS:
             raise _fail(
                 f"{path}.signal",
-                f"unknown latency signal {signal!r} (known: {', '.join(LATENCY_SIGNALS)})",
+                f"unknown latency signal {brief(signal)} (known: {', '.join(LATENCY_SIGNALS)})",
             )
         return LatencySLI(str(signal), _positive(data.get("threshold"), f"{path}.threshold"))
     if kind == SLIKind.GOODPUT:

@@ -1,4 +1,5 @@
-"""Write files so that a reader never sees half of one: temporary file, fsync, rename.
+"""Write files so that a reader never sees half of one: temporary file, fsync, rename, and an
+fsync of the directory so the rename itself survives a crash or power cut.
 
 The file written has the mode an ordinary ``open(path, "w")`` would give it: a new file gets
 ``0o666`` less the process umask (0644 under the usual 022, so another user, such as the one
@@ -14,7 +15,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "fsync_directory"]
 
 _ATTEMPTS = 100
 
@@ -69,6 +70,22 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    fsync_directory(target.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(directory, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a directory; the data itself is synced
+    finally:
+        os.close(fd)
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from telemetry.brief import brief
+
 __all__ = ["format_duration", "parse_duration"]
 
 _UNITS: Final[dict[str, int]] = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -18,14 +20,14 @@ def parse_duration(text: object) -> int:
     Units are w, d, h, m, s, largest first, as Prometheus writes them; the result is positive.
     """
     if not isinstance(text, str) or not _WHOLE.fullmatch(text.strip()):
-        raise ValueError(f"must be a duration such as 5m, 1h30m or 28d, got {text!r}")
+        raise ValueError(f"must be a duration such as 5m, 1h30m or 28d, got {brief(text)}")
     parts = _PART.findall(text.strip())
     order = [list(_UNITS).index(unit) for _, unit in parts]
     if order != sorted(set(order)):
-        raise ValueError(f"duration units must go from largest to smallest, got {text!r}")
+        raise ValueError(f"duration units must go from largest to smallest, got {brief(text)}")
     seconds = sum(int(n) * _UNITS[unit] for n, unit in parts)
     if seconds <= 0:
-        raise ValueError(f"must be longer than zero, got {text!r}")
+        raise ValueError(f"must be longer than zero, got {brief(text)}")
     return seconds
 
 

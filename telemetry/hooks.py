@@ -41,7 +41,8 @@ class RequestInfo:
 
 @dataclass(frozen=True, slots=True)
 class StepStats:
-    """One engine step, handed to observers once per step after it finished.
+    """One engine step, handed to observers once per step after it finished (or, with no
+    tokens, a report of the engine's state between steps: see ``EngineObserver.on_step``).
 
     Units: seconds, tokens, KV blocks, bytes and FLOPs (estimates from the model's shape).
     """
@@ -71,6 +72,11 @@ class StepStats:
     @property
     def tokens(self) -> int:
         return self.prefill_tokens + self.decode_tokens
+
+    @property
+    def is_state_report(self) -> bool:
+        """A report of running/waiting/KV between steps (nothing computed), not a step."""
+        return self.prefill_tokens == 0 and self.decode_tokens == 0
 
     @property
     def kv_usage(self) -> float:
@@ -121,7 +127,13 @@ class EngineObserver(Protocol):
         """``status`` is one of ok, error, aborted, rejected (``telemetry.records.Status``)."""
 
     def on_step(self, stats: StepStats) -> None:
-        """Once per step that computed tokens, after that step's other events."""
+        """Once per step that computed tokens, after that step's other events.
+
+        Also, between steps, whenever running, waiting or KV use changed without a step (a
+        request aborted, the engine gone idle): a state report with ``tokens == 0`` and
+        ``start_s == end_s``, so a gauge read from the last ``StepStats`` follows the engine.
+        A step always computes tokens, so ``stats.is_state_report`` tells the two apart.
+        """
 
 
 class NullObserver:

@@ -120,7 +120,15 @@ class BoundedWorker(Generic[T]):
         with self._cond:
             return self._cond.wait_for(lambda: self._done >= target, timeout)
 
-    def close(self, timeout: float | None = 30.0) -> None:
+    @property
+    def pending(self) -> int:
+        """Items submitted and not handled yet."""
+        return len(self._queue)
+
+    def close(self, timeout: float | None = 30.0) -> bool:
+        """Stop taking items, handle what is queued and end the thread; False when the thread
+        was still busy after ``timeout`` seconds (it is a daemon: it never holds up the exit)."""
         self._closed = True
         self._wake.set()
         self._thread.join(timeout)
+        return not self._thread.is_alive()

@@ -29,7 +29,12 @@ from engine_probe.engine.placement import place
 from engine_probe.engine.request import Request, RequestOutput
 from engine_probe.engine.sampler import sample
 from engine_probe.engine.scheduler import Scheduler
-from engine_probe.engine.step_events import report_progress, report_schedule, step_stats
+from engine_probe.engine.step_events import (
+    report_progress,
+    report_schedule,
+    state_stats,
+    step_stats,
+)
 from engine_probe.engine.step_outcome import apply_sampled
 from telemetry.hooks import EngineObserver, RequestInfo
 
@@ -84,6 +89,8 @@ class LLMEngine:
         self._pending: list[RequestOutput] = []
         self._ids = itertools.count()
         self._step = 0
+        self._reported: tuple[int, int, int] | None = None
+        """(running, waiting, KV blocks used) as observers last heard it in a ``StepStats``."""
 
     # -- identity and state -------------------------------------------------------------------
 
@@ -244,6 +251,7 @@ class LLMEngine:
         self._pending = []
         sched = self.scheduler
         if not sched.waiting and not sched.running:
+            self._report_state()
             return outputs
         clock = self._clock
         obs = self._obs
@@ -254,6 +262,7 @@ class LLMEngine:
         prefill = [(r, n) for r, n in plan.prefill if n > 0]
         decode = plan.decode
         if not decode and not prefill:
+            self._report_state()
             return outputs
 
         cfg = self.engine_config
@@ -296,8 +305,22 @@ class LLMEngine:
                 packed.kv_read,
                 batch.sample_index.shape[0],
             )
-            obs.on_step(step_stats(self._step, t0, t1, plan, prefill, sched, cost))
+            stats = step_stats(self._step, t0, t1, plan, prefill, sched, cost)
+            obs.on_step(stats)
+            self._reported = (stats.num_running, stats.num_waiting, stats.kv_blocks_used)
         return outputs
+
+    def _report_state(self) -> None:
+        """Tell observers the running/waiting/KV state when it changed without a step (aborts,
+        going idle): a ``StepStats`` with no tokens, so gauges follow the engine."""
+        obs = self._obs
+        if obs is None:
+            return
+        sched = self.scheduler
+        state = (len(sched.running), len(sched.waiting), sched.pool.num_used)
+        if state != self._reported:
+            self._reported = state
+            obs.on_step(state_stats(self._step, self._clock(), sched))
 
     # -- convenience --------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from engine_probe.engine.scheduler import Scheduler, SchedulerOutput
 from engine_probe.engine.step_outcome import StepOutcome
 from telemetry.hooks import EngineObserver, StepStats
 
-__all__ = ["report_progress", "report_schedule", "step_stats"]
+__all__ = ["report_progress", "report_schedule", "state_stats", "step_stats"]
 
 
 def report_schedule(obs: EngineObserver, t: float, plan: SchedulerOutput) -> None:
@@ -80,4 +80,26 @@ def step_stats(
         preemptions=len(plan.preempted),
         bytes_read=nbytes,
         flops=flops,
+    )
+
+
+def state_stats(step: int, t: float, scheduler: Scheduler) -> StepStats:
+    """The engine's state at ``t`` as a ``StepStats`` that computed nothing (``tokens == 0``,
+    zero duration): sent when running, waiting or KV use changed without a step."""
+    pool = scheduler.pool
+    return StepStats(
+        step=step,
+        start_s=t,
+        end_s=t,
+        prefill_tokens=0,
+        decode_tokens=0,
+        num_running=len(scheduler.running),
+        num_waiting=len(scheduler.waiting),
+        kv_blocks_used=pool.num_used,
+        kv_blocks_total=pool.num_blocks,
+        prefix_cache_queries=0,
+        prefix_cache_hits=0,
+        preemptions=0,
+        bytes_read=0.0,
+        flops=0.0,
     )

@@ -120,6 +120,8 @@ class _Tally(NullObserver):
         self.output_tokens += output_tokens
 
     def on_step(self, stats: StepStats) -> None:
+        if stats.is_state_report:
+            return
         self.steps += 1
         self.computed += stats.tokens
         self.preemptions += stats.preemptions

@@ -40,37 +40,91 @@ def serve(
     ),
     max_tokens_cap: int | None = typer.Option(None, "--max-tokens-cap", help="Largest max_tokens."),
     drain_timeout: float = typer.Option(30.0, "--drain-timeout", help="Seconds to drain on stop."),
+    telemetry_timeout: float = typer.Option(
+        3.0,
+        "--telemetry-timeout",
+        help="Seconds to write the last records and export the last spans on stop (a collector "
+        "that does not answer is given up on).",
+    ),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
     dtype: str = typer.Option("float32", "--dtype", help="float32 | bfloat16."),
     records: Path | None = typer.Option(
         None, "--records", help="Write each finished request's record into this folder (JSONL)."
     ),
+    records_format: str = typer.Option("jsonl", "--records-format", help="jsonl | parquet."),
+    records_max_records: int = typer.Option(
+        100_000, "--records-max-records", help="Records per file at most."
+    ),
+    records_flush_interval: float = typer.Option(
+        2.0,
+        "--records-flush-interval",
+        help="Seconds a finished request's record may wait before its file is written: a kill "
+        "loses at most the records of this interval + 1 s (SIGINT/SIGTERM lose none).",
+    ),
     span_file: Path | None = typer.Option(
         None, "--span-file", help="Write spans as JSON lines here (OTEL_* variables also work)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
+    max_connections: int = typer.Option(
+        1024,
+        "--max-connections",
+        help="Open connections at most (lowered to the file limit less 256); beyond: the oldest "
+        "connection without a request head is replaced, else 503 at once.",
+    ),
+    header_timeout: float = typer.Option(
+        10.0, "--header-timeout", help="Seconds from accept to a complete request head (408)."
+    ),
+    body_timeout: float = typer.Option(
+        30.0, "--body-timeout", help="Seconds from a request head to its complete body (408)."
+    ),
+    keepalive_timeout: float = typer.Option(
+        15.0, "--keepalive-timeout", help="Seconds an idle keep-alive connection stays open."
+    ),
+    idempotency_max_bytes: int = typer.Option(
+        64 << 20,
+        "--idempotency-max-bytes",
+        help="Bytes of responses kept for Idempotency-Key replays (oldest dropped beyond).",
+    ),
 ) -> None:
-    """Serve the reference engine: /v1/completions (SSE), /metrics, /health. Ctrl-C drains and stops."""
+    """Serve the reference engine: /v1/completions (SSE), /metrics, /health. Ctrl-C (or SIGTERM,
+    SIGHUP) drains, writes the remaining records and stops."""
     import asyncio
     import signal
 
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
     from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
+    from engine_probe.serve.limits import ConnectionLimits
+    from telemetry.deadline import run_bounded
 
     if not 0 <= port <= 65535:
         raise EngineConfigError(f"--port must be 0..65535, got {port}")
     if not 1 <= replicas <= 64:
         raise EngineConfigError(f"--replicas must be 1..64, got {replicas}")
+    if records_format not in ("jsonl", "parquet"):
+        raise EngineConfigError(f"--records-format must be jsonl or parquet, got {records_format}")
+    if records_max_records < 1:
+        raise EngineConfigError("--records-max-records must be >= 1")
+    if not records_flush_interval > 0:
+        raise EngineConfigError("--records-flush-interval must be > 0")
     try:
+        connections = ConnectionLimits(
+            max_connections=max_connections,
+            header_timeout_s=header_timeout,
+            body_timeout_s=body_timeout,
+            keepalive_timeout_s=keepalive_timeout,
+        )
         config = ServerConfig(
             max_queue=max_queue,
             max_lag=max_lag,
             drain_timeout_s=drain_timeout,
+            telemetry_timeout_s=telemetry_timeout,
             max_tokens_cap=max_tokens_cap,
+            idempotency_max_bytes=idempotency_max_bytes,
+            connections=connections,
         )
     except ValueError as exc:
-        raise EngineConfigError(str(exc).replace("ServerConfig.", "--").replace("_", "-")) from None
+        raise EngineConfigError(_flag_message(str(exc))) from None
     mcfg = (
         ModelConfig.from_hf_config(model_config, seed=seed)
         if model_config is not None
@@ -96,7 +150,12 @@ def serve(
     if records is not None:
         from telemetry.sink import RotatingRecordSink
 
-        sink = RotatingRecordSink(records)
+        sink = RotatingRecordSink(
+            records,
+            fmt=cast(Literal["jsonl", "parquet"], records_format),
+            max_records=records_max_records,
+            max_age_s=records_flush_interval,
+        )
 
     async def main() -> None:
         options: dict[str, Any] = {"span_file": span_file} if span_file is not None else {}
@@ -116,13 +175,20 @@ def serve(
         typer.echo("Ctrl-C drains in-flight requests and stops")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         typer.echo("draining in-flight requests ...")
         cut = sum(await asyncio.gather(*(h.stop() for h in handles)))
-        if sink is not None:
-            sink.close()
+        if sink is not None:  # closed by each server's telemetry already; bounded all the same
+            await asyncio.to_thread(run_bounded, sink.close, telemetry_timeout, "records")
         typer.echo(f"stopped ({cut} requests cut off by the drain timeout)")
 
     asyncio.run(main())
+
+
+def _flag_message(message: str) -> str:
+    """A config error in the flags' words: ``ConnectionLimits.body_timeout_s`` -> ``--body-timeout``."""
+    for prefix in ("ServerConfig.", "ConnectionLimits."):
+        message = message.replace(prefix, "--")
+    return message.replace("_s must", " must").replace("_", "-")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from engine_probe.serve.limits import ConnectionLimits
 
 __all__ = ["ServerConfig"]
 
@@ -17,7 +19,13 @@ class ServerConfig:
     """Outputs a streaming reader may fall behind before it is dropped."""
     idempotency_ttl_s: float = 300.0
     idempotency_max_keys: int = 4096
+    idempotency_max_bytes: int = 64 << 20
+    """Bytes of responses kept for ``Idempotency-Key`` replays (oldest keys dropped beyond)."""
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    """Connection cap, header/body/keep-alive timeouts, header sizes (``limits``)."""
     drain_timeout_s: float = 30.0
+    telemetry_timeout_s: float = 3.0
+    """Deadline for flushing and detaching telemetry at stop (records, span export), off the loop."""
     max_body_bytes: int = 1 << 20
     max_tokens_cap: int | None = None
     write_buffer_bytes: int = 1 << 16
@@ -26,6 +34,14 @@ class ServerConfig:
     """SO_SNDBUF for streaming connections (None: the kernel's default, usually megabytes)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_queue", "max_lag", "idempotency_max_keys", "max_body_bytes"):
+        for name in (
+            "max_queue",
+            "max_lag",
+            "idempotency_max_keys",
+            "idempotency_max_bytes",
+            "max_body_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ServerConfig.{name} must be >= 1")
+        if not self.telemetry_timeout_s > 0:
+            raise ValueError("ServerConfig.telemetry_timeout_s must be > 0")

@@ -62,6 +62,8 @@ class InFlight:
         """Time the request waited in the engine's queue (seconds), once known."""
         self.sse_head: bytes | None = None
         """The rendered start of this request's SSE chunks (id, model, created)."""
+        self.nbytes = len(canonical)
+        """Bytes this request holds for replays: its canonical body and rendered pieces."""
 
     def attach(self, on_drop: Callable[[], None] | None = None, *, bounded: bool = True) -> Reader:
         reader = Reader(on_drop=on_drop, bounded=bounded)
@@ -76,6 +78,7 @@ class InFlight:
     def push(self, piece: Piece) -> None:
         """Append a piece, wake readers, drop the ones too far behind."""
         self.history.append(piece)
+        self.nbytes += len(piece.sse)
         if piece.final:
             self.done = True
             self.finished.set()

@@ -4,18 +4,30 @@ Several servers (one engine each) can run in one process and one event loop on d
 the demo and the tests do exactly that. Each server has its own Prometheus registry unless one is
 passed, and attaches ``telemetry.instrument`` to its engine (metrics into that registry, spans on
 the given tracer provider or the ``OTEL_*`` environment, records to ``record_sink``).
+
+The listener is a ``limits.GuardedSite``: a cap on connections and a deadline on request heads in
+front of aiohttp, whose own limits (keep-alive, header sizes, read buffer) come from
+``ServerConfig.connections`` too; request bodies have a deadline (``limits.body_deadline``).
+Housekeeping runs on the loop: expired head deadlines (the guard's sweep) and expired
+``Idempotency-Key`` entries. ``accept()`` failures are counted and logged once a minute at most.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from engine_probe.serve.config import ServerConfig
+from engine_probe.serve.conn_metrics import ConnectionMetrics
+from engine_probe.serve.limits import ConnectionGuard, GuardedSite, body_deadline
+from engine_probe.serve.quiet_log import AcceptErrors, http_log
 from engine_probe.serve.server import CompletionServer
+from engine_probe.serve.validation import InvalidRequest
 
 __all__ = ["ServerHandle", "start_server"]
 
@@ -32,6 +44,8 @@ class ServerHandle:
     instrumentation: Any
     runner: web.AppRunner
     owns_engine: bool
+    guard: ConnectionGuard | None = None
+    housekeeping: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -42,8 +56,16 @@ class ServerHandle:
         return self.server.engine
 
     async def stop(self, drain_timeout_s: float | None = None) -> int:
-        """Stop listening, drain, shut down; return the number of requests cut off by the timeout."""
+        """Stop listening, drain, shut down; return the number of requests cut off by the timeout.
+
+        Takes at most the drain timeout, plus ``telemetry_timeout_s`` for telemetry (whatever a
+        span collector does), plus the time to stop the engine's current step."""
         timeout = self.server.config.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
+        if self.housekeeping is not None:
+            self.housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.housekeeping
+            self.housekeeping = None
         for site in list(self.runner.sites):
             await site.stop()
         cut = await self.server.drain(timeout)
@@ -52,7 +74,9 @@ class ServerHandle:
         if self.owns_engine:
             await self.aengine.stop()
         if self.instrumentation is not None:
-            self.instrumentation.detach()
+            # bounded (telemetry_timeout_s) and blocking: off the event loop
+            timeout = self.server.config.telemetry_timeout_s
+            await asyncio.to_thread(self.instrumentation.detach, timeout)
         return cut
 
     async def __aenter__(self) -> ServerHandle:
@@ -84,27 +108,52 @@ async def start_server(
     owns = not isinstance(engine, AsyncEngine)
     aengine = AsyncEngine(engine) if owns else engine
     registry = registry if registry is not None else CollectorRegistry()
+    config = config if config is not None else ServerConfig()
     instrumentation = None
     if telemetry:
         from telemetry.instrument import instrument
 
+        options = {"shutdown_timeout_s": config.telemetry_timeout_s, **(telemetry_options or {})}
         instrumentation = instrument(
             aengine.engine,
             registry=registry,
             tracer_provider=tracer_provider,
             record_sink=record_sink,
-            **(telemetry_options or {}),
+            **options,
         )
     if owns:
         await aengine.start()
     server = CompletionServer(aengine, config=config, registry=registry)
+    limits = server.config.connections
+    guard = ConnectionGuard(limits)
+    accept_errors = AcceptErrors.install(asyncio.get_running_loop(), limits.log_interval_s)
+    logger, request_errors = http_log(limits.log_interval_s)
+    registry.register(
+        ConnectionMetrics(
+            aengine.engine.replica,
+            guard,
+            lambda: accept_errors.count,
+            lambda: server.keys.nbytes,
+            lambda: request_errors.count,
+        )
+    )
+    app = server.app()
+    timeout = InvalidRequest(408, f"request body not received within {limits.body_timeout_s:g} s")
+    app.middlewares.append(
+        body_deadline(limits.body_timeout_s, lambda: server.metrics.error(timeout), guard.stats)
+    )
     runner = web.AppRunner(
-        server.app(), handle_signals=False, handler_cancellation=True, access_log=None
+        app,
+        handle_signals=False,
+        handler_cancellation=True,
+        access_log=None,
+        **limits.handler_args(logger),
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096)
+    site = GuardedSite(runner, host, port, guard, backlog=4096)
     await site.start()
     bound_port = int(runner.addresses[0][1])
+    housekeeping = asyncio.create_task(_housekeeping(server, limits.sweep_interval_s))
     return ServerHandle(
         url=f"http://{host}:{bound_port}",
         host=host,
@@ -114,4 +163,13 @@ async def start_server(
         instrumentation=instrumentation,
         runner=runner,
         owns_engine=owns,
+        guard=guard,
+        housekeeping=housekeeping,
     )
+
+
+async def _housekeeping(server: CompletionServer, interval_s: float) -> None:
+    """Expire ``Idempotency-Key`` entries while nobody sends keyed requests."""
+    while True:
+        await asyncio.sleep(max(interval_s, 1.0))
+        server.keys.expire()

@@ -83,7 +83,12 @@ class CompletionServer:
         self.queue_times = QueueTimes()
         self._detach_queue_times = engine.attach(self.queue_times)
         self.door = FrontDoor(engine, cfg, self.metrics)
-        self.keys = IdempotencyKeys(cfg.idempotency_ttl_s, cfg.idempotency_max_keys, clock)
+        self.keys = IdempotencyKeys(
+            cfg.idempotency_ttl_s,
+            cfg.idempotency_max_keys,
+            clock,
+            max_bytes=cfg.idempotency_max_bytes,
+        )
         render = Renderer(self.limits.model_name, wall_clock)
         self.producer = Producer(aengine, self.door, render, self.queue_times, clock)
         self.responder = Responder(cfg, self.metrics, self.door, render)

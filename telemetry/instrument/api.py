@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -12,6 +13,7 @@ from opentelemetry.trace import TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
 
+from telemetry.deadline import Deadline, run_bounded
 from telemetry.instrument.observer import TelemetryObserver
 from telemetry.metrics.drops import DropCounter
 from telemetry.metrics.serving import ServingMetrics
@@ -23,6 +25,8 @@ from telemetry.spans.provider import tracer_provider as provider_from_env
 from telemetry.worker import BoundedWorker
 
 __all__ = ["Instrumentation", "instrument"]
+
+_log = logging.getLogger(__name__)
 
 
 class _Attachable(Protocol):
@@ -57,8 +61,13 @@ class Instrumentation:
         capture_text: bool,
         offset_s: float,
         owned_provider: SdkTracerProvider | None = None,
+        shutdown_timeout_s: float = 5.0,
     ) -> None:
         self.observer = observer
+        self.shutdown_timeout_s = shutdown_timeout_s
+        """The default deadline of ``detach`` (seconds)."""
+        self.shutdown_failures: dict[str, int] = {}
+        """Detach steps (requests, records, spans, gpu) that failed or ran past the deadline."""
         self.metrics = metrics
         self.registry = registry
         self.record_sink = record_sink
@@ -124,25 +133,56 @@ class Instrumentation:
             ok = self._owned_provider.force_flush(ms)
         return ok
 
-    def detach(self, timeout: float | None = 30.0) -> None:
-        """Stop observing the engine, drain spans and records, unregister the collectors."""
+    def detach(self, timeout: float | None = None) -> bool:
+        """Stop observing the engine, drain records and spans, unregister the collectors, all
+        within ``timeout`` seconds (default: ``shutdown_timeout_s``); True when everything
+        finished in time.
+
+        Never raises and never waits past the deadline: a step that fails or is still running
+        (a span exporter stuck on a collector that never answers, a stalled disk) is counted in
+        ``shutdown_failures`` by step and logged in one line; what it held is lost (records
+        still queued are counted as dropped). Blocking: call it off an event loop
+        (``asyncio.to_thread``).
+        """
         if self._detached:
-            return
+            return True
         self.pause()
         self._detached = True
-        self.flush(timeout)
-        if self._worker is not None:
-            self._worker.close(timeout)
-        if self.record_sink is not None:
-            self.record_sink.close()
+        deadline = Deadline.after(self.shutdown_timeout_s if timeout is None else timeout)
+        failed: dict[str, str] = {}
+
+        def step(name: str, fn: Callable[[], object]) -> None:
+            exc = run_bounded(fn, deadline.left(), name)
+            if exc is not None:
+                failed[name] = f"{type(exc).__name__}: {exc}"[:200]
+
+        if self.metrics is not None:
+            self.metrics.flush()
+        worker = self._worker
+        if worker is not None:
+            flushed = worker.flush(deadline.left())
+            if not (worker.close(deadline.left()) and flushed):
+                failed["requests"] = f"{worker.pending} finished requests not handed over in time"
+                self.drops.add("requests", worker.pending)
+        sink = self.record_sink
+        if sink is not None:
+            step("records", sink.close)
         if self._owned_provider is not None:
-            self._owned_provider.shutdown()
+            step("spans", self._owned_provider.shutdown)
         if self.gpu is not None:
-            self.gpu.stop()
+            step("gpu", self.gpu.stop)
         if self.registry is not None:
             for c in (self.metrics, self.gpu):
                 if c is not None:
                     self.registry.unregister(c)
+        for name in failed:
+            self.shutdown_failures[name] = self.shutdown_failures.get(name, 0) + 1
+        if failed:
+            _log.warning(
+                "telemetry detach: %s",
+                "; ".join(f"{k}: {v}" for k, v in failed.items()),
+            )
+        return not failed
 
     def __enter__(self) -> Instrumentation:
         return self
@@ -174,6 +214,7 @@ def instrument(
     env: Mapping[str, str] | None = None,
     span_file: str | os.PathLike[str] | None = None,
     max_queue: int = 8192,
+    shutdown_timeout_s: float = 5.0,
 ) -> Instrumentation:
     """Attach one observer to ``engine`` that feeds spans, metrics and records.
 
@@ -193,7 +234,8 @@ def instrument(
 
     Spans and records are built on a background thread from a bounded queue (``max_queue``):
     the step loop never waits, and what does not fit is counted in
-    ``fleetwatch_telemetry_dropped_total``.
+    ``fleetwatch_telemetry_dropped_total``. ``detach`` (and each span processor's shutdown)
+    finishes within ``shutdown_timeout_s`` whatever the exporters do.
     """
     replica = replica if replica is not None else str(getattr(engine, "replica", "replica-0"))
     model = model if model is not None else str(getattr(engine, "model_name", "unknown"))
@@ -202,7 +244,13 @@ def instrument(
     drops = drops if drops is not None else DropCounter()
     owned: SdkTracerProvider | None = None
     if tracer_provider is None:
-        owned = provider_from_env(env=env, span_file=span_file, drops=drops, max_queue=max_queue)
+        owned = provider_from_env(
+            env=env,
+            span_file=span_file,
+            drops=drops,
+            max_queue=max_queue,
+            shutdown_timeout_s=shutdown_timeout_s,
+        )
         tracer_provider = owned
 
     serving: ServingMetrics | None = None
@@ -260,6 +308,7 @@ def instrument(
         capture_text=capture_text,
         offset_s=offset_s,
         owned_provider=owned,
+        shutdown_timeout_s=shutdown_timeout_s,
     )
 
 

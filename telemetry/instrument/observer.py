@@ -151,6 +151,8 @@ class TelemetryObserver:
         if m is None:
             return
         m.record_step(stats)
+        if stats.is_state_report:
+            return
         self._steps += 1
         if self._steps % self.flush_every_steps == 0:
             m.flush()

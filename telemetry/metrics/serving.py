@@ -196,7 +196,11 @@ class ServingMetrics(Collector):
             return self._series.setdefault(key, Series(self.profile))
 
     def record_step(self, stats: StepStats) -> None:
-        """Once per step: a handful of appends and additions."""
+        """Once per step: a handful of appends and additions. A state report between steps
+        only moves the gauges (running, waiting, KV usage)."""
+        if stats.is_state_report:
+            self.last_step = stats
+            return
         d = stats.end_s - stats.start_s
         self.step_duration.pending.append(d)
         self.step_tokens.pending.append(stats.prefill_tokens + stats.decode_tokens)
@@ -326,6 +330,15 @@ class ServingMetrics(Collector):
             overflow.add_metric([*base_values, name], cap.folded)
         yield overflow
 
+        truncated = CounterMetricFamily(
+            p.metric(Signal.LABEL_TRUNCATED).name,
+            _doc(Signal.LABEL_TRUNCATED),
+            labels=[*base, "label"],
+        )
+        for name, cap in self.caps.items():
+            truncated.add_metric([*base_values, name], cap.truncated)
+        yield truncated
+
 
 _DOCS: Final[Mapping[Signal, str]] = {
     Signal.TTFT: "Time to first token (s): first token minus arrival.",
@@ -356,6 +369,7 @@ _DOCS: Final[Mapping[Signal, str]] = {
     Signal.MFU: "FLOPs utilisation: achieved / peak FLOP/s, 0..1.",
     Signal.TELEMETRY_DROPS: "Telemetry items dropped (queue full or exporter failure) by stage.",
     Signal.LABEL_OVERFLOW: "Label values folded into 'other' because the label hit its cap.",
+    Signal.LABEL_TRUNCATED: "Label values cut to the longest kept length (128 characters).",
 }
 
 

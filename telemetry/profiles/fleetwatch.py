@@ -86,6 +86,7 @@ FLEETWATCH: Final = Profile(
         Signal.STEP_FLOPS: _c("fleetwatch_step_flops_total", "flops"),
         Signal.STEP_BUSY: _c("fleetwatch_step_busy_seconds_total", "seconds"),
         Signal.LABEL_OVERFLOW: _c("fleetwatch_telemetry_label_overflow_total"),
+        Signal.LABEL_TRUNCATED: _c("fleetwatch_telemetry_label_truncated_total"),
         **_GPU_SIGNALS,
     },
     outcomes=OutcomeCounter(

@@ -74,6 +74,7 @@ class Signal(StrEnum):
     STEP_FLOPS = "step_flops"
     STEP_BUSY = "step_busy"
     LABEL_OVERFLOW = "label_overflow"
+    LABEL_TRUNCATED = "label_truncated"
     GPU_INFO = "gpu_info"
     GPU_GPM_AVAILABLE = "gpu_gpm_available"
     GPU_MEM_CLOCK_MAX = "gpu_mem_clock_max"

@@ -13,6 +13,11 @@ with the timestamps:
 
 ``preemption_stall_s`` is the time the request spent preempted (between a preemption and its
 resume); it lies inside prefill or decode, as in vLLM.
+
+Plausibility, checked on each record before anything is built from a file: a timestamp is at most
+``MAX_TIMESTAMP_S`` in magnitude (seconds: a millisecond epoch, about 1.7e12, is refused with a
+hint), a request lasts at most ``MAX_REQUEST_S`` (a record finished 1e7 s late is refused), and
+integers fit in 64 bits. So no analysis sizes its arrays from an absurd span.
 """
 
 from __future__ import annotations
@@ -24,10 +29,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from telemetry.brief import brief
+
 __all__ = [
     "DEFAULTS",
     "DERIVED_COLUMNS",
     "FIELDS",
+    "INT64_MAX",
+    "INT64_MIN",
+    "MAX_REQUEST_S",
+    "MAX_TIMESTAMP_S",
     "TIME_EPS",
     "FieldSpec",
     "RecordError",
@@ -198,27 +209,45 @@ DERIVED_COLUMNS: Final[tuple[str, ...]] = (
 # Small tolerance for clock arithmetic: float timestamps subtract with rounding error.
 TIME_EPS = 1e-9
 
+MAX_TIMESTAMP_S: Final = 1e11
+"""Largest plausible timestamp magnitude in seconds (the year 5138 as a Unix time)."""
+MAX_REQUEST_S: Final = 7 * 86400.0
+"""Longest plausible request, arrival to finish (and longest stall or inter-token gap)."""
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+TIME_FIELDS: Final = ("arrival_s", "scheduled_s", "first_token_s", "finished_s", "intended_s")
+
+
+def implausible_time(value: float) -> str | None:
+    """The message for a timestamp that cannot be seconds, else None."""
+    if abs(value) <= MAX_TIMESTAMP_S:
+        return None
+    hint = " (milliseconds since the epoch?)" if 1e11 < abs(value) < 1e14 else ""
+    return f"is {value:.6g}: not plausible as seconds{hint}; record times are in seconds"
+
 
 def check_type(spec: FieldSpec, value: Any) -> str | None:
     """Return a message when ``value`` does not fit ``spec``, else None."""
     if value is None:
         return None if spec.optional else "is missing (null)"
     if spec.kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return None
-            return f"must be an integer, got {type(value).__name__} {value!r}"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"must be an integer, got {type(value).__name__} {brief(value)}"
+        if isinstance(value, float) and not value.is_integer():
+            return f"must be an integer, got float {brief(value)}"
+        if not INT64_MIN <= value <= INT64_MAX:
+            return f"is {brief(value)}: out of range (integers are 64-bit signed)"
         return None
     if spec.kind is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"must be a number, got {type(value).__name__} {value!r}"
+            return f"must be a number, got {type(value).__name__} {brief(value)}"
         if not math.isfinite(value):
-            return f"must be finite, got {value!r}"
+            return f"must be finite, got {brief(value)}"
         return None
     if not isinstance(value, str):
-        return f"must be a string, got {type(value).__name__} {value!r}"
+        return f"must be a string, got {type(value).__name__} {brief(value)}"
     if spec.name == "status" and value not in Status._value2member_map_:
-        return f"must be one of {', '.join(s.value for s in Status)}, got {value!r}"
+        return f"must be one of {', '.join(s.value for s in Status)}, got {brief(value)}"
     return None
 
 
@@ -237,12 +266,26 @@ def check_values(row: Mapping[str, Any]) -> tuple[str, str] | None:
             return name, f"must not be negative, got {row[name]}"
     if row.get("cached_prompt_tokens", 0) > row.get("prompt_tokens", 0):
         return "cached_prompt_tokens", "exceeds prompt_tokens"
-    if row.get("preemption_stall_s", 0.0) < 0:
-        return "preemption_stall_s", f"must not be negative, got {row['preemption_stall_s']}"
+    for name in ("preemption_stall_s", "max_itl_s"):
+        v = row.get(name)
+        if v is not None and v < 0:
+            return name, f"must not be negative, got {v}"
+        if v is not None and v > MAX_REQUEST_S:
+            return name, f"is {v:.6g} s: longer than {MAX_REQUEST_S:g} s is not plausible"
+    for name in TIME_FIELDS:
+        v = row.get(name)
+        problem = None if v is None else implausible_time(v)
+        if problem is not None:
+            return name, problem
     arrival = row["arrival_s"]
     scheduled = row.get("scheduled_s")
     first = row.get("first_token_s")
     finished = row["finished_s"]
+    if finished - arrival > MAX_REQUEST_S:
+        return "finished_s", (
+            f"is {finished - arrival:.6g} s after arrival_s: a request longer than "
+            f"{MAX_REQUEST_S:g} s is not plausible (a clock or unit mix-up?)"
+        )
     if scheduled is not None and scheduled < arrival - TIME_EPS:
         return "scheduled_s", "is before arrival_s (negative queue time)"
     if first is not None and first < arrival - TIME_EPS:
@@ -253,6 +296,8 @@ def check_values(row: Mapping[str, Any]) -> tuple[str, str] | None:
         return "finished_s", "is before arrival_s (negative end-to-end time)"
     if first is not None and finished < first - TIME_EPS:
         return "finished_s", "is before first_token_s (negative decode time)"
+    if scheduled is not None and finished < scheduled - TIME_EPS:
+        return "finished_s", "is before scheduled_s"
     return None
 
 

@@ -3,6 +3,10 @@
 The SDK's ``BatchSpanProcessor`` also drops when full, but only logs it; here every span that
 does not reach an exporter (full queue, exporter raising or returning FAILURE) is counted in
 ``fleetwatch_telemetry_dropped_total{stage="spans"}``.
+
+``shutdown`` is bounded by ``shutdown_timeout_s`` (default 5 s) whatever the exporter does: an
+OTLP collector that accepts connections and never answers would otherwise hold it for the
+exporter's own timeout and retries. Spans not exported by then are counted as dropped.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from telemetry.deadline import Deadline, run_bounded
 from telemetry.metrics.drops import DropCounter
 from telemetry.worker import BoundedWorker
 
@@ -37,8 +42,11 @@ class BoundedSpanProcessor(SpanProcessor):
         max_queue: int = 8192,
         max_batch: int = 512,
         interval_s: float = 1.0,
+        shutdown_timeout_s: float = 5.0,
     ) -> None:
         self.exporter = exporter
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self._shut = False
         self.drops = drops if drops is not None else DropCounter()
         self._worker: BoundedWorker[ReadableSpan] = BoundedWorker(
             self._export,
@@ -65,5 +73,14 @@ class BoundedSpanProcessor(SpanProcessor):
         return self._worker.flush(timeout_millis / 1000.0)
 
     def shutdown(self) -> None:
-        self._worker.close()
-        self.exporter.shutdown()
+        """Export what is queued and shut the exporter down, within ``shutdown_timeout_s``;
+        a second call returns at once (the SDK calls it again at exit)."""
+        if self._shut:
+            return
+        self._shut = True
+        deadline = Deadline.after(self.shutdown_timeout_s)
+        self._worker.close(deadline.left())
+        left = self._worker.pending
+        if left:
+            self.drops.add(self.STAGE, left)
+        run_bounded(self.exporter.shutdown, deadline.left(), "span-exporter-shutdown")

@@ -70,12 +70,14 @@ def tracer_provider(
     drops: DropCounter | None = None,
     service_name: str = "fleetwatch",
     max_queue: int = 8192,
+    shutdown_timeout_s: float = 5.0,
 ) -> TracerProvider | None:
     """OTLP/HTTP export when the ``OTEL_*`` variables configure it, a JSON-lines file when
     ``span_file`` is given, both behind ``BoundedSpanProcessor``s; None when neither applies
     (then no span is ever built). Endpoint, headers and ``OTEL_SERVICE_NAME`` come from ``env``
     (``os.environ`` by default); the exporter's other settings (timeout, compression, TLS) and
-    ``OTEL_RESOURCE_ATTRIBUTES`` are read from the process environment."""
+    ``OTEL_RESOURCE_ATTRIBUTES`` are read from the process environment. Each processor's
+    shutdown is bounded by ``shutdown_timeout_s``."""
     env = os.environ if env is None else env
     use_otlp = otlp_configured(env)
     if not use_otlp and span_file is None:
@@ -84,10 +86,20 @@ def tracer_provider(
     provider = TracerProvider(resource=Resource.create(attrs))
     if use_otlp:
         provider.add_span_processor(
-            BoundedSpanProcessor(_otlp_exporter(env), drops=drops, max_queue=max_queue)
+            BoundedSpanProcessor(
+                _otlp_exporter(env),
+                drops=drops,
+                max_queue=max_queue,
+                shutdown_timeout_s=shutdown_timeout_s,
+            )
         )
     if span_file is not None:
         provider.add_span_processor(
-            BoundedSpanProcessor(JsonLinesSpanExporter(span_file), drops=drops, max_queue=max_queue)
+            BoundedSpanProcessor(
+                JsonLinesSpanExporter(span_file),
+                drops=drops,
+                max_queue=max_queue,
+                shutdown_timeout_s=shutdown_timeout_s,
+            )
         )
     return provider

@@ -1,0 +1,232 @@
+"""Check a whole records frame (from Parquet, or built in memory) by the rules JSON lines are
+checked by, vectorised: the same types, ranges, finiteness and plausibility, in the same order.
+
+``check_values`` in ``schema`` checks one record field by field; here every rule is a boolean
+mask over the rows, listed in the order ``check_values`` applies them, and the error is the first
+bad row's first problem in that order, so a file says the same thing as JSON lines or Parquet.
+Parquet holds what JSON cannot: unsigned and boolean columns, NaN distinct from null (``nan_rows``,
+found by the reader before pandas merges the two), so those are refused explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from telemetry.brief import brief
+from telemetry.records.schema import (
+    DEFAULTS,
+    FIELDS,
+    INT64_MAX,
+    MAX_REQUEST_S,
+    MAX_TIMESTAMP_S,
+    TIME_EPS,
+    TIME_FIELDS,
+    FieldSpec,
+    RecordError,
+    Status,
+    check_type,
+    implausible_time,
+)
+
+__all__ = ["validate_frame"]
+
+Mask = np.ndarray[Any, np.dtype[np.bool_]]
+Floats = np.ndarray[Any, np.dtype[np.float64]]
+Problem = tuple[str, Callable[[int], str], Mask]
+
+
+def _type_problem(spec: FieldSpec, col: pd.Series, nan: Mask | None) -> Problem | None:
+    """Rows whose value does not fit ``spec`` (nulls aside), as ``check_type`` would say."""
+    n = len(col)
+    dtype = col.dtype
+    present = col.notna().to_numpy()
+    if nan is not None:
+        present = present | nan  # NaN is a value (a float), not a null
+    name = spec.name
+
+    def elementwise() -> Problem:
+        values = col.to_numpy(dtype=object)
+        bad = np.fromiter(
+            (v is not None and check_type(spec, v) is not None for v in _nulls_to_none(values)),
+            dtype=bool,
+            count=n,
+        )
+        return name, lambda i: str(check_type(spec, values[i])), bad
+
+    if spec.kind is str:
+        if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype):
+            if name == "status":
+                ok = col.astype("string").isin([s.value for s in Status]).to_numpy()
+                bad = present & ~ok
+                return name, lambda i: str(check_type(spec, str(col.iloc[i]))), bad
+            if pd.api.types.is_object_dtype(dtype):
+                return elementwise()
+            return None
+        kind = "bool" if pd.api.types.is_bool_dtype(dtype) else "number"
+        return name, lambda i: f"must be a string, got {kind} {brief(col.iloc[i])}", present
+    if pd.api.types.is_bool_dtype(dtype):
+        what = "an integer" if spec.kind is int else "a number"
+        return name, lambda i: f"must be {what}, got bool {brief(col.iloc[i])}", present
+    if not pd.api.types.is_numeric_dtype(dtype):
+        return elementwise()
+    if spec.kind is int:
+        if pd.api.types.is_unsigned_integer_dtype(dtype):
+            raw = col.to_numpy()
+            bad = present & (raw > np.uint64(INT64_MAX))
+            return name, lambda i: f"is {raw[i]}: out of range (integers are 64-bit signed)", bad
+        if pd.api.types.is_integer_dtype(dtype):
+            return None
+        v = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        with np.errstate(invalid="ignore"):
+            frac = present & ~np.isinf(v) & (v != np.floor(v))
+            big = present & ~frac & ((np.abs(v) >= 2.0**63) | np.isinf(v))
+        if nan is not None:
+            frac |= nan
+
+        def says(i: int) -> str:
+            if big[i] and not frac[i]:
+                return f"is {brief(v[i])}: out of range (integers are 64-bit signed)"
+            return f"must be an integer, got float {brief(v[i])}"
+
+        return name, says, frac | big
+    v = col.to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = present & np.isinf(v)
+    if nan is not None:
+        bad = bad | nan
+    return name, lambda i: f"must be finite, got {brief(float(col.iloc[i]))}", bad
+
+
+def _at(fmt: Callable[[float], str], values: Floats) -> Callable[[int], str]:
+    """A row's message from its value."""
+    return lambda i: fmt(float(values[i]))
+
+
+def _always(message: str) -> Callable[[int], str]:
+    return lambda i: message
+
+
+def _nulls_to_none(values: np.ndarray[Any, Any]) -> list[Any]:
+    return [
+        None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v for v in values
+    ]
+
+
+def validate_frame(
+    df: pd.DataFrame, *, path: str | None = None, nan_rows: Mapping[str, Mask] | None = None
+) -> None:
+    """Check columns, types and value rules of a whole frame; raise ``RecordError`` naming the
+    first bad row and its first problem (the order of ``check_values``). ``nan_rows``: rows
+    per column holding NaN (not null), which a float column in pandas cannot tell apart."""
+    n = len(df)
+    nan_rows = nan_rows or {}
+    problems: list[Problem] = []
+    for spec in FIELDS:
+        if spec.name not in df.columns:
+            if spec.optional or spec.name in DEFAULTS:
+                continue
+            raise RecordError("missing column", path=path, field=spec.name)
+        col = df[spec.name]
+        nan = nan_rows.get(spec.name)
+        missing = col.isna().to_numpy()
+        if nan is not None:
+            missing = missing & ~nan
+        if not spec.optional:
+            problems.append((spec.name, lambda i: "is missing (null)", missing))
+        found = _type_problem(spec, col, nan)
+        if found is not None:
+            problems.append(found)
+
+    def num(name: str) -> Floats:
+        if name not in df.columns:
+            return np.full(n, float(DEFAULTS.get(name, np.nan)))
+        col = df[name]
+        if pd.api.types.is_numeric_dtype(col.dtype) and not pd.api.types.is_bool_dtype(col.dtype):
+            return col.to_numpy(dtype=np.float64, na_value=np.nan)
+        converted = pd.to_numeric(col.astype(object).where(col.notna(), None), errors="coerce")
+        return np.asarray(converted.to_numpy(dtype=np.float64, na_value=np.nan))
+
+    def add(name: str, mask: Mask, says: Callable[[int], str]) -> None:
+        problems.append((name, says, mask))
+
+    with np.errstate(invalid="ignore"):
+        for name in ("prompt_tokens", "output_tokens", "cached_prompt_tokens", "preemptions"):
+            v = num(name)
+            add(name, v < 0, _at(lambda x: f"must not be negative, got {int(x)}", v))
+        add(
+            "cached_prompt_tokens",
+            num("cached_prompt_tokens") > num("prompt_tokens"),
+            _always("exceeds prompt_tokens"),
+        )
+        for name in ("preemption_stall_s", "max_itl_s"):
+            v = num(name)
+            add(name, v < 0, _at(lambda x: f"must not be negative, got {x}", v))
+            add(
+                name,
+                v > MAX_REQUEST_S,
+                _at(lambda x: f"is {x:.6g} s: longer than {MAX_REQUEST_S:g} s is not plausible", v),
+            )
+        for name in TIME_FIELDS:
+            v = num(name)
+            add(name, np.abs(v) > MAX_TIMESTAMP_S, _at(lambda x: str(implausible_time(x)), v))
+        arrival, scheduled, first, finished = (
+            num("arrival_s"),
+            num("scheduled_s"),
+            num("first_token_s"),
+            num("finished_s"),
+        )
+        e2e = finished - arrival
+        add(
+            "finished_s",
+            e2e > MAX_REQUEST_S,
+            _at(
+                lambda x: (
+                    f"is {x:.6g} s after arrival_s: a request longer than "
+                    f"{MAX_REQUEST_S:g} s is not plausible (a clock or unit mix-up?)"
+                ),
+                e2e,
+            ),
+        )
+        for name, mask, message in (
+            (
+                "scheduled_s",
+                scheduled < arrival - TIME_EPS,
+                "is before arrival_s (negative queue time)",
+            ),
+            (
+                "first_token_s",
+                first < arrival - TIME_EPS,
+                "is before arrival_s (first token before arrival)",
+            ),
+            (
+                "first_token_s",
+                first < scheduled - TIME_EPS,
+                "is before scheduled_s (negative prefill time)",
+            ),
+            (
+                "finished_s",
+                finished < arrival - TIME_EPS,
+                "is before arrival_s (negative end-to-end time)",
+            ),
+            (
+                "finished_s",
+                finished < first - TIME_EPS,
+                "is before first_token_s (negative decode time)",
+            ),
+            ("finished_s", finished < scheduled - TIME_EPS, "is before scheduled_s"),
+        ):
+            add(name, mask, _always(message))
+
+    first_bad: tuple[int, int] | None = None
+    for order, (_, _, mask) in enumerate(problems):
+        if mask.any():
+            i = int(np.argmax(mask))
+            if first_bad is None or i < first_bad[0]:
+                first_bad = (i, order)
+    if first_bad is not None:
+        i, order = first_bad
+        name, says, _ = problems[order]
+        raise RecordError(says(i), path=path, row=i + 1, field=name)
