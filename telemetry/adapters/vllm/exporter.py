@@ -150,7 +150,11 @@ class VllmExporter:
         self._owned: SdkTracerProvider | None = None
         if tracer_provider is None:
             self._owned = provider_from_env(
-                env=env, span_file=settings.span_file, drops=self.drops, max_queue=max_queue
+                env=env,
+                span_file=settings.span_file,
+                drops=self.drops,
+                service_name="vllm",
+                max_queue=max_queue,
             )
             tracer_provider = self._owned
         self.builder: SpanBuilder | None = None
