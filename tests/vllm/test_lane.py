@@ -46,6 +46,33 @@ def cli(*args: str) -> str:
     return result.output
 
 
+def chat(url: str, text: str) -> str:
+    """One streamed chat completion (usage in the last chunk); returns vLLM's request id."""
+    import urllib.request
+
+    body = {
+        "model": MODEL_NAME,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": 8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    req = urllib.request.Request(
+        f"{url}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        events = [
+            json.loads(line[6:])
+            for line in resp.read().decode().splitlines()
+            if line.startswith("data: {")
+        ]
+    assert events[-1]["usage"]["completion_tokens"] == 8
+    request_id: str = events[0]["id"]
+    return request_id
+
+
 def urls(fleet: Mapping[str, Any]) -> list[str]:
     return [s.url for s in fleet.values()]
 
@@ -140,6 +167,10 @@ def test_plugin_records_validate_and_each_request_span_has_three_phases(
     vllm_fleet: Mapping[str, Any],
 ) -> None:
     server = vllm_fleet["a"]
+    chat_id = chat(server.url, "hello fleet")
+    deadline = time.monotonic() + 15
+    while chat_id not in server.span_file.read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
     files = sorted(server.records_dir.glob("*.jsonl"))
     assert files
     for f in files:
@@ -154,6 +185,12 @@ def test_plugin_records_validate_and_each_request_span_has_three_phases(
     for span_id, root in roots.items():
         assert root["attributes"]["gen_ai.provider.name"] == "vllm"
         assert sorted(children.get(span_id, [])) == ["decode", "prefill", "queue"]
+    # vLLM's internal id is the response id, or it with a suffix
+    [chat_root] = [
+        r for r in roots.values() if r["attributes"]["gen_ai.response.id"].startswith(chat_id)
+    ]
+    assert chat_root["name"] == f"chat {MODEL_NAME}"
+    assert chat_root["attributes"]["gen_ai.operation.name"] == "chat"
 
 
 def test_rules_load_healthy_and_stay_quiet_on_healthy_traffic(
