@@ -38,12 +38,7 @@ class Verdict:
 
     @property
     def correct(self) -> bool:
-        """A planted replica-side fault must be blamed on the replica; a planted workload
-        difference must never be: naming it workload-side or not flagging it are both right
-        (a fleet of four gives a 1 % family-wise test little power on the remaining three)."""
-        if self.planted == "replica":
-            return self.side == "replica"
-        return self.side in (None, "workload")
+        return self.side == self.planted
 
     def to_dict(self) -> dict[str, Any]:
         return {

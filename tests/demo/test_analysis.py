@@ -25,19 +25,16 @@ def analysis(masked_fleet):  # type: ignore[no-untyped-def]
 def test_verdicts_blame_the_slow_replica_and_not_the_long_prompt_one(analysis) -> None:  # type: ignore[no-untyped-def]
     found = {v.replica: v for v in verdicts(analysis, roles(DemoConfig()))}
     assert found["replica-1"].side == "replica"
-    assert found["replica-3"].side in (None, "workload")
+    assert found["replica-3"].side == "workload"
+    assert found["replica-3"].cause == "prompt_length_mix"
     assert all(v.correct for v in found.values())
 
 
-def test_findings_say_which_pass_found_them(analysis) -> None:  # type: ignore[no-untyped-def]
-    # Masking across passes is tested on fleets of ten in tests/fleet; in the demo's fleet of four
-    # the 1 % family-wise test finds the slow replica's TPOT against the whole fleet.
+def test_masked_findings_say_which_pass_found_them(analysis) -> None:  # type: ignore[no-untyped-def]
     by = {(f.replica, f.signal): f for f in analysis.outliers.findings}
-    assert by[("replica-1", "tpot")].found_in == "fleet"
-    assert "judged against the whole fleet (4 replicas)" in by[("replica-1", "tpot")].evidence[-1]
-    assert not [
-        f for f in analysis.outliers.findings if f.replica == "replica-3" and f.side == "replica"
-    ]
+    assert by[("replica-1", "ttft")].found_in == "peers"
+    assert by[("replica-3", "ttft")].found_in == "unmasked"
+    assert "judged against peers with like traffic" in by[("replica-1", "ttft")].evidence[-1]
 
 
 def test_ratios_are_to_the_fleet_median(analysis) -> None:  # type: ignore[no-untyped-def]

@@ -115,10 +115,8 @@ def test_findings_blame_the_slowed_replica_and_not_the_long_prompt_one(
     result, _ = demo_run
     by_replica = {v["replica"]: v for v in result.summary["verdicts"]}
     assert by_replica["replica-1"]["found_side"] == "replica"
-    assert by_replica["replica-3"]["found_side"] in (None, "workload")
-    if by_replica["replica-3"]["found_side"] == "workload":
-        assert by_replica["replica-3"]["cause"] == "prompt_length_mix"
-    assert all(v["correct"] for v in result.summary["verdicts"])
+    assert by_replica["replica-3"]["found_side"] == "workload"
+    assert by_replica["replica-3"]["cause"] == "prompt_length_mix"
 
 
 def test_backtest_pages_during_the_burst(demo_run: tuple[DemoResult, Seen]) -> None:
@@ -132,10 +130,7 @@ def test_summary_lines_say_what_was_found(demo_run: tuple[DemoResult, Seen]) -> 
     result, _ = demo_run
     text = "\n".join(result.lines)
     assert "replica-1 (slowed): replica-side" in text
-    assert any(
-        f"replica-3 (sent only long prompts): {found}" in text
-        for found in ("workload-side", "not flagged")
-    )
+    assert "replica-3 (sent only long prompts): workload-side" in text
     assert f"page alert {PAGE_ALERT} fired" in text
     assert "outlier rule flagged replica-1" in text
 
