@@ -30,6 +30,8 @@ class Piece:
     finish_reason: str | None = None
     error_type: str | None = None
     message: str | None = None
+    text: str = ""
+    """The text these tokens add to the answer (stop strings already cut out)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -62,6 +64,8 @@ class InFlight:
         """Time the request waited in the engine's queue (seconds), once known."""
         self.sse_head: bytes | None = None
         """The rendered start of this request's SSE chunks (id, model, created)."""
+        self.completion_tokens = 0
+        """Output tokens the answer used (up to the end of a stop string), for ``usage``."""
 
     def attach(self, on_drop: Callable[[], None] | None = None, *, bounded: bool = True) -> Reader:
         reader = Reader(on_drop=on_drop, bounded=bounded)
