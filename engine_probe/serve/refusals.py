@@ -3,7 +3,8 @@
 A refusal (queue full, draining, body too large, invalid, unknown model, an unexpected fault
 before admission) is answered with the OpenAI error object, counted in
 ``fleetwatch_http_responses_total``, and reported to the engine's observers as a request that
-arrived and finished at once with status ``rejected`` (``error`` for a 5xx) and its reason as
+arrived and finished at once with status ``rejected`` (``error`` for a server fault, a 5xx other
+than the 503 of draining) and its reason as
 ``error_type`` (``AsyncEngine.refuse``). Telemetry then gives it what every request gets: a
 record, a span with error status, and a count in ``fleetwatch_requests_total``, so an
 availability SLO over the server's metrics sees front-door 429s as it sees engine rejections.
@@ -48,7 +49,7 @@ class Refusals:
         self.record(
             request_id,
             exc.reason,
-            status="rejected" if exc.status < 500 else "error",
+            status="rejected" if exc.status < 500 or exc.status == 503 else "error",
             operation=operation,
             traceparent=traceparent,
             prompt_tokens=prompt_tokens,
