@@ -100,6 +100,7 @@ class AsyncEngine:
         tenant: str | None = None,
         traceparent: str | None = None,
         operation: str = "text_completion",
+        arrival_s: float | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Stream a request's outputs; the last one has ``finished=True``. Leaving the loop early
         (break, cancellation) aborts the request and frees its blocks."""
@@ -125,6 +126,7 @@ class AsyncEngine:
                     tenant=tenant,
                     traceparent=traceparent,
                     operation=operation,
+                    arrival_s=arrival_s,
                 )
             except Exception as exc:
                 self._deliver_threadsafe([(rid, exc)])
@@ -172,15 +174,21 @@ class AsyncEngine:
 
         self._submit(run)
 
-    def refuse(self, info: RequestInfo, error_type: str, status: str = "rejected") -> None:
+    def refuse(
+        self,
+        info: RequestInfo,
+        error_type: str,
+        status: str = "rejected",
+        arrival_s: float | None = None,
+    ) -> None:
         """Report a request refused before reaching the engine (``LLMEngine.refuse``) on the
-        step-loop thread, where observers expect every event; called directly when not started."""
-        if self._thread is None:
-            self.engine.refuse(info, error_type, status)
+        step-loop thread, where observers expect every event; called directly when not running."""
+        if not self.running:
+            self.engine.refuse(info, error_type, status, arrival_s)
             return
 
         def run() -> None:
-            self.engine.refuse(info, error_type, status)
+            self.engine.refuse(info, error_type, status, arrival_s)
 
         self._submit(run)
 

@@ -190,9 +190,14 @@ class LLMEngine:
         tenant: str | None = None,
         traceparent: str | None = None,
         operation: str = "text_completion",
+        arrival_s: float | None = None,
     ) -> str:
         """Queue a request; return its id. A request larger than the whole KV pool or arriving at
-        a full waiting queue finishes at once with status "rejected" (seen on the next step)."""
+        a full waiting queue finishes at once with status "rejected" (seen on the next step).
+
+        ``arrival_s`` (engine clock) is when the request reached the server, if earlier than now:
+        a server stamps it on receipt, so queue time and TTFT include the wait for the step loop.
+        """
         self.validate_request(prompt_token_ids, max_tokens, sampling)
         rid = request_id if request_id is not None else self.new_request_id()
         if rid in self._requests:
@@ -202,7 +207,7 @@ class LLMEngine:
         obs = self._obs
         if obs is not None:
             obs.on_request_arrived(
-                now,
+                now if arrival_s is None else min(arrival_s, now),
                 RequestInfo(
                     rid, len(prompt), max_tokens, traffic_class, tenant, traceparent, operation
                 ),
@@ -257,14 +262,21 @@ class LLMEngine:
         self._pending.append(RequestOutput(request_id, (), True, "ok", finish_reason, None))
         return True
 
-    def refuse(self, info: RequestInfo, error_type: str, status: str = "rejected") -> None:
+    def refuse(
+        self,
+        info: RequestInfo,
+        error_type: str,
+        status: str = "rejected",
+        arrival_s: float | None = None,
+    ) -> None:
         """Tell observers about a request refused before it reached this engine (by a server's
-        front door: queue full, draining, invalid): it arrives and finishes at once with
-        ``status``, so it gets a record, a span and a count like any other request."""
+        front door: queue full, draining, invalid): it arrives (at ``arrival_s``, engine clock,
+        when given) and finishes now with ``status``, so it gets a record, a span and a count
+        like any other request."""
         obs = self._obs
         if obs is not None:
             now = self._clock()
-            obs.on_request_arrived(now, info)
+            obs.on_request_arrived(now if arrival_s is None else min(arrival_s, now), info)
             obs.on_request_finished(now, info.request_id, status, None, error_type, 0, 0)
 
     # -- the step loop ------------------------------------------------------------------------

@@ -61,7 +61,10 @@ class GenerateHandler:
         producer: Producer,
         responder: Responder,
         refusals: Refusals,
+        clock: Callable[[], float],
     ) -> None:
+        self.clock = clock
+        """The engine's clock: a request's arrival is stamped on receipt, in engine time."""
         self.replica = replica
         self.config = config
         self.limits = limits
@@ -77,6 +80,7 @@ class GenerateHandler:
         return f"{prefix}-{self.replica}-{next(self._ids)}"
 
     async def handle(self, request: web.Request, api: Api) -> web.StreamResponse:
+        arrived = self.clock()
         rid = self.new_id(api.id_prefix)
         traceparent = request.headers.get("traceparent")
         req: CompletionRequest | None = None
@@ -90,6 +94,7 @@ class GenerateHandler:
                 prompt_tokens=len(req.prompt_token_ids) if req is not None else 0,
                 max_tokens=req.max_tokens if req is not None else 0,
                 headers=headers,
+                arrival_s=arrived,
             )
 
         closed = self.door.closed()
@@ -125,6 +130,7 @@ class GenerateHandler:
         if full is not None:
             return refuse(*full)
         flight = InFlight(rid, req.canonical, max_lag=self.config.max_lag)
+        flight.arrival_s = arrived
         if key is not None:
             self.keys.remember(key, flight)
         self.door.admit(flight)

@@ -64,6 +64,8 @@ class InFlight:
         """Time the request waited in the engine's queue (seconds), once known."""
         self.sse_head: bytes | None = None
         """The rendered start of this request's SSE chunks (id, model, created)."""
+        self.arrival_s: float | None = None
+        """When the HTTP request arrived (engine clock): the start of its record."""
         self.completion_tokens = 0
         """Output tokens the answer used (up to the end of a stop string), for ``usage``."""
 

@@ -115,6 +115,7 @@ class Producer:
             request_id=flight.request_id,
             traceparent=traceparent,
             operation=req.operation,
+            arrival_s=flight.arrival_s,
         )
         try:
             async with contextlib.aclosing(gen):

@@ -43,6 +43,7 @@ class Refusals:
         prompt_tokens: int = 0,
         max_tokens: int = 0,
         headers: dict[str, str] | None = None,
+        arrival_s: float | None = None,
     ) -> web.Response:
         """The error answer for ``exc``, counted and recorded."""
         resp = self.metrics.error(exc, {"X-Request-Id": request_id, **(headers or {})})
@@ -54,6 +55,7 @@ class Refusals:
             traceparent=traceparent,
             prompt_tokens=prompt_tokens,
             max_tokens=max_tokens,
+            arrival_s=arrival_s,
         )
         return resp
 
@@ -67,6 +69,7 @@ class Refusals:
         traceparent: str | None = None,
         prompt_tokens: int = 0,
         max_tokens: int = 0,
+        arrival_s: float | None = None,
     ) -> None:
         """Report a refused request to the engine's observers (record, span, counters)."""
         info = RequestInfo(
@@ -76,6 +79,6 @@ class Refusals:
         if refuse is None:
             return
         try:
-            refuse(info, reason, status)
+            refuse(info, reason, status, arrival_s)
         except Exception:  # the answer matters more than its record; say why it is missing
             _log.exception("could not record refused request %s", request_id)

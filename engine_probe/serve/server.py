@@ -119,6 +119,7 @@ class CompletionServer:
             producer=self.producer,
             responder=self.responder,
             refusals=self.refusals,
+            clock=engine.clock,
         )
 
     @property
