@@ -11,7 +11,6 @@ role, and is not a token: TTFT is taken at the first chunk with content.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import aiohttp
@@ -25,7 +24,6 @@ __all__ = [
     "base_url",
     "chat_body",
     "discover_model",
-    "request_body",
     "resolve_model",
 ]
 
@@ -66,19 +64,6 @@ def chat_body(
     }
     body.update(extra)
     return body
-
-
-def request_body(
-    api: str, prompt: str | Sequence[int], max_tokens: int, *, model: str, **extra: Any
-) -> dict[str, Any]:
-    """The probe's body for ``api``."""
-    from engine_probe.probe.client import completion_body
-
-    if api == "chat":
-        if not isinstance(prompt, str):
-            raise ProbeError("the chat API takes text prompts, not token ids")
-        return chat_body(prompt, max_tokens, model=model, **extra)
-    return completion_body(prompt, max_tokens, model=model, **extra)
 
 
 async def discover_model(

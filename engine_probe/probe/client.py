@@ -18,11 +18,12 @@ from typing import Any
 
 import aiohttp
 
-from engine_probe.probe.chat import API_PATHS, base_url
+from engine_probe.probe.chat import API_PATHS, base_url, chat_body
+from engine_probe.probe.errors import ProbeError
 from engine_probe.probe.measure import RequestResult, apportion_tokens
 from engine_probe.probe.sse import SSEParser
 
-__all__ = ["Prober", "RequestBody", "completion_body"]
+__all__ = ["Prober", "RequestBody", "completion_body", "request_body"]
 
 RequestBody = dict[str, Any]
 OnDone = Callable[[RequestResult], None]
@@ -58,6 +59,17 @@ def _content(choice: dict[str, Any]) -> str:
             return text if isinstance(text, str) else ""
     text = choice.get("text")
     return text if isinstance(text, str) else ""
+
+
+def request_body(
+    api: str, prompt: str | Sequence[int], max_tokens: int, *, model: str, **extra: Any
+) -> RequestBody:
+    """The probe's body for ``api`` (``chat`` or ``completions``)."""
+    if api == "chat":
+        if not isinstance(prompt, str):
+            raise ProbeError("the chat API takes text prompts, not token ids")
+        return chat_body(prompt, max_tokens, model=model, **extra)
+    return completion_body(prompt, max_tokens, model=model, **extra)
 
 
 @dataclass(slots=True)

@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from engine_probe.probe.arrivals import constant_arrivals, gamma_arrivals
-from engine_probe.probe.chat import API_PATHS, request_body, resolve_model
-from engine_probe.probe.client import OnDone, Prober, RequestBody
+from engine_probe.probe.chat import API_PATHS, resolve_model
+from engine_probe.probe.client import OnDone, Prober, RequestBody, request_body
 from engine_probe.probe.errors import ProbeError
 from engine_probe.probe.measure import RequestResult
 from engine_probe.probe.stats import RunSummary, SLOTargets, capacity, summarise
