@@ -99,7 +99,7 @@ def parse_messages(raw: Any) -> list[ChatMessage]:
         if not isinstance(m, dict):
             raise o.bad("messages", f"{where} must be an object")
         role = m.get("role")
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             if role in ("tool", "function"):
                 raise InvalidRequest(
                     400,

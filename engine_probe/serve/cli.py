@@ -50,7 +50,8 @@ def serve(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
 ) -> None:
-    """Serve the reference engine: /v1/completions (SSE), /metrics, /health. Ctrl-C drains and stops."""
+    """Serve the reference engine: /v1/chat/completions, /v1/completions (SSE or JSON), /v1/models,
+    /metrics, /health. Ctrl-C drains and stops."""
     import asyncio
     import signal
 

@@ -3,9 +3,11 @@
 Text is fed as it is decoded. ``feed`` returns the text that is safe to send now: everything up
 to the longest suffix that is still the beginning of some stop string, which is held back until
 later text settles it. When a stop string appears, the text before it is returned and the output
-ends there; the stop string itself is never returned (OpenAI's behaviour). ``end`` is the
-position just after the stop string in the whole output, which is how many characters, hence
-tokens, were consumed.
+ends there; the stop string itself is never returned (OpenAI's behaviour). The stop string that
+ends the output is the one completed first (the earliest end; of two ending together, the
+longer), as when text arrives one token at a time, so the answer does not depend on how the
+text was split into chunks. ``end`` is the position just after it in the whole output, which is
+how many characters, hence tokens, were consumed.
 
 A match is searched only in held-back plus new text: a stop string cannot start in text already
 sent, because a suffix that is a prefix of a stop string is always held.
@@ -44,7 +46,7 @@ class StopScanner:
         hit, length = -1, 0
         for s in self.stops:
             i = buf.find(s)
-            if i >= 0 and (hit < 0 or i < hit):
+            if i >= 0 and (hit < 0 or (i + len(s), i) < (hit + length, hit)):
                 hit, length = i, len(s)
         if hit >= 0:
             end = self._seen + hit + length

@@ -218,3 +218,56 @@ def test_the_availability_burn_rate_sees_front_door_429s(
     assert done.returncode == 0, done.stdout + done.stderr
     if "rejected" in bad:
         assert ratio > 0.5  # 38 of the 42 finished requests were refused at the front door
+
+
+def test_every_5xx_is_counted_and_spanned(kit: Any) -> None:
+    """A fault in the handler is a JSON 500, counted, with an ``error`` record and span; an engine
+    failure of a non-streaming request is a counted 500 that the engine records itself."""
+    import dataclasses
+
+    from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sink = MemoryRecordSink()
+
+    def boom(raw: bytes, limits: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    async def go() -> tuple[list[int], dict[str, Any], float]:
+        engine = LLMEngine(
+            kit.make_engine().model_config,
+            EngineConfig(num_blocks=256, device="cpu"),
+            faults=FaultConfig(error_rate=1.0),
+        )
+        h = await start_server(engine, tracer_provider=provider, record_sink=sink)
+        chat = h.server.apis["/v1/chat/completions"]
+        h.server.apis["/v1/chat/completions"] = dataclasses.replace(chat, parse=boom)
+        async with aiohttp.ClientSession() as s:
+            body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
+            async with s.post(f"{h.url}/v1/chat/completions", json=body) as r:
+                crashed, error = r.status, (await r.json())["error"]
+            body = {"prompt": "x", "max_tokens": 2}
+            async with s.post(f"{h.url}/v1/completions", json=body) as r:
+                failed = r.status
+
+            def settled() -> bool:
+                h.instrumentation.flush(10)
+                return len(sink.records) == 2
+
+            await kit.wait_for(settled, 30)
+        fives = h.registry.get_sample_value(
+            "fleetwatch_http_responses_total", {"replica": engine.replica, "code": "500"}
+        )
+        await h.stop(drain_timeout_s=10)
+        return [crashed, failed], error, float(fives or 0)
+
+    codes, error, fives = asyncio.run(go())
+    assert codes == [500, 500] and fives == 2
+    assert error["type"] == "server_error" and error["code"] == "internal_error"
+    by_type = {r.error_type: r for r in sink.records}
+    assert by_type["RuntimeError"].status == "error"  # the crash, recorded by the server
+    assert [r.status for r in sink.records].count("error") == 2
+    spans = [sp for sp in exporter.get_finished_spans() if sp.kind == SpanKind.SERVER]
+    assert len(spans) == 2 and all(sp.status.status_code == StatusCode.ERROR for sp in spans)
