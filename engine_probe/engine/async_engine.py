@@ -18,6 +18,7 @@ from engine_probe.engine.config import SamplingParams
 from engine_probe.engine.errors import EngineConfigError
 from engine_probe.engine.llm_engine import LLMEngine
 from engine_probe.engine.request import RequestOutput
+from telemetry.hooks import RequestInfo
 
 __all__ = ["AsyncEngine"]
 
@@ -98,6 +99,8 @@ class AsyncEngine:
         traffic_class: str = "default",
         tenant: str | None = None,
         traceparent: str | None = None,
+        operation: str = "text_completion",
+        arrival_s: float | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Stream a request's outputs; the last one has ``finished=True``. Leaving the loop early
         (break, cancellation) aborts the request and frees its blocks."""
@@ -122,6 +125,8 @@ class AsyncEngine:
                     traffic_class=traffic_class,
                     tenant=tenant,
                     traceparent=traceparent,
+                    operation=operation,
+                    arrival_s=arrival_s,
                 )
             except Exception as exc:
                 self._deliver_threadsafe([(rid, exc)])
@@ -157,6 +162,35 @@ class AsyncEngine:
 
         self._submit(run)
         return await asyncio.wrap_future(fut)
+
+    def finish(
+        self, request_id: str, finish_reason: str = "stop", output_tokens: int | None = None
+    ) -> None:
+        """End a streaming request early as finished ok (``LLMEngine.finish``); its stream's last
+        output says so. Returns at once; a request already finished is left as it ended."""
+
+        def run() -> None:
+            self.engine.finish(request_id, finish_reason, output_tokens)
+
+        self._submit(run)
+
+    def refuse(
+        self,
+        info: RequestInfo,
+        error_type: str,
+        status: str = "rejected",
+        arrival_s: float | None = None,
+    ) -> None:
+        """Report a request refused before reaching the engine (``LLMEngine.refuse``) on the
+        step-loop thread, where observers expect every event; called directly when not running."""
+        if not self.running:
+            self.engine.refuse(info, error_type, status, arrival_s)
+            return
+
+        def run() -> None:
+            self.engine.refuse(info, error_type, status, arrival_s)
+
+        self._submit(run)
 
     # -- the step-loop thread -----------------------------------------------------------------
 

@@ -196,9 +196,15 @@ class LLMEngine:
         traffic_class: str = "default",
         tenant: str | None = None,
         traceparent: str | None = None,
+        operation: str = "text_completion",
+        arrival_s: float | None = None,
     ) -> str:
         """Queue a request; return its id. A request larger than the whole KV pool or arriving at
-        a full waiting queue finishes at once with status "rejected" (seen on the next step)."""
+        a full waiting queue finishes at once with status "rejected" (seen on the next step).
+
+        ``arrival_s`` (engine clock) is when the request reached the server, if earlier than now:
+        a server stamps it on receipt, so queue time and TTFT include the wait for the step loop.
+        """
         self.validate_request(prompt_token_ids, max_tokens, sampling)
         rid = request_id if request_id is not None else self.new_request_id()
         if rid in self._requests:
@@ -208,8 +214,10 @@ class LLMEngine:
         obs = self._obs
         if obs is not None:
             obs.on_request_arrived(
-                now,
-                RequestInfo(rid, len(prompt), max_tokens, traffic_class, tenant, traceparent),
+                now if arrival_s is None else min(arrival_s, now),
+                RequestInfo(
+                    rid, len(prompt), max_tokens, traffic_class, tenant, traceparent, operation
+                ),
             )
         sched = self.scheduler
         reject = rejection(sched, self.engine_config, len(prompt) + max_tokens)
@@ -242,6 +250,41 @@ class LLMEngine:
             )
         self._pending.append(RequestOutput(request_id, (), True, "aborted", "abort", None))
         return True
+
+    def finish(
+        self, request_id: str, finish_reason: str = "stop", output_tokens: int | None = None
+    ) -> bool:
+        """End a request early as finished ok (a server found a stop string in its text), free its
+        KV blocks now; ``output_tokens`` (at most the tokens generated) is what observers are told
+        it produced. False if unknown or already finished."""
+        req = self._requests.pop(request_id, None)
+        if req is None:
+            return False
+        self.scheduler.finish(req)
+        n = req.num_output if output_tokens is None else max(0, min(output_tokens, req.num_output))
+        if self._obs is not None:
+            self._obs.on_request_finished(
+                self._clock(), request_id, "ok", finish_reason, None, n, req.cached_prompt_tokens
+            )
+        self._pending.append(RequestOutput(request_id, (), True, "ok", finish_reason, None))
+        return True
+
+    def refuse(
+        self,
+        info: RequestInfo,
+        error_type: str,
+        status: str = "rejected",
+        arrival_s: float | None = None,
+    ) -> None:
+        """Tell observers about a request refused before it reached this engine (by a server's
+        front door: queue full, draining, invalid): it arrives (at ``arrival_s``, engine clock,
+        when given) and finishes now with ``status``, so it gets a record, a span and a count
+        like any other request."""
+        obs = self._obs
+        if obs is not None:
+            now = self._clock()
+            obs.on_request_arrived(now if arrival_s is None else min(arrival_s, now), info)
+            obs.on_request_finished(now, info.request_id, status, None, error_type, 0, 0)
 
     # -- the step loop ------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Command line for this package; composed into `fleetwatch` by the front door.
 
 ``fleetwatch probe run``: load-test an OpenAI-compatible endpoint (or the in-process reference
-engine). ``fleetwatch probe bound``: the bandwidth bound of a model on a GPU.
+engine) on its chat API (``--api chat``, the default) or its completions API. ``fleetwatch probe bound``: the bandwidth bound of a model on a GPU.
 """
 
 from __future__ import annotations
@@ -74,7 +74,14 @@ def run(
     requests: int = typer.Option(100, "--requests", "-n", help="Requests per load level."),
     prompt_tokens: int = typer.Option(128, help="Prompt length in tokens (characters)."),
     max_tokens: int = typer.Option(64, help="Output tokens per request."),
-    model: str = typer.Option("reference", help="The 'model' field sent."),
+    model: str | None = typer.Option(
+        None, help="The 'model' field sent (default: the first model GET /v1/models lists)."
+    ),
+    api: str = typer.Option(
+        "chat",
+        "--api",
+        help="chat (/v1/chat/completions, what users call) or completions (/v1/completions).",
+    ),
     ttft: float = typer.Option(1.0, help="TTFT target, seconds (goodput, capacity)."),
     tpot: float = typer.Option(0.1, help="TPOT target, seconds."),
     ttft_from_send: bool = typer.Option(
@@ -140,6 +147,7 @@ def run(
         timeout_s=timeout,
         warmup=warmup,
         headers=tuple(headers),
+        api=api,
     )
     if engine is not None:
         from engine_probe.probe.checks import check_reference_engine

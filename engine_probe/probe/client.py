@@ -1,4 +1,5 @@
-"""The load driver: one aiohttp session sending OpenAI-compatible streaming completions.
+"""The load driver: one aiohttp session sending OpenAI-compatible streaming requests, to the chat
+API (``/v1/chat/completions``, the default) or the completions API (``/v1/completions``).
 
 Built so the client is not the bottleneck at thousands of concurrent streams: a single session and
 connection pool sized to the load (no hidden per-host cap of 100), raw chunk reads with our own SSE
@@ -17,10 +18,12 @@ from typing import Any
 
 import aiohttp
 
+from engine_probe.probe.chat import API_PATHS, base_url, chat_body
+from engine_probe.probe.errors import ProbeError
 from engine_probe.probe.measure import RequestResult, apportion_tokens
 from engine_probe.probe.sse import SSEParser
 
-__all__ = ["Prober", "RequestBody", "completion_body"]
+__all__ = ["Prober", "RequestBody", "completion_body", "request_body"]
 
 RequestBody = dict[str, Any]
 OnDone = Callable[[RequestResult], None]
@@ -44,6 +47,29 @@ def completion_body(
     }
     body.update(extra)
     return body
+
+
+def _content(choice: dict[str, Any]) -> str:
+    """A choice's new text: completions ``text``, chat ``delta.content`` (streamed) or
+    ``message.content`` (whole). A chat chunk with only the role carries none: it is no token."""
+    for key in ("delta", "message"):
+        part = choice.get(key)
+        if isinstance(part, dict):
+            text = part.get("content")
+            return text if isinstance(text, str) else ""
+    text = choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def request_body(
+    api: str, prompt: str | Sequence[int], max_tokens: int, *, model: str, **extra: Any
+) -> RequestBody:
+    """The probe's body for ``api`` (``chat`` or ``completions``)."""
+    if api == "chat":
+        if not isinstance(prompt, str):
+            raise ProbeError("the chat API takes text prompts, not token ids")
+        return chat_body(prompt, max_tokens, model=model, **extra)
+    return completion_body(prompt, max_tokens, model=model, **extra)
 
 
 @dataclass(slots=True)
@@ -77,7 +103,7 @@ class _Stream:
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             c = choices[0]
-            text = c.get("text") or ""
+            text = _content(c)
             ids = c.get("token_ids")
             k = len(ids) if isinstance(ids, list) else None
             if text or k:
@@ -106,7 +132,8 @@ class _Stream:
 
 
 class Prober:
-    """Sends completions to ``url`` (the server root or the full ``/v1/completions`` URL).
+    """Sends requests to ``url`` (the server root, or a full endpoint URL) on ``api``: ``chat``
+    (``/v1/chat/completions``) or ``completions`` (``/v1/completions``).
 
     Use as ``async with Prober(url) as p: results = await p.open_loop(offsets, bodies)``.
     """
@@ -120,9 +147,12 @@ class Prober:
         headers: dict[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        api: str = "completions",
     ) -> None:
-        url = url.rstrip("/")
-        self.url = url if url.endswith("/v1/completions") else f"{url}/v1/completions"
+        if api not in API_PATHS:
+            raise ValueError(f"api must be chat or completions, got {api!r}")
+        self.api = api
+        self.url = base_url(url) + API_PATHS[api]
         self.max_connections = max_connections
         self.timeout_s = timeout_s
         self.headers = dict(headers or {})

@@ -43,7 +43,8 @@ def run_to_dict(run: ProbeRun) -> dict[str, Any]:
                 "max_tokens": plan.max_tokens,
                 "burstiness": plan.burstiness,
                 "max_concurrency": plan.max_concurrency,
-                "model": plan.model,
+                "model": run.model or plan.model,
+                "api": plan.api,
                 "seed": plan.seed,
                 "warmup": plan.warmup,
                 "targets": {

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from engine_probe.probe.arrivals import constant_arrivals, gamma_arrivals
-from engine_probe.probe.client import OnDone, Prober, RequestBody, completion_body
+from engine_probe.probe.chat import API_PATHS, resolve_model
+from engine_probe.probe.client import OnDone, Prober, RequestBody, request_body
 from engine_probe.probe.errors import ProbeError
 from engine_probe.probe.measure import RequestResult
 from engine_probe.probe.stats import RunSummary, SLOTargets, capacity, summarise
@@ -43,7 +44,8 @@ class ProbePlan:
     max_tokens: int = 64
     burstiness: float = 1.0
     max_concurrency: int | None = None
-    model: str = "reference"
+    model: str | None = None
+    """The ``model`` field sent; None: the first model ``GET /v1/models`` lists."""
     seed: int = 0
     targets: SLOTargets = field(default_factory=SLOTargets)
     timeout_s: float = 600.0
@@ -51,8 +53,12 @@ class ProbePlan:
     """Requests sent (closed loop, one at a time) before the first level and not counted."""
     headers: tuple[tuple[str, str], ...] = ()
     """Extra HTTP headers (e.g. authorization) sent with every request."""
+    api: str = "chat"
+    """``chat`` (``/v1/chat/completions``) or ``completions`` (``/v1/completions``)."""
 
     def __post_init__(self) -> None:
+        if self.api not in API_PATHS:
+            raise ProbeError(f"--api must be chat or completions, got {self.api!r}")
         if self.mode not in ("closed", "poisson", "gamma", "constant"):
             raise ProbeError(f"mode must be closed, poisson, gamma or constant, got {self.mode!r}")
         if not self.levels:
@@ -88,6 +94,8 @@ class ProbeRun:
     plan: ProbePlan
     levels: tuple[LevelResult, ...]
     wall_offset_s: float
+    model: str = ""
+    """The model the requests named (the plan's, or the one the server listed)."""
 
     @property
     def capacity(self) -> float | None:
@@ -109,29 +117,31 @@ async def run_plan(
     rng = np.random.default_rng(plan.seed)
     top = int(max(plan.levels)) if plan.mode == "closed" else plan.requests
     conns = max_connections or min(max(top, plan.max_concurrency or 0) + 16, 65536)
+    model = plan.model
+    if model is None:
+        model = await resolve_model(url, dict(plan.headers))
     offset = wall_clock() - clock()
     levels: list[LevelResult] = []
+
+    def bodies_for(prompts: list[str]) -> list[RequestBody]:
+        return [request_body(plan.api, p, plan.max_tokens, model=model) for p in prompts]
+
     async with Prober(
         url,
         max_connections=conns,
         timeout_s=plan.timeout_s,
         headers=dict(plan.headers),
         clock=clock,
+        api=plan.api,
     ) as prober:
         if plan.warmup:
-            warm = make_prompts(
-                plan.warmup, plan.prompt_tokens, np.random.default_rng(plan.seed + 1)
-            )
-            await prober.closed_loop(
-                1, [completion_body(p, plan.max_tokens, model=plan.model) for p in warm]
-            )
+            rng_warm = np.random.default_rng(plan.seed + 1)
+            warm = make_prompts(plan.warmup, plan.prompt_tokens, rng_warm)
+            await prober.closed_loop(1, bodies_for(warm))
         for level in plan.levels:
             if on_level is not None:
                 on_level(level, plan.requests)
-            bodies: list[RequestBody] = [
-                completion_body(p, plan.max_tokens, model=plan.model)
-                for p in make_prompts(plan.requests, plan.prompt_tokens, rng)
-            ]
+            bodies = bodies_for(make_prompts(plan.requests, plan.prompt_tokens, rng))
             if plan.mode == "closed":
                 results = await prober.closed_loop(int(level), bodies, on_done=on_done)
             else:
@@ -162,7 +172,7 @@ async def run_plan(
                 if bound:
                     summary = replace(summary, bound_fraction=summary.output_tokens_per_s / bound)
             levels.append(LevelResult(level, tuple(results), summary))
-    return ProbeRun(url=url, plan=plan, levels=tuple(levels), wall_offset_s=offset)
+    return ProbeRun(url=url, plan=plan, levels=tuple(levels), wall_offset_s=offset, model=model)
 
 
 def _mean_in_flight(s: RunSummary) -> float:
@@ -195,7 +205,7 @@ def to_records(run: ProbeRun, *, replica: str | None = None) -> list[RequestReco
                 RequestRecord(
                     request_id=f"{lv.summary.label}-{r.index}",
                     replica=host,
-                    model=run.plan.model,
+                    model=run.model or run.plan.model or "unknown",
                     arrival_s=r.sent_s + off,
                     scheduled_s=scheduled,
                     first_token_s=first,

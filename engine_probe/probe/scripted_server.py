@@ -2,7 +2,9 @@
 
 Each response follows a ``Script``: the first chunk after ``first_token_s``, then chunks after the
 given gaps, each carrying a given number of tokens (several tokens per chunk included), then usage
-and ``[DONE]``. It records when it actually wrote every chunk (on the same clock the probe uses when
+and ``[DONE]``. It serves ``/v1/completions`` and ``/v1/chat/completions``; a chat stream opens at
+once with a role-only chunk (as OpenAI and vLLM send it), which is no token: TTFT must not start
+there. ``GET /v1/models`` lists ``model``. It records when it actually wrote every chunk (on the same clock the probe uses when
 both live in one process), so tests compare the probe's numbers with the truth, not with a sleep's
 good intentions. ``stall`` freezes all output for a while, as a stalled engine would.
 """
@@ -51,6 +53,9 @@ class ScriptedServer:
     """Per request, in arrival order: the request headers."""
     barrier: int = 0
     """Hold every response until this many requests have arrived (proves they were concurrent)."""
+    model: str = "scripted"
+    role_sent: list[float] = field(default_factory=list)
+    """Per chat request, in arrival order: when its role-only first chunk was written."""
     _all_in: asyncio.Event | None = None
     _running: asyncio.Event | None = None
     _runner: web.AppRunner | None = None
@@ -58,6 +63,8 @@ class ScriptedServer:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
         return app
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
@@ -85,17 +92,31 @@ class ScriptedServer:
         await self.sleep(seconds)
         self._running.set()
 
-    async def _emit(self, resp: web.StreamResponse, times: list[float], k: int) -> None:
+    async def _emit(
+        self, resp: web.StreamResponse, times: list[float], k: int, chat: bool = False
+    ) -> None:
         assert self._running is not None
         await self._running.wait()
-        chunk: dict[str, object] = {"text": "x" * k, "index": 0, "finish_reason": None}
+        chunk: dict[str, object] = {"index": 0, "finish_reason": None}
+        if chat:
+            chunk["delta"] = {"content": "x" * k}
+        else:
+            chunk["text"] = "x" * k
         if self.script.send_token_ids:
             chunk["token_ids"] = [120] * k
-        data = json.dumps({"object": "text_completion", "choices": [chunk]})
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        data = json.dumps({"object": kind, "choices": [chunk]})
         times.append(self.clock())
         await resp.write(f"data: {data}\n\n".encode())
 
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
+    async def _models(self, request: web.Request) -> web.Response:
+        data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._completions(request, chat=True)
+
+    async def _completions(self, request: web.Request, chat: bool = False) -> web.StreamResponse:
         body = await request.json()
         self.arrived.append(self.clock())
         self.headers.append(dict(request.headers))
@@ -104,22 +125,28 @@ class ScriptedServer:
         s = self.script
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        if chat:
+            delta = {"role": "assistant", "content": ""}
+            role = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+            self.role_sent.append(self.clock())
+            await resp.write(f"data: {json.dumps(role)}\n\n".encode())
         assert self._all_in is not None
         if len(self.arrived) >= self.barrier:
             self._all_in.set()
         await self._all_in.wait()
         await self.sleep(s.first_token_s)
-        await self._emit(resp, times, s.first_chunk_tokens)
+        await self._emit(resp, times, s.first_chunk_tokens, chat)
         for gap, k in s.chunks:
             await self.sleep(gap)
-            await self._emit(resp, times, k)
-        prompt = body.get("prompt", "")
+            await self._emit(resp, times, k, chat)
+        prompt = body.get("prompt", "") if not chat else str(body.get("messages", ""))
         usage = {
             "prompt_tokens": len(prompt),
             "completion_tokens": s.tokens,
             "total_tokens": len(prompt) + s.tokens,
         }
-        last = {"choices": [{"text": "", "index": 0, "finish_reason": "length"}], "usage": usage}
+        end: dict[str, object] = {"delta": {}} if chat else {"text": ""}
+        last = {"choices": [{**end, "index": 0, "finish_reason": "length"}], "usage": usage}
         await resp.write(f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode())
         await resp.write_eof()
         return resp

@@ -86,8 +86,8 @@ def serve(
         help="Bytes of responses kept for Idempotency-Key replays (oldest dropped beyond).",
     ),
 ) -> None:
-    """Serve the reference engine: /v1/completions (SSE), /metrics, /health. Ctrl-C (or SIGTERM,
-    SIGHUP) drains, writes the remaining records and stops."""
+    """Serve the reference engine: /v1/chat/completions, /v1/completions (SSE or JSON), /v1/models,
+    /metrics, /health. Ctrl-C (or SIGTERM, SIGHUP) drains, writes the remaining records and stops."""
     import asyncio
     import signal
 

@@ -1,5 +1,6 @@
 """Front-door admission: draining (503), the queue limit (429 with ``Retry-After``), and the
-requests admitted and in flight.
+requests admitted and in flight. Refusals are returned, not answered: the caller answers and
+records them (``refusals``), so every refused request is counted, spanned and recorded.
 
 ``waiting`` counts admitted requests without a first output yet; ``max_queue`` of them fill the
 queue. ``Retry-After`` is estimated from the recent mean request time, the queue ahead and the
@@ -13,12 +14,10 @@ import contextlib
 import math
 from typing import Any
 
-from aiohttp import web
-
 from engine_probe.serve.config import ServerConfig
+from engine_probe.serve.errors import InvalidRequest
 from engine_probe.serve.http_metrics import HttpMetrics
 from engine_probe.serve.inflight import InFlight
-from engine_probe.serve.validation import InvalidRequest
 
 __all__ = ["FrontDoor"]
 
@@ -41,19 +40,17 @@ class FrontDoor:
         slots = max(1, getattr(self.engine.engine_config, "max_num_seqs", 1))
         return str(max(1, math.ceil(self.mean_e2e_s * (self.waiting + 1) / slots)))
 
-    def closed(self) -> web.Response | None:
-        """The 503 answer while draining, else None."""
+    def closed(self) -> tuple[InvalidRequest, dict[str, str]] | None:
+        """The 503 refusal (and its headers) while draining, else None."""
         if not self.draining:
             return None
-        return self.metrics.error(
-            InvalidRequest(503, "server is shutting down"), {"Retry-After": "1"}
-        )
+        return InvalidRequest(503, "server is shutting down"), {"Retry-After": "1"}
 
-    def full(self) -> web.Response | None:
-        """The 429 answer when the queue is full, else None."""
+    def full(self) -> tuple[InvalidRequest, dict[str, str]] | None:
+        """The 429 refusal (and its ``Retry-After``) when the queue is full, else None."""
         if self.waiting < self.config.max_queue:
             return None
-        return self.metrics.error(
+        return (
             InvalidRequest(429, f"queue full ({self.waiting} requests waiting); retry later"),
             {"Retry-After": self.retry_after()},
         )

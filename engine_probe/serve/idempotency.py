@@ -10,17 +10,17 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
+from engine_probe.serve.errors import InvalidRequest
 from engine_probe.serve.inflight import InFlight
-from engine_probe.serve.validation import InvalidRequest
 
 __all__ = ["IdempotencyKeys", "check_key"]
 
 
 def check_key(key: str | None) -> None:
-    """Raise ``InvalidRequest`` (422) unless the key is absent or 1-255 printable characters."""
+    """Raise ``InvalidRequest`` (400) unless the key is absent or 1-255 printable characters."""
     if key is not None and not (0 < len(key) <= 255 and key.isprintable()):
         raise InvalidRequest(
-            422, "Idempotency-Key must be 1-255 printable characters", "Idempotency-Key"
+            400, "Idempotency-Key must be 1-255 printable characters", "Idempotency-Key"
         )
 
 

@@ -30,6 +30,8 @@ class Piece:
     finish_reason: str | None = None
     error_type: str | None = None
     message: str | None = None
+    text: str = ""
+    """The text these tokens add to the answer (stop strings already cut out)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -64,6 +66,10 @@ class InFlight:
         """The rendered start of this request's SSE chunks (id, model, created)."""
         self.nbytes = len(canonical)
         """Bytes this request holds for replays: its canonical body and rendered pieces."""
+        self.arrival_s: float | None = None
+        """When the HTTP request arrived (engine clock): the start of its record."""
+        self.completion_tokens = 0
+        """Output tokens the answer used (up to the end of a stop string), for ``usage``."""
 
     def attach(self, on_drop: Callable[[], None] | None = None, *, bounded: bool = True) -> Reader:
         reader = Reader(on_drop=on_drop, bounded=bounded)

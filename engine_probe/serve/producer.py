@@ -4,6 +4,12 @@
 A request leaves the front door's queue at its first output (or when it ends without one). It
 ends with an error piece when the engine refuses or fails it, or when it is cancelled (the last
 reader left, or the drain timed out), which aborts the engine request.
+
+Stop strings: output text goes through a ``StopScanner``, which holds back text that could be
+the start of a stop string. When one appears the answer ends there with ``finish_reason:
+"stop"`` (the stop string not returned) and the engine is told to finish the request as ok at
+once (``AsyncEngine.finish``), so its record says ``stop`` with the tokens the answer used.
+The reference tokenizer decodes one character per token, so held characters are held tokens.
 """
 
 from __future__ import annotations
@@ -18,9 +24,39 @@ from engine_probe.serve.front_door import FrontDoor
 from engine_probe.serve.inflight import InFlight, Piece
 from engine_probe.serve.queue_times import QueueTimes
 from engine_probe.serve.render import DONE, Renderer, error_piece
+from engine_probe.serve.stop import StopScanner
+from engine_probe.serve.text_ids import decode
 from engine_probe.serve.validation import CompletionRequest
 
-__all__ = ["Producer"]
+__all__ = ["Producer", "TextCutter"]
+
+
+class TextCutter:
+    """Output tokens to (tokens, text) that may be sent now, cutting at the first stop string."""
+
+    __slots__ = ("_held", "_scan", "stop_end")
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self._scan = StopScanner(stops) if stops else None
+        self._held: list[int] = []
+        self.stop_end: int | None = None
+        """Tokens consumed up to the end of the stop string, once one was found."""
+
+    def feed(self, ids: tuple[int, ...]) -> tuple[tuple[int, ...], str]:
+        if self._scan is None:
+            return ids, decode(ids)
+        text, end = self._scan.feed(decode(ids))
+        pool = self._held + list(ids)
+        out = tuple(pool[: len(text)])
+        self._held = [] if end is not None else pool[len(pool) - len(self._scan.held) :]
+        self.stop_end = end
+        return out, text
+
+    def flush(self) -> tuple[tuple[int, ...], str]:
+        if self._scan is None:
+            return (), ""
+        out, self._held = tuple(self._held), []
+        return out, self._scan.flush()
 
 
 class Producer:
@@ -40,13 +76,37 @@ class Producer:
         self.queue_times = queue_times
         self.clock = clock
 
-    async def run(self, flight: InFlight, req: CompletionRequest, traceparent: str | None) -> None:
+    def _final(
+        self,
+        flight: InFlight,
+        req: CompletionRequest,
+        render: Renderer,
+        ids: tuple[int, ...],
+        text: str,
+        finish: str | None,
+    ) -> None:
+        sse = render.chunk(flight, ids, text, finish)
+        flight.queue_s = self.queue_times.take(flight.request_id)
+        if req.include_usage:
+            sse += render.usage_chunk(
+                flight, len(req.prompt_token_ids), flight.completion_tokens, flight.queue_s
+            )
+        flight.push(Piece(ids, sse + DONE, True, "ok", finish, text=text))
+
+    async def run(
+        self,
+        flight: InFlight,
+        req: CompletionRequest,
+        traceparent: str | None,
+        render: Renderer | None = None,
+    ) -> None:
         from engine_probe.engine import SamplingParams
 
-        render = self.render
+        render = render or self.render
         started = self.clock()
         first = True
-        completion = 0
+        generated = 0
+        cut = TextCutter(req.stop)
         sampling = SamplingParams(temperature=req.temperature, top_p=req.top_p, seed=req.seed)
         gen = self.aengine.generate(
             req.prompt_token_ids,
@@ -54,6 +114,8 @@ class Producer:
             sampling=sampling,
             request_id=flight.request_id,
             traceparent=traceparent,
+            operation=req.operation,
+            arrival_s=flight.arrival_s,
         )
         try:
             async with contextlib.aclosing(gen):
@@ -61,27 +123,24 @@ class Producer:
                     if first:
                         first = False
                         self.door.started()
-                    completion += len(out.new_token_ids)
-                    if not out.finished:
-                        if out.new_token_ids:
-                            sse = render.chunk(flight, out.new_token_ids, None)
-                            flight.push(Piece(out.new_token_ids, sse))
-                    elif out.status == "ok":
-                        sse = render.chunk(flight, out.new_token_ids, out.finish_reason)
-                        flight.queue_s = self.queue_times.take(flight.request_id)
-                        if req.include_usage:
-                            sse += render.usage_chunk(
-                                flight, len(req.prompt_token_ids), completion, flight.queue_s
-                            )
-                        flight.push(
-                            Piece(out.new_token_ids, sse + DONE, True, "ok", out.finish_reason)
-                        )
-                    else:
+                    generated += len(out.new_token_ids)
+                    if out.finished and out.status != "ok":
                         status = out.status or "error"
-                        if out.new_token_ids:
-                            sse = render.chunk(flight, out.new_token_ids, None)
-                            flight.push(Piece(out.new_token_ids, sse))
                         flight.end(error_piece(status, f"request {status}", out.error_type))
+                        break
+                    ids, text = cut.feed(out.new_token_ids)
+                    if cut.stop_end is not None:
+                        flight.completion_tokens = cut.stop_end
+                        self._final(flight, req, render, ids, text, "stop")
+                        if not out.finished:
+                            self.aengine.finish(flight.request_id, "stop", cut.stop_end)
+                        break
+                    if out.finished:
+                        more, rest = cut.flush()
+                        flight.completion_tokens = generated
+                        self._final(flight, req, render, ids + more, text + rest, out.finish_reason)
+                    elif ids:
+                        flight.push(Piece(ids, render.chunk(flight, ids, text, None), text=text))
                     if not flight.readers and not flight.done:
                         break  # every reader left (dropped as too slow): abort
         except asyncio.CancelledError:

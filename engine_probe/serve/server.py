@@ -1,8 +1,10 @@
 """The OpenAI-compatible HTTP server for the reference engine (aiohttp).
 
-Routes: ``POST /v1/completions`` (SSE streaming with usage in the last chunk, or one JSON body),
+Routes: ``POST /v1/completions`` and ``POST /v1/chat/completions`` (SSE streaming, with a usage
+chunk when ``stream_options.include_usage`` asks for it, or one JSON body with usage),
 ``GET /metrics`` (the server's Prometheus registry: engine telemetry plus the HTTP counters below),
-``GET /health`` and ``GET /v1/models``.
+``GET /health``, ``GET /v1/models`` and ``GET /v1/models/{model}``. Errors are OpenAI error
+objects with OpenAI's status codes (``errors``), unknown routes included.
 
 Behaviour that matters under load:
 
@@ -14,7 +16,7 @@ Behaviour that matters under load:
   left the engine request is aborted and its KV blocks are freed at once.
 - ``Idempotency-Key``: a request carrying a key seen within ``idempotency_ttl_s`` attaches to that
   request (in flight or finished ok) and replays its stream: the work is done once. The same key
-  with a different body is refused (422); a key whose request was aborted or failed runs anew.
+  with a different body is refused (400); a key whose request was aborted or failed runs anew.
 - Slow readers: a streaming reader more than ``max_lag`` outputs behind is dropped (its connection
   closed); if it was the only reader the request is aborted.
 - ``traceparent`` (W3C) is handed to the engine as sent; telemetry's W3C propagator decides: the
@@ -22,15 +24,17 @@ Behaviour that matters under load:
 - ``ServerHandle.stop()`` drains (``drain`` here): the listener closes and new requests get 503, in-flight streams finish (up to
   ``drain_timeout_s``), then the rest are aborted.
 
-This module wires the parts and handles ``POST /v1/completions``; beside it: ``front_door``
-(queue limit, 429, drain), ``idempotency``, ``producer`` (the engine side), ``streaming`` (the
-HTTP side), ``render`` (SSE and JSON bodies), ``status`` (health, models, metrics routes).
+- Every refusal at the front door (draining, body too large, invalid, queue full) is recorded as
+  a ``rejected`` request (``refusals``): a record, a span, a count in ``fleetwatch_requests_total``.
+
+This module wires the parts; beside it: ``handler`` (both generation routes), ``validation`` and
+``chat`` (checking bodies), ``front_door`` (queue limit, 429, drain), ``idempotency``,
+``producer`` (the engine side, stop strings), ``streaming`` (the HTTP side), ``render`` and
+``chat_render`` (SSE and JSON bodies), ``status`` (health, models, metrics routes).
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,17 +42,22 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from engine_probe.serve.chat import parse_chat
+from engine_probe.serve.chat_render import ChatRenderer
 from engine_probe.serve.config import ServerConfig
+from engine_probe.serve.errors import error_middleware
 from engine_probe.serve.front_door import FrontDoor
+from engine_probe.serve.handler import Api, GenerateHandler
 from engine_probe.serve.http_metrics import HttpMetrics
-from engine_probe.serve.idempotency import IdempotencyKeys, check_key
+from engine_probe.serve.idempotency import IdempotencyKeys
 from engine_probe.serve.inflight import InFlight
 from engine_probe.serve.producer import Producer
 from engine_probe.serve.queue_times import QueueTimes
+from engine_probe.serve.refusals import Refusals
 from engine_probe.serve.render import Renderer
 from engine_probe.serve.status import StatusRoutes
 from engine_probe.serve.streaming import Responder
-from engine_probe.serve.validation import InvalidRequest, Limits, parse_completion
+from engine_probe.serve.validation import Limits, parse_completion
 
 __all__ = ["CompletionServer"]
 
@@ -78,6 +87,8 @@ class CompletionServer:
             context_tokens=mc.max_position_embeddings,
             model_name=engine.model_name,
             max_tokens_cap=cfg.max_tokens_cap,
+            kv_blocks=engine.engine_config.num_blocks,
+            block_size=engine.engine_config.block_size,
         )
         self.metrics = HttpMetrics(self.registry, engine.replica)
         self.queue_times = QueueTimes()
@@ -89,11 +100,32 @@ class CompletionServer:
             clock,
             max_bytes=cfg.idempotency_max_bytes,
         )
-        render = Renderer(self.limits.model_name, wall_clock)
+        name = self.limits.model_name
+        render = Renderer(name, wall_clock)
         self.producer = Producer(aengine, self.door, render, self.queue_times, clock)
-        self.responder = Responder(cfg, self.metrics, self.door, render)
-        self.status = StatusRoutes(engine, self.door, self.limits.model_name, self.registry)
-        self._ids = itertools.count()
+        self.responder = Responder(cfg, self.metrics, self.door)
+        self.status = StatusRoutes(engine, self.door, name, self.registry, int(wall_clock()))
+        self.refusals = Refusals(aengine, self.metrics)
+        self.apis = {
+            "/v1/completions": Api(
+                "completions", parse_completion, render, "cmpl", "text_completion"
+            ),
+            "/v1/chat/completions": Api(
+                "chat", parse_chat, ChatRenderer(name, wall_clock), "chatcmpl", "chat"
+            ),
+        }
+        self.handler = GenerateHandler(
+            replica=engine.replica,
+            config=cfg,
+            limits=self.limits,
+            metrics=self.metrics,
+            door=self.door,
+            keys=self.keys,
+            producer=self.producer,
+            responder=self.responder,
+            refusals=self.refusals,
+            clock=engine.clock,
+        )
 
     @property
     def waiting(self) -> int:
@@ -109,53 +141,27 @@ class CompletionServer:
         return self.door.flights
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.config.max_body_bytes)
+        def crashed(request: web.Request, exc: BaseException) -> None:
+            api = self.apis.get(request.path)
+            self.handler.crashed(request, exc, api.operation if api is not None else None)
+
+        app = web.Application(
+            client_max_size=self.config.max_body_bytes,
+            middlewares=[error_middleware(self.metrics.code, crashed)],
+        )
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/metrics", self.status.metrics)
         app.router.add_get("/health", self.status.health)
         app.router.add_get("/v1/models", self.status.models)
+        app.router.add_get("/v1/models/{model:.+}", self.status.model)
         return app
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        closed = self.door.closed()
-        if closed is not None:
-            return closed
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return self.metrics.error(
-                InvalidRequest(413, f"body exceeds {self.config.max_body_bytes} bytes")
-            )
-        try:
-            req = parse_completion(raw, self.limits)
-            key = request.headers.get("Idempotency-Key")
-            check_key(key)
-        except InvalidRequest as exc:
-            return self.metrics.error(exc)
-        traceparent = request.headers.get("traceparent")
-        if key is not None:
-            flight = self.keys.lookup(key)
-            if flight is not None:
-                if flight.canonical != req.canonical:
-                    return self.metrics.error(
-                        InvalidRequest(
-                            422,
-                            "Idempotency-Key was used with a different request body",
-                            "Idempotency-Key",
-                        )
-                    )
-                self.metrics.joins.inc()
-                return await self.responder.respond(request, flight, req)
-        full = self.door.full()
-        if full is not None:
-            return full
-        rid = f"cmpl-{self.engine.replica}-{next(self._ids)}"
-        flight = InFlight(rid, req.canonical, max_lag=self.config.max_lag)
-        if key is not None:
-            self.keys.remember(key, flight)
-        self.door.admit(flight)
-        flight.producer = asyncio.create_task(self.producer.run(flight, req, traceparent))
-        return await self.responder.respond(request, flight, req)
+        return await self.handler.handle(request, self.apis["/v1/completions"])
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self.handler.handle(request, self.apis["/v1/chat/completions"])
 
     def close(self) -> None:
         """Detach from the engine (after ``drain``)."""

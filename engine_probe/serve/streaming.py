@@ -2,8 +2,10 @@
 JSON body, or with the right status when the engine refused or failed it before any output.
 
 Headers go out with the first output, so a refusal still gets a proper code: the engine's own
-rejection is 429, an abort before the start 503 (both with ``Retry-After``), an invalid request
-422, an engine error 500. A streaming connection gets a bounded write buffer (backpressure); a
+rejection is 429 (``QueueFull``) or 400 when the request can never fit (``KVCapacityExceeded``:
+retrying cannot help), an abort before the start 503 (both retryable ones with ``Retry-After``),
+an invalid request 400, an engine error 500. These requests were seen by the engine, which
+records them itself. A streaming connection gets a bounded write buffer (backpressure); a
 reader too far behind is hung up on. When the last reader leaves early the producer is cancelled.
 """
 
@@ -14,11 +16,12 @@ import socket
 from aiohttp import web
 
 from engine_probe.serve.config import ServerConfig
+from engine_probe.serve.errors import PREPARED, InvalidRequest
 from engine_probe.serve.front_door import FrontDoor
 from engine_probe.serve.http_metrics import HttpMetrics
 from engine_probe.serve.inflight import InFlight
 from engine_probe.serve.render import Renderer
-from engine_probe.serve.validation import CompletionRequest, InvalidRequest
+from engine_probe.serve.validation import CompletionRequest
 
 __all__ = ["Responder"]
 
@@ -26,16 +29,13 @@ __all__ = ["Responder"]
 class Responder:
     """Answers HTTP requests from the ``InFlight`` they follow."""
 
-    def __init__(
-        self, config: ServerConfig, metrics: HttpMetrics, door: FrontDoor, render: Renderer
-    ) -> None:
+    def __init__(self, config: ServerConfig, metrics: HttpMetrics, door: FrontDoor) -> None:
         self.config = config
         self.metrics = metrics
         self.door = door
-        self.render = render
 
     async def respond(
-        self, request: web.Request, flight: InFlight, req: CompletionRequest
+        self, request: web.Request, flight: InFlight, req: CompletionRequest, render: Renderer
     ) -> web.StreamResponse:
         transport = request.transport
 
@@ -53,7 +53,7 @@ class Responder:
                 return self._refused(head.status, head.error_type, head.message)
             if not req.stream:
                 await flight.finished.wait()
-                return self._whole(flight, req)
+                return self._whole(flight, req, render)
             resp = web.StreamResponse(
                 status=200,
                 headers={
@@ -63,6 +63,7 @@ class Responder:
                 },
             )
             await resp.prepare(request)
+            request[PREPARED] = True
             self.metrics.code(200)
             if transport is not None:
                 transport.set_write_buffer_limits(high=self.config.write_buffer_bytes)
@@ -92,8 +93,13 @@ class Responder:
         self, status: str | None, error_type: str | None, message: str | None
     ) -> web.Response:
         """The answer to a request that ended before its first output."""
-        if error_type == "EngineConfigError":  # the engine refused the request itself
-            return self.metrics.error(InvalidRequest(422, message or "invalid request"))
+        if error_type in ("EngineConfigError", "KVCapacityExceeded"):  # never servable: no retry
+            text = message or "the request can never be served by this engine"
+            if error_type == "KVCapacityExceeded":
+                text = "prompt + max_tokens is larger than the whole KV cache"
+            return self.metrics.error(
+                InvalidRequest(400, text, code="context_length_exceeded", reason=error_type)
+            )
         code = {"rejected": 429, "aborted": 503}.get(status or "", 500)
         headers = {"Retry-After": self.door.retry_after()} if code in (429, 503) else None
         text = {
@@ -102,19 +108,13 @@ class Responder:
         }.get(code, f"engine error: {error_type or 'unknown'}")
         return self.metrics.error(InvalidRequest(code, text), headers)
 
-    def _whole(self, flight: InFlight, req: CompletionRequest) -> web.Response:
+    def _whole(self, flight: InFlight, req: CompletionRequest, render: Renderer) -> web.Response:
         last = flight.history[-1]
         if last.status != "ok":
-            self.metrics.code(500)
-            body = {
-                "error": {
-                    "message": f"request {last.status}",
-                    "type": last.error_type or last.status,
-                    "code": 500,
-                }
-            }
-            return web.json_response(body, status=500)
+            code = 503 if last.status == "aborted" else 500
+            err = InvalidRequest(code, f"request {last.status}", code=last.error_type)
+            return self.metrics.error(err, {"X-Request-Id": flight.request_id})
         self.metrics.code(200)
         return web.json_response(
-            self.render.whole(flight, req), headers={"X-Request-Id": flight.request_id}
+            render.whole(flight, req), headers={"X-Request-Id": flight.request_id}
         )

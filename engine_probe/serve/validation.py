@@ -1,57 +1,35 @@
-"""Checking a ``/v1/completions`` body: a pure function from bytes to a request or a 4xx.
+"""Checking a ``/v1/completions`` body: a pure function from bytes to a request or an error.
 
-Bad input is never a 500: unparseable JSON is 400, a field of the wrong type or out of bounds is
-422, an unknown model is 404; each answer names the field (``param``) and says what was wrong.
-Fields this server does not use (``logprobs``, ``user``, ``ignore_eos``, …) are accepted and ignored,
-as OpenAI-compatible servers do.
+Bad input is never a 500: unparseable JSON, a field of the wrong type or out of bounds, a field
+that is not supported, and a request that can never fit (context or KV pool) are all 400 with
+the field named (``param``); an unknown model is 404. The shared checks live in ``options``;
+chat bodies are checked in ``chat``. ``ignore_eos``, ``user`` and unknown fields are accepted
+and ignored (this engine has no end-of-sequence token).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from engine_probe.serve import options as o
+from engine_probe.serve.errors import InvalidRequest
+from engine_probe.serve.options import Limits
 from engine_probe.serve.text_ids import encode
 
-__all__ = ["CompletionRequest", "InvalidRequest", "Limits", "parse_completion"]
-
-
-class InvalidRequest(Exception):
-    """A request the server refuses: HTTP ``status``, a message, and the offending field."""
-
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-
-    def body(self) -> dict[str, Any]:
-        kind = "invalid_request_error" if self.status < 500 else "server_error"
-        return {
-            "error": {
-                "message": self.message,
-                "type": kind,
-                "param": self.param,
-                "code": self.status,
-            }
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What the served model accepts: vocabulary, context positions, and its name."""
-
-    vocab_size: int
-    context_tokens: int
-    model_name: str
-    max_tokens_cap: int | None = None
+__all__ = [
+    "COMMON_UNSUPPORTED",
+    "CompletionRequest",
+    "InvalidRequest",
+    "Limits",
+    "parse_completion",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class CompletionRequest:
-    """A checked completion request; the prompt is already token ids."""
+    """A checked request (completions or chat); the prompt is already token ids."""
 
     prompt_token_ids: tuple[int, ...]
     prompt_was_text: bool
@@ -63,135 +41,123 @@ class CompletionRequest:
     include_usage: bool
     model: str
     canonical: str
-    """The body as canonical JSON: two requests with one idempotency key must match on it."""
+    """The API and body as canonical JSON: two requests with one idempotency key must match."""
+    stop: tuple[str, ...] = ()
+    api: str = "completions"
+    """``completions`` or ``chat``."""
+
+    @property
+    def operation(self) -> str:
+        """The GenAI operation name spans carry."""
+        return "chat" if self.api == "chat" else "text_completion"
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _num(neutral: float) -> o.Neutral:
+    return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v == neutral
 
 
-def _number(
-    body: dict[str, Any], name: str, default: float, lo: float, hi: float, lo_open: bool = False
-) -> float:
-    v = body.get(name, default)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise InvalidRequest(422, f"'{name}' must be a number, got {json.dumps(v)[:40]}", name)
-    if v > hi or v < lo or (lo_open and v == lo):
-        side = "(" if lo_open else "["
-        raise InvalidRequest(422, f"'{name}' must be in {side}{lo:g}, {hi:g}], got {v}", name)
-    return float(v)
+def _never(v: Any) -> bool:
+    return False
+
+
+COMMON_UNSUPPORTED: tuple[tuple[str, o.Neutral, str], ...] = (
+    (
+        "n",
+        lambda v: o.is_int(v) and v == 1,
+        "must be 1: this server returns one choice per request",
+    ),
+    ("presence_penalty", _num(0), "penalties are not supported by this server"),
+    ("frequency_penalty", _num(0), "penalties are not supported by this server"),
+    ("repetition_penalty", _num(1), "penalties are not supported by this server"),
+    ("logit_bias", lambda v: v == {}, "logit bias is not supported by this server"),
+    (
+        "top_k",
+        lambda v: o.is_int(v) and v in (-1, 0),
+        "top-k sampling is not supported by this server",
+    ),
+    ("min_p", _num(0), "min-p sampling is not supported by this server"),
+    ("min_tokens", _num(0), "a minimum output length is not supported by this server"),
+    ("response_format", lambda v: v == {"type": "text"}, "this server returns plain text only"),
+    ("guided_json", _never, "structured output is not supported by this server"),
+    ("guided_regex", _never, "structured output is not supported by this server"),
+    ("guided_choice", _never, "structured output is not supported by this server"),
+    ("guided_grammar", _never, "structured output is not supported by this server"),
+)
+
+_COMPLETION_UNSUPPORTED: tuple[tuple[str, o.Neutral, str], ...] = (
+    (
+        "best_of",
+        lambda v: o.is_int(v) and v == 1,
+        "must be 1: this server returns one choice per request",
+    ),
+    ("echo", lambda v: v is False, "echoing the prompt is not supported by this server"),
+    ("logprobs", lambda v: v is False, "this server does not return log probabilities"),
+    ("prompt_logprobs", lambda v: v is False, "this server does not return log probabilities"),
+    ("suffix", lambda v: v == "", "suffixes (insertion) are not supported by this server"),
+)
 
 
 def _prompt(body: dict[str, Any], limits: Limits) -> tuple[list[int], bool]:
     if "prompt" not in body:
-        raise InvalidRequest(422, "'prompt' is required", "prompt")
+        raise o.bad("prompt", "'prompt' is required")
     p = body["prompt"]
     if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str | list):
         p = p[0]  # a batch of one
     if isinstance(p, str):
-        ids, text = encode(p, limits.vocab_size), True
+        ids, text = encode_checked(p, limits.vocab_size, "prompt"), True
     elif isinstance(p, list):
-        if p and all(isinstance(x, list) for x in p):
+        if p and all(isinstance(x, str | list) for x in p):
             raise InvalidRequest(
-                422, "batched prompts are not supported: send one prompt per request", "prompt"
+                400,
+                f"a list of {len(p)} prompts is not supported: this server serves one prompt "
+                "per request, so send them as separate requests",
+                "prompt",
+                code="unsupported_parameter",
+                reason="UnsupportedParameter",
             )
         for i, x in enumerate(p):
-            if not _is_int(x):
-                raise InvalidRequest(
-                    422,
-                    f"'prompt' token {i} must be an integer, got {json.dumps(x)[:40]}",
-                    "prompt",
+            if not o.is_int(x):
+                raise o.bad(
+                    "prompt", f"'prompt' token {i} must be an integer, got {json.dumps(x)[:40]}"
                 )
             if not 0 <= x < limits.vocab_size:
-                raise InvalidRequest(
-                    422,
-                    f"'prompt' token {i} = {x} is outside the vocabulary [0, {limits.vocab_size})",
+                raise o.bad(
                     "prompt",
+                    f"'prompt' token {i} = {x} is outside the vocabulary [0, {limits.vocab_size})",
                 )
         ids, text = list(p), False
     else:
-        raise InvalidRequest(422, "'prompt' must be a string or a list of token ids", "prompt")
+        raise o.bad("prompt", "'prompt' must be a string or a list of token ids")
     if not ids:
-        raise InvalidRequest(422, "'prompt' is empty", "prompt")
+        raise o.bad("prompt", "'prompt' is empty")
     return ids, text
+
+
+def encode_checked(text: str, vocab_size: int, param: str) -> list[int]:
+    """Token ids of ``text``; a lone surrogate is a 400 naming ``param``."""
+    o.utf8(text, param)
+    return encode(text, vocab_size)
 
 
 def parse_completion(raw: bytes, limits: Limits) -> CompletionRequest:
     """Parse and check a completion body; raise ``InvalidRequest`` with the right status."""
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
-        raise InvalidRequest(400, f"body is not valid JSON: {msg}") from None
-    except RecursionError:
-        raise InvalidRequest(400, "body is not valid JSON: nested too deeply") from None
-    if not isinstance(body, dict):
-        raise InvalidRequest(400, "body must be a JSON object")
-    model = body.get("model", limits.model_name)
-    if not isinstance(model, str):
-        raise InvalidRequest(422, "'model' must be a string", "model")
-    if model != limits.model_name:
-        raise InvalidRequest(
-            404,
-            f"model {model[:80]!r} is not served here (this server serves {limits.model_name!r})",
-            "model",
-        )
+    body = o.load_body(raw)
+    model = o.check_model(body, limits)
     ids, was_text = _prompt(body, limits)
-    max_tokens = body.get("max_tokens", 16)
-    if max_tokens is None:
-        max_tokens = limits.context_tokens - len(ids)
-    if not _is_int(max_tokens):
-        raise InvalidRequest(
-            422, f"'max_tokens' must be an integer, got {json.dumps(max_tokens)[:40]}", "max_tokens"
-        )
-    if max_tokens < 1:
-        raise InvalidRequest(422, f"'max_tokens' must be >= 1, got {max_tokens}", "max_tokens")
-    if limits.max_tokens_cap is not None and max_tokens > limits.max_tokens_cap:
-        raise InvalidRequest(
-            422, f"'max_tokens' must be <= {limits.max_tokens_cap}, got {max_tokens}", "max_tokens"
-        )
-    if len(ids) + max_tokens > limits.context_tokens:
-        raise InvalidRequest(
-            422,
-            f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the context length ({limits.context_tokens})",
-            "prompt" if len(ids) >= limits.context_tokens else "max_tokens",
-        )
-    temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
-    top_p = _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)
-    seed = body.get("seed")
-    if seed is not None and not _is_int(seed):
-        raise InvalidRequest(422, f"'seed' must be an integer, got {json.dumps(seed)[:40]}", "seed")
-    stream = body.get("stream", False)
-    if stream is None:
-        stream = False
-    if not isinstance(stream, bool):
-        raise InvalidRequest(422, "'stream' must be true or false", "stream")
-    n = body.get("n", 1)
-    if n is not None and n != 1:
-        raise InvalidRequest(422, "'n' must be 1: one completion per request", "n")
-    opts = body.get("stream_options")
-    include_usage = True
-    if opts is not None:
-        if not isinstance(opts, dict):
-            raise InvalidRequest(422, "'stream_options' must be an object", "stream_options")
-        inc = opts.get("include_usage", True)
-        if not isinstance(inc, bool):
-            raise InvalidRequest(
-                422, "'stream_options.include_usage' must be true or false", "stream_options"
-            )
-        include_usage = inc
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    o.refuse_unsupported(body, COMMON_UNSUPPORTED + _COMPLETION_UNSUPPORTED)
+    max_tokens = o.max_tokens(body, ("max_tokens",), 16, len(ids), limits)
+    o.check_fits(len(ids), max_tokens, limits, "prompt", "max_tokens")
+    stream, include_usage = o.stream_flags(body)
     return CompletionRequest(
         prompt_token_ids=tuple(ids),
         prompt_was_text=was_text,
         max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        seed=seed,
+        temperature=o.number(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=o.number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
+        seed=o.seed(body),
         stream=stream,
         include_usage=include_usage,
         model=model,
-        canonical=canonical,
+        canonical="completions:" + json.dumps(body, sort_keys=True, separators=(",", ":")),
+        stop=o.stop_strings(body),
     )

@@ -123,7 +123,7 @@ class ServeProcess(_Server):
         self.log = log
         self._log_fh = open(log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, "--port", "0", "--num-blocks", "128", *args],
+            [sys.executable, "-c", LAUNCH, "--port", "0", "--num-blocks", "256", *args],
             stdout=self._log_fh,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -153,7 +153,7 @@ class ForkedServe(_Server):
     def __init__(self, zygote: subprocess.Popen[str], log: Path, args: list[str]) -> None:
         self.log = log
         assert zygote.stdin is not None and zygote.stdout is not None
-        zygote.stdin.write(json.dumps([str(log), "--port", "0", "--num-blocks", "128", *args]))
+        zygote.stdin.write(json.dumps([str(log), "--port", "0", "--num-blocks", "256", *args]))
         zygote.stdin.write("\n")
         zygote.stdin.flush()
         self.pid = int(zygote.stdout.readline())

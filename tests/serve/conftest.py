@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
@@ -67,6 +69,41 @@ async def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0) -> None:
         await asyncio.sleep(0.005)
 
 
+@contextlib.contextmanager
+def live_server(engine: Any, **options: Any) -> Iterator[Any]:
+    """``start_server(engine, **options)`` on its own event-loop thread, for blocking clients
+    (the official ``openai`` SDK); yields the ``ServerHandle``, stops it (draining) on exit."""
+    from engine_probe.serve import start_server
+
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        try:
+            box["handle"] = await start_server(engine, **options)
+        except BaseException as exc:
+            box["error"] = exc
+            ready.set()
+            return
+        box["stop"] = asyncio.Event()
+        ready.set()
+        await box["stop"].wait()
+        await box["handle"].stop(drain_timeout_s=10)
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    assert ready.wait(60), "server did not start"
+    if "error" in box:
+        raise box["error"]
+    try:
+        yield box["handle"]
+    finally:
+        loop.call_soon_threadsafe(box["stop"].set)
+        thread.join(60)
+        loop.close()
+
+
 class Kit:
     """The helpers above, handed to tests as the ``kit`` fixture (importlib mode has no conftest imports)."""
 
@@ -74,8 +111,9 @@ class Kit:
     read_stream = staticmethod(read_stream)
     tokens_of = staticmethod(tokens_of)
     wait_for = staticmethod(wait_for)
+    live_server = staticmethod(live_server)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def kit() -> type[Kit]:
     return Kit

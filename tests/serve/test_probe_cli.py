@@ -12,6 +12,7 @@ import pytest
 from engine_probe.probe.arrivals import constant_arrivals, gamma_arrivals, poisson_arrivals
 from engine_probe.probe.errors import ProbeError
 from engine_probe.probe.stats import RunSummary, SLOTargets, capacity, distribution
+from engine_probe.serve.chat_template import ChatMessage, render_chat
 from fleetwatch.cli import main
 from telemetry.records import read_records
 
@@ -70,7 +71,9 @@ def test_probe_run_in_process_writes_json_csv_and_records(
     assert len(rows) == 2 and float(rows[1]["ttft_p99"]) > 0
     df = read_records(tmp_path / "run.jsonl")
     assert len(df) == 12
-    assert (df["output_tokens"] == 8).all() and (df["prompt_tokens"] == 16).all()
+    # --api chat (the default): the chat template's tokens count in the prompt, as usage says
+    templated = len(render_chat([ChatMessage("user", "x" * 16)]).encode())
+    assert (df["output_tokens"] == 8).all() and (df["prompt_tokens"] == templated).all()
     assert df["intended_s"].notna().all()
     assert df["scheduled_s"].notna().all()  # from the server's reported queue time
     assert (df["queue_s"] >= 0).all() and (df["queue_s"] <= df["ttft_s"]).all()
