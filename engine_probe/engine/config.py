@@ -189,7 +189,9 @@ class EngineConfig:
     decode tokens). ``watermark`` is the fraction of blocks kept free when admitting new work, so
     running sequences have room to grow. ``preemption="recompute"`` keeps a preempted sequence's
     generated tokens and recomputes prompt + generated on resume; ``"restart"`` discards them
-    (the naive baseline). ``scheduling="static"`` admits a new batch only when the running set is
+    (the naive baseline) and regenerates from the prompt, one decode step per token, but the
+    positions it had already streamed are replayed (forced to the tokens handed out, not
+    re-sampled), so a client never sees a token twice or one the final output contradicts. ``scheduling="static"`` admits a new batch only when the running set is
     empty. ``num_threads`` sets torch's (process-wide) CPU threads when the engine is built; None means
     the FLEETWATCH_ENGINE_THREADS environment variable, else 1 on CPU.
     ``max_waiting`` bounds the waiting queue; arrivals beyond it are rejected.

@@ -40,7 +40,9 @@ class Request:
     cache. While ``num_computed < prefill_target`` the request is prefilling (its prompt, or on a
     resume its prompt + generated tokens); after that each step computes one token.
     ``num_emitted`` counts output tokens already handed out (0: no first token yet); a request
-    restarted after preemption regenerates tokens without handing them out again.
+    restarted after preemption regenerates tokens without handing them out again, and
+    ``replay`` holds the tokens it had handed out: its regenerated positions take those tokens
+    (replayed, not re-sampled), so the restart cannot contradict what a client was streamed.
     """
 
     __slots__ = (
@@ -54,6 +56,7 @@ class Request:
         "num_emitted",
         "num_prompt",
         "prefill_target",
+        "replay",
         "request_id",
         "sampling",
         "scheduled_once",
@@ -81,6 +84,7 @@ class Request:
         self.num_computed = 0
         self.prefill_target = len(prompt)
         self.num_emitted = 0
+        self.replay: list[int] = []
         self.cached_prompt_tokens = 0
         self.chunk_cached = 0
         self.scheduled_once = False

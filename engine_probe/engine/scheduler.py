@@ -9,7 +9,9 @@ Policy (close to vLLM's v1 scheduler):
 - When a running request needs a block and none is free, the most recently admitted running
   request is preempted: its blocks are freed and it goes back to the head of the waiting queue.
   Under ``recompute`` it keeps its generated tokens and, once re-admitted, recomputes prompt +
-  generated tokens (a prefill) and continues; under ``restart`` its generated tokens are dropped.
+  generated tokens (a prefill) and continues; under ``restart`` its generated tokens are dropped
+  and regenerated from the prompt, the ones already handed out replayed (forced, not re-sampled:
+  see ``Request.replay``) so the stream a client saw is never contradicted.
 - Waiting requests are admitted in order while the running set has room, the budget lasts and
   the pool keeps ``watermark`` of its blocks free after the admission (ignored when nothing runs,
   so a lone request can always start). Full prompt blocks found in the prefix cache are reused.
@@ -166,6 +168,9 @@ class Scheduler:
         req.block_table = []
         req.num_computed = 0
         if self.config.preemption == "restart":
+            handed_out = req.tokens[req.num_prompt : req.num_prompt + req.num_emitted]
+            if len(handed_out) > len(req.replay):
+                req.replay = handed_out
             del req.tokens[req.num_prompt :]
         req.prefill_target = len(req.tokens)
         req.state = RequestState.WAITING

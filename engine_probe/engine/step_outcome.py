@@ -48,12 +48,15 @@ class StepOutcome:
 def apply_sampled(samplers: Sequence[Request], sampled: Sequence[int]) -> StepOutcome:
     """Append each sampled token to its request and note what that means: a first or later
     output token, a stop token or the length limit reached, or an injected failure (a request
-    marked to fail does so instead of handing out its first token)."""
+    marked to fail does so instead of handing out its first token). A restarted request takes
+    its already handed-out tokens back in place of the sampled ones (``Request.replay``)."""
     outcome = StepOutcome()
     for req, tok in zip(samplers, sampled, strict=True):
         if req.error_at_first_token and not req.num_emitted:
             outcome.finished.append((req, "error", "error", "InjectedFault"))
             continue
+        if req.num_output < len(req.replay):
+            tok = req.replay[req.num_output]  # handed out before a restart: replayed
         req.tokens.append(tok)
         count = req.num_output
         if count > req.num_emitted:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from fleet.errors import AnalysisError
+from fleet.outliers.coverage import insufficient_data, without_data
 from fleet.outliers.exposition import (
     DEFAULT_FINGERPRINT_METRIC,
     GPU_GAUGES,
@@ -24,7 +25,7 @@ from fleet.outliers.exposition import (
     signal_ref,
 )
 from fleet.outliers.table import FleetTable
-from telemetry.profiles import MetricRef, Profile, ProfileError, Signal
+from telemetry.profiles import PROFILES, MetricRef, Profile, ProfileError, Signal
 
 __all__ = ["Fetch", "table_from_prometheus"]
 
@@ -70,6 +71,19 @@ def _by(base: str, expr: str, label: str, at: float | None, fetch: Fetch) -> dic
         if r is not None:
             out[r] = v
     return out
+
+
+def _other_profiles(
+    url: str, profile: Profile, selector: str, at: float | None, fetch: Fetch
+) -> list[str]:
+    """Profiles other than ``profile`` whose request counter has series in Prometheus."""
+    found = []
+    for other in PROFILES.values():
+        if other.name != profile.name:
+            expr = f"count({other.outcomes.total.selector(selector)})"
+            if _query(url, expr, at, fetch):
+                found.append(other.name)
+    return found
 
 
 def table_from_prometheus(
@@ -153,10 +167,13 @@ def table_from_prometheus(
                 if k not in NOT_FINGERPRINT and k != "__name__" and k != r
             }
     replicas = sorted(set(volume) | {k for v in values.values() for k in v})
-    if not replicas:
-        raise AnalysisError(
-            f"{url}: no series for profile '{profile.name}' (label '{r}') in the last {window}"
-        )
+    empty = without_data(replicas, volume, values)
+    if not replicas or empty:
+        if empty:
+            err = insufficient_data([f"{r}={x}" for x in empty], profile, ())
+            raise AnalysisError(f"{url} (last {window}): {err}")
+        others = _other_profiles(url, profile, selector, at, get)
+        raise insufficient_data([f"{url} (label '{r}', last {window})"], profile, others)
     index = pd.Index(replicas, dtype="object")
     fps = pd.DataFrame(fp_rows).T.reindex(index) if fp_rows else None
     return FleetTable(

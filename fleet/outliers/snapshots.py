@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from fleet.errors import AnalysisError
+from fleet.outliers.coverage import insufficient_data, profiles_present, without_data
 from fleet.outliers.exposition import (
     DEFAULT_FINGERPRINT_METRIC,
     GPU_GAUGES,
@@ -156,11 +157,35 @@ def table_from_metrics_text(
     quantile: float = 0.5,
     fingerprint_metric: str = DEFAULT_FINGERPRINT_METRIC,
 ) -> FleetTable:
-    """Per-replica signals from ``/metrics`` text, one exposition per replica name."""
+    """Per-replica signals from ``/metrics`` text, one exposition per replica name.
+
+    ``AnalysisError`` when a replica has no request count or no signal of ``profile``: an empty
+    snapshot, or one from another engine, is insufficient data, never "no outlier".
+    """
+    return _table(texts, profile, quantile, fingerprint_metric, {r: r for r in texts})
+
+
+def _table(
+    texts: Mapping[str, str],
+    profile: Profile,
+    quantile: float,
+    fingerprint_metric: str,
+    where: Mapping[str, str],
+) -> FleetTable:
+    samples = {r: _parse_text(t, where[r]) for r, t in texts.items()}
     rows = {
-        r: _row_from_samples(_parse_text(t, r), profile, quantile, fingerprint_metric)
-        for r, t in texts.items()
+        r: _row_from_samples(s, profile, quantile, fingerprint_metric) for r, s in samples.items()
     }
+    columns: dict[str, dict[str, float]] = defaultdict(dict)
+    for r, row in rows.items():
+        for name, v in row[0].items():
+            columns[name][r] = v
+    empty = without_data(rows, {r: row[1] for r, row in rows.items()}, columns)
+    if empty:
+        names = {s[0] for r in empty for s in samples[r]}
+        raise insufficient_data(
+            [where[r] for r in empty], profile, profiles_present(names, profile), not names
+        )
     return _assemble(rows, "metrics snapshots", (_SNAPSHOT_NOTE,))
 
 
@@ -178,12 +203,14 @@ def table_from_metrics_dir(
     files = sorted(p for p in d.iterdir() if p.suffix in (".prom", ".txt", ".metrics"))
     if not files:
         raise AnalysisError(f"{d}: no .prom, .txt or .metrics files")
-    texts = {}
+    texts: dict[str, str] = {}
+    where: dict[str, str] = {}
     for p in files:
+        if p.stem in texts:
+            raise AnalysisError(f"{where[p.stem]} and {p.name}: replica '{p.stem}' appears twice")
         try:
             texts[p.stem] = p.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise AnalysisError(f"{p}: unreadable ({exc})") from None
-    return table_from_metrics_text(
-        texts, profile, quantile=quantile, fingerprint_metric=fingerprint_metric
-    )
+        where[p.stem] = p.name
+    return _table(texts, profile, quantile, fingerprint_metric, where)

@@ -123,7 +123,9 @@ def test_prometheus_source_judges_replicas_and_names_causes(prometheus_url):
 
 
 def test_prometheus_source_with_no_series_is_an_analysis_error(prometheus_url):
-    with pytest.raises(AnalysisError, match="no series"):
+    with pytest.raises(
+        AnalysisError, match=r"no vllm:request_success_total or latency series .*fleetwatch series"
+    ):
         table_from_prometheus(prometheus_url, get_profile("vllm"), at=float(AT))
 
 
