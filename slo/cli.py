@@ -11,6 +11,8 @@ from pathlib import Path
 
 import typer
 
+from slo.spec import SLOSpec
+
 app = typer.Typer(
     help="SLOs: validate specs, generate Prometheus rules, report budgets, backtest alerts.",
     no_args_is_help=True,
@@ -26,6 +28,16 @@ def test_file_for(rules_file: Path) -> Path:
     return rules_file.with_name(f"{rules_file.stem}_test.yaml")
 
 
+def _check_alerts(spec: SLOSpec) -> None:
+    """Refuse alerts that can never fire; warn (stderr) where scaled windows distort the
+    budget shares."""
+    from slo.rules.feasibility import check_reachable, scaling_warnings
+
+    check_reachable(spec)
+    for line in scaling_warnings(spec):
+        typer.echo(f"warning: {line}", err=True)
+
+
 @app.command("validate")
 def validate(
     spec: Path = _SPEC,
@@ -38,6 +50,7 @@ def validate(
     from telemetry.duration import format_duration
 
     parsed = read_spec(spec)
+    _check_alerts(parsed)
     if profile is not None:
         from slo.rules.generate import generate_rules
         from telemetry.profiles import get_profile
@@ -70,7 +83,9 @@ def rules(
     from telemetry.profiles import get_profile
 
     prof = get_profile(profile)
-    ruleset = generate_rules(read_spec(spec), prof)
+    parsed = read_spec(spec)
+    _check_alerts(parsed)
+    ruleset = generate_rules(parsed, prof)
     test_path = test_file_for(output)
     tests = generate_promtool_tests(ruleset, prof, output.name)
     atomic_write_text(output, render_rules(ruleset))
