@@ -49,6 +49,12 @@ def serve(
         None, "--span-file", help="Write spans as JSON lines here (OTEL_* variables also work)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
+    goodput: str | None = typer.Option(
+        None,
+        "--goodput",
+        help="Goodput target TTFT,TPOT in seconds (e.g. 0.5,0.05): exports "
+        "fleetwatch_goodput_requests_total, counted against it. Off by default.",
+    ),
 ) -> None:
     """Serve the reference engine: /v1/completions (SSE), /metrics, /health. Ctrl-C drains and stops."""
     import asyncio
@@ -57,6 +63,7 @@ def serve(
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
     from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
+    from engine_probe.serve.telemetry_options import goodput_target, telemetry_options
 
     if not 0 <= port <= 65535:
         raise EngineConfigError(f"--port must be 0..65535, got {port}")
@@ -89,6 +96,7 @@ def serve(
         )
 
     engine_config(0)  # validate before anything starts
+    target = goodput_target(goodput)
     sink: Any = None
     if records is not None:
         from telemetry.sink import RotatingRecordSink
@@ -96,10 +104,10 @@ def serve(
         sink = RotatingRecordSink(records)
 
     async def main() -> None:
-        options: dict[str, Any] = {"span_file": span_file} if span_file is not None else {}
         handles = []
         for i in range(replicas):
             engine = LLMEngine(mcfg, engine_config(i))
+            options = telemetry_options(engine.replica, goodput=target, span_file=span_file)
             handle = await start_server(
                 engine,
                 host,

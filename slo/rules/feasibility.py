@@ -10,6 +10,11 @@ Two ways a valid-looking spec stays silent:
   fires: a 1 h period evaluated every 60 s pages only after 48 % of the budget, not 2 %, and both
   page conditions land on the same windows. ``scaling_warnings`` names each such alert and the
   share it really consumes. Windows written in the spec are taken as meant and not warned about.
+- A goodput SLO reads a counter the exporter increments against its own target (``engine serve
+  --goodput``, ``instrument(goodput=...)``), not against the spec's thresholds. Rules for a
+  profile with that counter therefore need the exporter's target stated (``slo rules --goodput
+  TTFT,TPOT``), and ``check_goodput_target`` refuses a goodput SLO whose thresholds differ from it:
+  otherwise the SLO would silently measure some other target.
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from typing import Final
 
 from slo.errors import SLOSpecError
 from slo.rules.generate import alert_name
-from slo.spec import BurnWindow, ServiceLevelObjective, SLOSpec, budget_fraction
+from slo.spec import BurnWindow, GoodputSLI, ServiceLevelObjective, SLOSpec, budget_fraction
 from slo.windows import WORKBOOK_PERIOD_S, WORKBOOK_WINDOWS, scaled_windows
 from telemetry.duration import format_duration
+from telemetry.goodput import format_goodput_target, same_goodput_target
+from telemetry.profiles import Profile, Signal
 
-__all__ = ["SHARE_TOLERANCE", "check_reachable", "scaling_warnings"]
+__all__ = ["SHARE_TOLERANCE", "check_goodput_target", "check_reachable", "scaling_warnings"]
 
 SHARE_TOLERANCE: Final = 0.25
 """How far (relative) a scaled condition's budget share may stray from the Workbook's before
@@ -122,3 +129,36 @@ def _remedy(period_s: int, interval_s: int) -> str:
         f"Evaluate at most every {format_duration(most)}, or lengthen the period to at least "
         f"{format_duration(least)}, or give the windows explicitly."
     )
+
+
+def check_goodput_target(
+    spec: SLOSpec, profile: Profile | None, target: tuple[float, float] | None
+) -> None:
+    """``SLOSpecError`` for the first goodput SLO whose thresholds differ from the exporter's
+    goodput ``target`` (TTFT s, TPOT s), or, on a ``profile`` that counts goodput, for one
+    written while the target is not stated (None). Without a profile and a target there is
+    nothing to compare with."""
+    for slo in spec.slos:
+        sli = slo.sli
+        if not isinstance(sli, GoodputSLI):
+            continue
+        mine = (sli.ttft_s, sli.tpot_s)
+        if target is None:
+            if profile is None or not profile.has(Signal.GOODPUT):
+                continue
+            raise SLOSpecError(
+                f"goodput SLO {slo.name!r} reads {profile.metric(Signal.GOODPUT).name}, which "
+                "the exporter counts against its own goodput target, not against this spec: "
+                "state that target with --goodput TTFT,TPOT (what engine serve --goodput or "
+                f"instrument(goodput=...) was given; --goodput {format_goodput_target(mine)} "
+                "for this SLO's thresholds)",
+                path=f"{slo.path}.sli",
+            )
+        if not same_goodput_target(mine, target):
+            raise SLOSpecError(
+                f"goodput SLO {slo.name!r} has TTFT <= {mine[0]:g} s and TPOT <= {mine[1]:g} s, "
+                f"but the exporter counts goodput against TTFT <= {target[0]:g} s and TPOT <= "
+                f"{target[1]:g} s (--goodput {format_goodput_target(target)}): the SLO would "
+                "measure that target, not its own; make the two equal",
+                path=f"{slo.path}.sli",
+            )
