@@ -49,6 +49,11 @@ def serve(
         None, "--span-file", help="Write spans as JSON lines here (OTEL_* variables also work)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
+    traffic_class: str = typer.Option(
+        "default",
+        "--traffic-class",
+        help="Traffic class of requests without an X-Fleetwatch-Traffic-Class header.",
+    ),
     goodput: str | None = typer.Option(
         None,
         "--goodput",
@@ -75,6 +80,7 @@ def serve(
             max_lag=max_lag,
             drain_timeout_s=drain_timeout,
             max_tokens_cap=max_tokens_cap,
+            traffic_class=traffic_class,
         )
     except ValueError as exc:
         raise EngineConfigError(str(exc).replace("ServerConfig.", "--").replace("_", "-")) from None

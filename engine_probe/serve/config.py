@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine_probe.serve.request_context import TRAFFIC_CLASS_RULE, valid_traffic_class
+
 __all__ = ["ServerConfig"]
 
 
@@ -24,8 +26,12 @@ class ServerConfig:
     """High-water mark of each connection's write buffer: beyond it a write waits (backpressure)."""
     socket_send_buffer_bytes: int | None = None
     """SO_SNDBUF for streaming connections (None: the kernel's default, usually megabytes)."""
+    traffic_class: str = "default"
+    """Traffic class of requests without an ``X-Fleetwatch-Traffic-Class`` header."""
 
     def __post_init__(self) -> None:
         for name in ("max_queue", "max_lag", "idempotency_max_keys", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ServerConfig.{name} must be >= 1")
+        if not valid_traffic_class(self.traffic_class):
+            raise ValueError(f"ServerConfig.traffic_class must be {TRAFFIC_CLASS_RULE}")

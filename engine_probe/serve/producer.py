@@ -18,6 +18,7 @@ from engine_probe.serve.front_door import FrontDoor
 from engine_probe.serve.inflight import InFlight, Piece
 from engine_probe.serve.queue_times import QueueTimes
 from engine_probe.serve.render import DONE, Renderer, error_piece
+from engine_probe.serve.request_context import RequestContext
 from engine_probe.serve.validation import CompletionRequest
 
 __all__ = ["Producer"]
@@ -40,7 +41,7 @@ class Producer:
         self.queue_times = queue_times
         self.clock = clock
 
-    async def run(self, flight: InFlight, req: CompletionRequest, traceparent: str | None) -> None:
+    async def run(self, flight: InFlight, req: CompletionRequest, context: RequestContext) -> None:
         from engine_probe.engine import SamplingParams
 
         render = self.render
@@ -53,7 +54,8 @@ class Producer:
             max_tokens=req.max_tokens,
             sampling=sampling,
             request_id=flight.request_id,
-            traceparent=traceparent,
+            traffic_class=context.traffic_class,
+            traceparent=context.traceparent,
         )
         try:
             async with contextlib.aclosing(gen):

@@ -17,6 +17,8 @@ Behaviour that matters under load:
   with a different body is refused (422); a key whose request was aborted or failed runs anew.
 - Slow readers: a streaming reader more than ``max_lag`` outputs behind is dropped (its connection
   closed); if it was the only reader the request is aborted.
+- ``X-Fleetwatch-Traffic-Class`` names the request's traffic class (``request_context``; the
+  server's default otherwise), which labels its metrics, span and record.
 - ``traceparent`` (W3C) is handed to the engine as sent; telemetry's W3C propagator decides: the
   request's span continues a valid one, and an invalid one starts a new trace (as the spec says).
 - ``ServerHandle.stop()`` drains (``drain`` here): the listener closes and new requests get 503, in-flight streams finish (up to
@@ -46,6 +48,7 @@ from engine_probe.serve.inflight import InFlight
 from engine_probe.serve.producer import Producer
 from engine_probe.serve.queue_times import QueueTimes
 from engine_probe.serve.render import Renderer
+from engine_probe.serve.request_context import request_context
 from engine_probe.serve.status import StatusRoutes
 from engine_probe.serve.streaming import Responder
 from engine_probe.serve.validation import InvalidRequest, Limits, parse_completion
@@ -125,9 +128,9 @@ class CompletionServer:
             req = parse_completion(raw, self.limits)
             key = request.headers.get("Idempotency-Key")
             check_key(key)
+            context = request_context(request.headers, self.config.traffic_class)
         except InvalidRequest as exc:
             return self.metrics.error(exc)
-        traceparent = request.headers.get("traceparent")
         if key is not None:
             flight = self.keys.lookup(key)
             if flight is not None:
@@ -149,7 +152,7 @@ class CompletionServer:
         if key is not None:
             self.keys.remember(key, flight)
         self.door.admit(flight)
-        flight.producer = asyncio.create_task(self.producer.run(flight, req, traceparent))
+        flight.producer = asyncio.create_task(self.producer.run(flight, req, context))
         return await self.responder.respond(request, flight, req)
 
     def close(self) -> None:
