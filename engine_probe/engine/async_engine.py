@@ -18,6 +18,7 @@ from engine_probe.engine.config import SamplingParams
 from engine_probe.engine.errors import EngineConfigError
 from engine_probe.engine.llm_engine import LLMEngine
 from engine_probe.engine.request import RequestOutput
+from telemetry.hooks import HttpRequestInfo
 
 __all__ = ["AsyncEngine"]
 
@@ -98,6 +99,8 @@ class AsyncEngine:
         traffic_class: str = "default",
         tenant: str | None = None,
         traceparent: str | None = None,
+        tracestate: str | None = None,
+        http: HttpRequestInfo | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Stream a request's outputs; the last one has ``finished=True``. Leaving the loop early
         (break, cancellation) aborts the request and frees its blocks."""
@@ -122,6 +125,8 @@ class AsyncEngine:
                     traffic_class=traffic_class,
                     tenant=tenant,
                     traceparent=traceparent,
+                    tracestate=tracestate,
+                    http=http,
                 )
             except Exception as exc:
                 self._deliver_threadsafe([(rid, exc)])

@@ -31,7 +31,7 @@ from engine_probe.engine.sampler import sample
 from engine_probe.engine.scheduler import Scheduler
 from engine_probe.engine.step_events import report_progress, report_schedule, step_stats
 from engine_probe.engine.step_outcome import apply_sampled
-from telemetry.hooks import EngineObserver, RequestInfo
+from telemetry.hooks import EngineObserver, HttpRequestInfo, RequestInfo
 
 __all__ = ["LLMEngine"]
 
@@ -189,9 +189,13 @@ class LLMEngine:
         traffic_class: str = "default",
         tenant: str | None = None,
         traceparent: str | None = None,
+        tracestate: str | None = None,
+        http: HttpRequestInfo | None = None,
     ) -> str:
         """Queue a request; return its id. A request larger than the whole KV pool or arriving at
-        a full waiting queue finishes at once with status "rejected" (seen on the next step)."""
+        a full waiting queue finishes at once with status "rejected" (seen on the next step).
+        ``traceparent``/``tracestate`` and ``http`` (the HTTP request it came in on) reach the
+        observer's ``RequestInfo`` as given."""
         self.validate_request(prompt_token_ids, max_tokens, sampling)
         rid = request_id if request_id is not None else self.new_request_id()
         if rid in self._requests:
@@ -199,10 +203,23 @@ class LLMEngine:
         now = self._clock()
         prompt = [int(t) for t in prompt_token_ids]
         obs = self._obs
+        params = sampling or _GREEDY
         if obs is not None:
             obs.on_request_arrived(
                 now,
-                RequestInfo(rid, len(prompt), max_tokens, traffic_class, tenant, traceparent),
+                RequestInfo(
+                    rid,
+                    len(prompt),
+                    max_tokens,
+                    traffic_class,
+                    tenant,
+                    traceparent,
+                    tracestate=tracestate,
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    seed=params.seed,
+                    http=http,
+                ),
             )
         sched = self.scheduler
         reject = rejection(sched, self.engine_config, len(prompt) + max_tokens)
@@ -212,7 +229,7 @@ class LLMEngine:
             self._pending.append(RequestOutput(rid, (), True, "rejected", None, reject))
             return rid
         fail = self._injector.fails_at_first_token()
-        req = Request(rid, prompt, max_tokens, sampling or _GREEDY, fail)
+        req = Request(rid, prompt, max_tokens, params, fail)
         self._requests[rid] = req
         sched.waiting.append(req)
         return rid

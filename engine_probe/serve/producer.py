@@ -56,6 +56,8 @@ class Producer:
             request_id=flight.request_id,
             traffic_class=context.traffic_class,
             traceparent=context.traceparent,
+            tracestate=context.tracestate,
+            http=context.http,
         )
         try:
             async with contextlib.aclosing(gen):

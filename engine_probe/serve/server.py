@@ -19,8 +19,10 @@ Behaviour that matters under load:
   closed); if it was the only reader the request is aborted.
 - ``X-Fleetwatch-Traffic-Class`` names the request's traffic class (``request_context``; the
   server's default otherwise), which labels its metrics, span and record.
-- ``traceparent`` (W3C) is handed to the engine as sent; telemetry's W3C propagator decides: the
-  request's span continues a valid one, and an invalid one starts a new trace (as the spec says).
+- ``traceparent`` and ``tracestate`` (W3C) are handed to the engine as sent; telemetry's W3C
+  propagator decides: the request's span continues a valid one, and an invalid one starts a new
+  trace (as the spec says). The HTTP method, route, server address and port, and the rule for the
+  status code answered go with them, for the span's ``http.*`` and ``server.*`` attributes.
 - ``ServerHandle.stop()`` drains (``drain`` here): the listener closes and new requests get 503, in-flight streams finish (up to
   ``drain_timeout_s``), then the rest are aborted.
 
@@ -128,7 +130,7 @@ class CompletionServer:
             req = parse_completion(raw, self.limits)
             key = request.headers.get("Idempotency-Key")
             check_key(key)
-            context = request_context(request.headers, self.config.traffic_class)
+            context = request_context(request, self.config.traffic_class, streaming=req.stream)
         except InvalidRequest as exc:
             return self.metrics.error(exc)
         if key is not None:
