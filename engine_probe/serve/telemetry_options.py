@@ -3,6 +3,9 @@
 - ``goodput``: the target (TTFT s, TPOT s) the exporter counts ``fleetwatch_goodput_requests_total``
   against; without one that counter is not exported at all, so a goodput SLO's rules report the
   metric missing instead of burning on a counter stuck at 0.
+- ``gpu``: a GPU sampler labelled with the replica, so ``/metrics`` carries
+  ``fleetwatch_gpu_available`` (1, or 0 with the reason when the host has no GPU or driver) and,
+  on a GPU host, the device series the replica dashboard's GPU row reads.
 - ``span_file``: spans as JSON lines (the ``OTEL_*`` variables work as well).
 """
 
@@ -33,9 +36,14 @@ def telemetry_options(
     *,
     goodput: tuple[float, float] | None = None,
     span_file: Path | None = None,
+    gpu: bool = True,
 ) -> dict[str, Any]:
     """Keyword arguments for ``telemetry.instrument`` (through ``start_server``) for one replica."""
     options: dict[str, Any] = {}
+    if gpu:
+        from telemetry.gpu import GpuSampler
+
+        options["gpu"] = GpuSampler(labels={"replica": replica})
     if span_file is not None:
         options["span_file"] = span_file
     if goodput is not None:

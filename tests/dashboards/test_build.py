@@ -110,7 +110,9 @@ def test_gpu_row_puts_utilization_gpu_beside_the_counters_that_matter(
     titles = [p["title"] for p in panels]
     gpu = titles.index("GPU")
     misleading = titles.index("utilization.gpu: the number that misleads")
-    assert misleading == gpu + 1 and titles[misleading + 1] == "SM activity"
+    # The row opens with whether there is a GPU at all, then the misleading number first.
+    assert titles[gpu + 1] == "GPU available"
+    assert misleading == gpu + 2 and titles[misleading + 1] == "SM activity"
     described = panels[misleading]["description"]
     assert "time" in described and "not chip busy" in described
     for needed in (

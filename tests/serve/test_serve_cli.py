@@ -46,6 +46,9 @@ def test_serve_process_answers_and_drains_on_sigint() -> None:
         assert b"fleetwatch_http_responses_total" in metrics
         # No --goodput: no goodput counter (a counter stuck at 0 would burn goodput SLOs).
         assert b"fleetwatch_goodput_requests_total" not in metrics
+        # The GPU sampler runs per replica: 1, or 0 with the reason on a host without a GPU.
+        gpu = [x for x in metrics.splitlines() if x.startswith(b"fleetwatch_gpu_available{")]
+        assert len(gpu) == 1 and b'replica="replica-0-1"' in gpu[0] and b"reason=" in gpu[0]
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
         assert "stopped (0 requests cut off" in out
