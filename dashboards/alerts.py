@@ -3,8 +3,11 @@
 The SLO burn-rate alerts come from ``slo``; the outlier alerts from ``fleet``. These
 are the rest: KV-cache pressure, preemption storm, GPU throttling, breaker open, retry budget
 exhausted and telemetry drops. An alert whose signal the profile lacks is left out, never written
-against a metric the engine does not export. Every alert carries a ``runbook_url`` to its page in
-``runbooks/``.
+against a metric the engine does not export. The breaker and retry-budget alerts read series of
+fleetwatch's resilience library in the user's client code, not the engine's: they are written for
+profiles that include them (``RESILIENCE_PROFILES``) or when asked (``resilience=True``), and
+their descriptions say where the series come from. Every alert carries a ``runbook_url`` to its
+page in ``runbooks/``.
 
 ``alert_rules`` and ``alert_tests`` are pure; ``render_yaml`` gives the file text.
 """
@@ -24,8 +27,10 @@ from dashboards.names import (
     BREAKER_OPEN_STATES,
     BREAKER_STATE_LABEL,
     RESILIENCE,
+    RESILIENCE_SOURCE,
     RETRY_BUDGET_LABEL,
     Resilience,
+    has_resilience,
 )
 from dashboards.views.replica import CLOCK_EVENT_LABEL, GPU_LABEL
 from telemetry.duration import parse_duration
@@ -224,7 +229,8 @@ def _resilience_alerts(t: Thresholds) -> list[AlertRule]:
             "ticket",
             f"Circuit breaker {_ref(b)} is open",
             "Calls through this breaker fail fast without reaching the backend; the backend "
-            "failed or was slow often enough to trip it, or an operator forced it open.",
+            "failed or was slow often enough to trip it, or an operator forced it open. "
+            f"{state.name} comes from {RESILIENCE_SOURCE}.",
             (b,),
             # One-hot: firing moves from forced_open to open without a closed gap; healthy
             # probes half_open after closed, which must not fire.
@@ -244,7 +250,8 @@ def _resilience_alerts(t: Thresholds) -> list[AlertRule]:
             "ticket",
             f"Retry budget {_ref(budget)} exhausted",
             f"More than {t.retry_refused_share * 100:g}% of attempts had a retry refused, this "
-            "budget among the refusers: failures are reaching callers instead of being retried.",
+            "budget among the refusers: failures are reaching callers instead of being retried. "
+            f"{refused.name} and {attempts.name} come from {RESILIENCE_SOURCE}.",
             (budget,),
             (
                 Example(refused.selector(f'{budget}="b0"'), "0+60x40", "0+3x40"),
@@ -256,16 +263,25 @@ def _resilience_alerts(t: Thresholds) -> list[AlertRule]:
     ]
 
 
-def alert_rules(profile: Profile, thresholds: Thresholds = Thresholds()) -> tuple[AlertRule, ...]:
-    """Every operational alert ``profile`` supports, engine alerts first."""
-    return (*_engine_alerts(profile, thresholds), *_resilience_alerts(thresholds))
+def alert_rules(
+    profile: Profile, thresholds: Thresholds = Thresholds(), *, resilience: bool | None = None
+) -> tuple[AlertRule, ...]:
+    """Every operational alert ``profile`` supports, engine alerts first; the resilience alerts
+    when ``resilience`` (default: where the profile includes the library's series)."""
+    with_resilience = has_resilience(profile) if resilience is None else resilience
+    extra = _resilience_alerts(thresholds) if with_resilience else []
+    return (*_engine_alerts(profile, thresholds), *extra)
 
 
 def rules_document(
-    profile: Profile, runbook_base: str = "runbooks", thresholds: Thresholds = Thresholds()
+    profile: Profile,
+    runbook_base: str = "runbooks",
+    thresholds: Thresholds = Thresholds(),
+    *,
+    resilience: bool | None = None,
 ) -> dict[str, Any]:
     """The Prometheus rules file as a value (one group)."""
-    rules = alert_rules(profile, thresholds)
+    rules = alert_rules(profile, thresholds, resilience=resilience)
     if not rules:
         raise DashboardError(f"profile '{profile.name}' supports no operational alerts")
     return {
@@ -309,11 +325,13 @@ def alert_tests(
     rules_file: str,
     runbook_base: str = "runbooks",
     thresholds: Thresholds = Thresholds(),
+    *,
+    resilience: bool | None = None,
 ) -> dict[str, Any]:
     """A promtool unit-test document for ``rules_file``: each alert fires on its example
     traffic and stays silent on healthy traffic."""
     tests = []
-    for a in alert_rules(profile, thresholds):
+    for a in alert_rules(profile, thresholds, resilience=resilience):
         at = _eval_after(a.duration)
         expected = {"severity": a.severity, "profile": profile.name, **a.example_labels}
         notes = {k: _expand(v, a.example_labels) for k, v in a.annotations(runbook_base).items()}

@@ -25,7 +25,8 @@ def build(
         typer.Option("--check", help="Write nothing; fail if the folder differs from a rebuild."),
     ] = False,
 ) -> None:
-    """Build every dashboard (SLO, fleet, replica, resilience) for fleetwatch, vLLM and SGLang."""
+    """Build every dashboard: SLO, fleet and replica for fleetwatch, vLLM and SGLang; resilience
+    once, for the fleetwatch profile (its series come from the resilience library)."""
     from dashboards.build import drifted, render_all, write_dashboards
     from telemetry.preflight import input_dir, output_dir
 
@@ -52,9 +53,19 @@ def alerts(
     runbook_base: Annotated[
         str, typer.Option("--runbook-base", help="URL or path prefix of the runbook pages.")
     ] = "runbooks",
+    resilience: Annotated[
+        bool | None,
+        typer.Option(
+            "--resilience/--no-resilience",
+            help="Include the breaker and retry-budget alerts, whose series come from "
+            "fleetwatch's resilience library in your client code (default: only for the "
+            "fleetwatch profile).",
+        ),
+    ] = None,
 ) -> None:
-    """Write the operational alert rules (KV cache, preemption, GPU, breaker, retries,
-    telemetry) for one profile, and its promtool unit test beside it (x.yaml -> x.test.yaml)."""
+    """Write the operational alert rules (KV cache, preemption, GPU, telemetry; breaker and
+    retries where the resilience library is in use) for one profile, and its promtool unit test
+    beside it (x.yaml -> x.test.yaml)."""
     from dashboards.alerts import alert_tests, render_yaml, rules_document
     from telemetry.atomic import atomic_write_text
     from telemetry.preflight import output_file
@@ -63,6 +74,8 @@ def alerts(
 
     tests = output_file(promtool_test_path(output_file(output)))
     chosen = get_profile(profile)
-    atomic_write_text(output, render_yaml(rules_document(chosen, runbook_base)))
-    atomic_write_text(tests, render_yaml(alert_tests(chosen, output.name, runbook_base)))
+    document = rules_document(chosen, runbook_base, resilience=resilience)
+    atomic_write_text(output, render_yaml(document))
+    test_doc = alert_tests(chosen, output.name, runbook_base, resilience=resilience)
+    atomic_write_text(tests, render_yaml(test_doc))
     typer.echo(f"wrote {output} and {tests}")

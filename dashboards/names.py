@@ -8,6 +8,8 @@ Two tables live here, each the single place to change when the owning package se
   select the per-window series by name prefix and tell them apart by their ``window`` label,
   never by a fixed list of windows.
 * ``RESILIENCE``: the metrics fleetwatch's circuit breaker, retry budget and micro-batcher export.
+  They come from the resilience library in the user's own client or proxy code, never from an
+  engine's ``/metrics``, so only profiles listed in ``RESILIENCE_PROFILES`` read them (see there).
 
 Anything else a dashboard expression names must come from its metric profile
 (``telemetry.profiles``); ``allowed_names`` is the union of fixed names the checks accept, and
@@ -32,12 +34,15 @@ __all__ = [
     "BREAKER_STATE_LABEL",
     "PROMETHEUS_BUILTINS",
     "RESILIENCE",
+    "RESILIENCE_PROFILES",
+    "RESILIENCE_SOURCE",
     "RETRY_BUDGET_LABEL",
     "RETRY_POLICY_LABEL",
     "SLO_RULES",
     "Resilience",
     "SLORuleNames",
     "allowed_names",
+    "has_resilience",
     "unknown_names",
 ]
 
@@ -171,6 +176,30 @@ BREAKER_STATES: Final[Mapping[int, str]] = {
 # States in which calls are refused.
 BREAKER_OPEN_STATES: Final = ("open", "forced_open")
 
+RESILIENCE_SOURCE: Final = (
+    "fleetwatch's resilience library (resilience.breaker, resilience.retry, resilience.batcher) "
+    "in your own client or proxy code, not the engine's /metrics"
+)
+"""Where the ``RESILIENCE`` series come from, for panel, dashboard and alert descriptions."""
+
+RESILIENCE_PROFILES: Final = frozenset({"fleetwatch"})
+"""Profiles whose dashboards and operational alerts include the resilience series.
+
+A profile names what one kind of deployment exports. The ``fleetwatch`` profile is fleetwatch's
+own instrumentation, and the resilience library is part of it. The vLLM, SGLang and TGI profiles
+describe those engines' ``/metrics``, which never carry ``fleetwatch_circuit_breaker_*`` and
+friends: a resilience dashboard or alert generated for them would read series the profile cannot
+have. The resilience view reads nothing engine-specific (it is filtered by breaker, retry budget
+and batcher, not by replica), so a vLLM or SGLang fleet whose clients use the library imports
+``fleetwatch-resilience.json`` beside its own dashboards, and asks for the alerts explicitly
+(``fleetwatch dashboards alerts --profile vllm --resilience``)."""
+
+
+def has_resilience(profile: Profile) -> bool:
+    """Whether ``profile``'s dashboards and alerts include the resilience series by default."""
+    return profile.name in RESILIENCE_PROFILES
+
+
 # Series Prometheus itself creates.
 PROMETHEUS_BUILTINS: Final = frozenset({"ALERTS", "ALERTS_FOR_STATE", "up"})
 
@@ -185,9 +214,12 @@ def _expanded(refs: Mapping[Resilience, MetricRef]) -> frozenset[str]:
     return frozenset(names)
 
 
-def allowed_names(profile: Profile) -> frozenset[str]:
-    """Every series name an expression built for ``profile`` may use."""
-    return profile.metric_names() | SLO_RULES.names() | _expanded(RESILIENCE) | PROMETHEUS_BUILTINS
+def allowed_names(profile: Profile, *, resilience: bool | None = None) -> frozenset[str]:
+    """Every series name an expression built for ``profile`` may use; the resilience series only
+    where ``resilience`` (default: ``has_resilience(profile)``)."""
+    with_resilience = has_resilience(profile) if resilience is None else resilience
+    extra = _expanded(RESILIENCE) if with_resilience else frozenset()
+    return profile.metric_names() | SLO_RULES.names() | extra | PROMETHEUS_BUILTINS
 
 
 def unknown_names(profile: Profile, names: Iterable[str]) -> frozenset[str]:

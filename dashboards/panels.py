@@ -74,7 +74,10 @@ class Threshold:
 @dataclass(frozen=True, slots=True)
 class PanelSpec:
     """What one panel shows. ``unit`` is a Grafana unit id from ``models.units``;
-    ``value_names`` maps a value to the text shown for it, ``value_colors`` to its colour."""
+    ``value_names`` maps a value to the text shown for it, ``value_colors`` to its colour.
+    ``empty_when`` says when the panel legitimately shows no data (hardware the host lacks, an
+    event that has not happened); it ends the description as "Empty <empty_when>." so a blank
+    panel is never a mystery."""
 
     title: str
     description: str
@@ -88,6 +91,14 @@ class PanelSpec:
     value_colors: tuple[tuple[int, str], ...] = ()
     min: float | None = None
     max: float | None = None
+    empty_when: str = ""
+
+    @property
+    def full_description(self) -> str:
+        """The description as shown: with the ``empty_when`` sentence when there is one."""
+        if not self.empty_when:
+            return self.description
+        return f"{self.description} Empty {self.empty_when}."
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +180,7 @@ def render_panel(spec: PanelSpec, panel_id: int) -> Builder:
         _new(spec)
         .id(panel_id)
         .title(spec.title)
-        .description(spec.description)
+        .description(spec.full_description)
         .datasource(DATASOURCE)
         .unit(spec.unit)
         .span(spec.width)

@@ -90,13 +90,15 @@ class Scope:
 _VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
 
 
-def concrete(expr: str) -> str:
-    """``expr`` with each template variable replaced by a fixed value from ``TEMPLATE_VALUES``."""
+def concrete(expr: str, values: Mapping[str, str] | None = None) -> str:
+    """``expr`` with each template variable replaced by a fixed value from ``values`` (default
+    ``TEMPLATE_VALUES``; a running Prometheus wants e.g. ``.*`` for the regex variables)."""
+    table = TEMPLATE_VALUES if values is None else values
 
     def substitute(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
         try:
-            return TEMPLATE_VALUES[name]
+            return table[name]
         except KeyError:
             raise DashboardError(
                 f"expression uses unknown template variable '${name}': {expr}"

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from slo.spec import SLOSpec
+    from telemetry.profiles import Profile
 
 app = typer.Typer(
     help="SLOs: validate specs, generate Prometheus rules, report budgets, backtest alerts.",
@@ -20,6 +24,12 @@ app = typer.Typer(
 _SPEC = typer.Argument(..., help="SLO spec (fleetwatch YAML or OpenSLO v1).")
 _RECORDS = typer.Option(..., "--records", help="Request records (.jsonl or .parquet).")
 _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
+_GOODPUT = typer.Option(
+    None,
+    "--goodput",
+    help="The exporter's goodput target TTFT,TPOT in seconds (engine serve --goodput, "
+    "instrument(goodput=...)); goodput SLOs must use the same thresholds.",
+)
 
 
 def _records(spec: Any, path: Path) -> Any:
@@ -35,23 +45,49 @@ def _records(spec: Any, path: Path) -> Any:
     return frame
 
 
+def _goodput(text: str | None) -> tuple[float, float] | None:
+    from slo.errors import SLOSpecError
+    from telemetry.goodput import parse_goodput_target
+
+    if text is None:
+        return None
+    try:
+        return parse_goodput_target(text)
+    except ValueError as exc:
+        raise SLOSpecError(f"--goodput: {exc}") from None
+
+
+def _check_alerts(spec: SLOSpec, profile: Profile | None, goodput: str | None) -> None:
+    """Refuse alerts that can never fire and goodput SLOs off the exporter's target; warn
+    (stderr) where scaled windows distort the budget shares."""
+    from slo.rules.feasibility import check_goodput_target, check_reachable, scaling_warnings
+
+    check_reachable(spec)
+    check_goodput_target(spec, profile, _goodput(goodput))
+    for line in scaling_warnings(spec):
+        typer.echo(f"warning: {line}", err=True)
+
+
 @app.command("validate")
 def validate(
     spec: Path = _SPEC,
     profile: str | None = typer.Option(
         None, "--profile", help="Also check that this metric profile can express every SLO."
     ),
+    goodput: str | None = _GOODPUT,
 ) -> None:
     """Check a spec; print each SLO's budget and burn-rate windows."""
     from slo.load import read_spec
     from telemetry.duration import format_duration
+    from telemetry.profiles import get_profile
 
     parsed = read_spec(spec)
-    if profile is not None:
+    prof = get_profile(profile) if profile is not None else None
+    _check_alerts(parsed, prof, goodput)
+    if prof is not None:
         from slo.rules.generate import generate_rules
-        from telemetry.profiles import get_profile
 
-        generate_rules(parsed, get_profile(profile))
+        generate_rules(parsed, prof)
     else:
         from slo.checks import check_thresholds_on_some_profile
 
@@ -75,6 +111,7 @@ def rules(
     spec: Path = _SPEC,
     profile: str = typer.Option("fleetwatch", "--profile", help="Metric profile."),
     output: Path = typer.Option(..., "-o", "--output", help="Rules file to write."),
+    goodput: str | None = _GOODPUT,
 ) -> None:
     """Write Prometheus rules for a profile, and their promtool test file beside them."""
     from slo.load import read_spec
@@ -86,7 +123,9 @@ def rules(
 
     test_path = output_file(promtool_test_path(output_file(output)))
     prof = get_profile(profile)
-    ruleset = generate_rules(read_spec(spec), prof)
+    parsed = read_spec(spec)
+    _check_alerts(parsed, prof, goodput)
+    ruleset = generate_rules(parsed, prof)
     tests = generate_promtool_tests(ruleset, prof, output.name)
     atomic_write_text(output, render_rules(ruleset))
     atomic_write_text(test_path, render_tests(tests))

@@ -18,16 +18,37 @@ A request rejected or aborted while waiting goes from arrived straight to finish
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["EngineObserver", "NullObserver", "RequestInfo", "StepStats"]
+__all__ = ["EngineObserver", "HttpRequestInfo", "NullObserver", "RequestInfo", "StepStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequestInfo:
+    """The HTTP request a request came in on, for a server that serves the engine over HTTP
+    (OpenTelemetry's ``http.*`` and ``server.*`` span attributes)."""
+
+    method: str
+    """``POST``."""
+    route: str
+    """The route template that matched (``/v1/completions``), never the raw path."""
+    server_address: str | None = None
+    server_port: int | None = None
+    status_code: Callable[[str, bool], int] | None = None
+    """The HTTP status the server answers with, given the request's final status (ok, error,
+    aborted, rejected) and whether it produced output before ending. A callable, because the
+    answer is only known once the request ends and the span is built after that, on another
+    thread: the server's rule travels with the request instead of a value set too late."""
 
 
 @dataclass(frozen=True, slots=True)
 class RequestInfo:
-    """What is known about a request when it arrives (no text: only its size)."""
+    """What is known about a request when it arrives (no text: only its size).
+
+    Fields after ``operation`` are optional: an engine or server that knows them fills them in.
+    """
 
     request_id: str
     prompt_tokens: int
@@ -37,6 +58,14 @@ class RequestInfo:
     traceparent: str | None = None
     """W3C trace context of the caller, continued by the request's span."""
     operation: str = "text_completion"
+    tracestate: str | None = None
+    """W3C ``tracestate`` sent with ``traceparent``, continued with it."""
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    """Sampling parameters the request runs with."""
+    http: HttpRequestInfo | None = None
+    """Set when the request was served over HTTP."""
 
 
 @dataclass(frozen=True, slots=True)

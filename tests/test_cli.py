@@ -64,7 +64,19 @@ def test_a_file_error_names_the_path_in_one_line_exit_2(
     spec = Path(__file__).resolve().parents[1] / "slo" / "examples" / "chat.yaml"
     out_dir = tmp_path / "rules"
     out_dir.mkdir()
-    status = main(["slo", "rules", str(spec), "--profile", "fleetwatch", "-o", str(out_dir)])
+    status = main(
+        [
+            "slo",
+            "rules",
+            str(spec),
+            "--profile",
+            "fleetwatch",
+            "--goodput",
+            "0.5,0.05",
+            "-o",
+            str(out_dir),
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert status == 2
     assert len(err.splitlines()) == 1

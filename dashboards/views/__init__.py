@@ -1,10 +1,15 @@
-"""The four dashboard views, each a function from a metric profile to rows of panels."""
+"""The four dashboard views, each a function from a metric profile to rows of panels.
+
+``views_for`` says which a profile gets: every profile the SLO, fleet and replica views; the
+resilience view only profiles that can have its series (``dashboards.names.RESILIENCE_PROFILES``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from dashboards.names import has_resilience
 from dashboards.panels import RowSpec
 from dashboards.views.fleet import fleet_rows
 from dashboards.views.replica import replica_rows
@@ -12,7 +17,7 @@ from dashboards.views.resilience import resilience_rows
 from dashboards.views.slo import slo_rows
 from telemetry.profiles import Profile
 
-__all__ = ["VIEWS", "View"]
+__all__ = ["VIEWS", "View", "views_for"]
 
 View = Callable[[Profile], tuple[RowSpec, ...]]
 
@@ -23,3 +28,8 @@ VIEWS: Final[Mapping[str, tuple[str, View]]] = {
     "replica": ("replica drill-down", replica_rows),
     "resilience": ("resilience", resilience_rows),
 }
+
+
+def views_for(profile: Profile) -> tuple[str, ...]:
+    """The views generated for ``profile``, in ``VIEWS`` order."""
+    return tuple(v for v in VIEWS if v != "resilience" or has_resilience(profile))

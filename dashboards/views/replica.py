@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Final
 
 from grafana_foundation_sdk.models import units
@@ -217,11 +218,36 @@ def _scheduler(scope: Scope) -> list[PanelSpec]:
     return panels
 
 
+def _gpu_available(scope: Scope) -> PanelSpec:
+    ref = scope.profile.metric(Signal.GPU_AVAILABLE)
+    replica = scope.replica
+    return PanelSpec(
+        "GPU available",
+        "Whether each replica's GPU sampler can read its GPU through NVML: 1, or 0 with the "
+        "reason NVML gave (no driver, no device). On a host without a GPU this reads "
+        "'no GPU on this host' and the GPU panels beside it are empty by design, not broken.",
+        (
+            Query(
+                f"max by ({replica}, reason) ({ref.selector(scope.hardware())})",
+                f"{legend_of(replica)} {legend_of('reason')}",
+            ),
+        ),
+        units.Short,
+        Kind.STAT,
+        width=24,
+        height=4,
+        value_names=((0, "no GPU on this host"), (1, "GPU available")),
+        value_colors=((0, "orange"), (1, "green")),
+    )
+
+
 def _gpu(scope: Scope) -> list[PanelSpec]:
     profile, replica = scope.profile, scope.replica
     by = f"{replica}, {GPU_LABEL}"
     legend = f"{legend_of(replica)} gpu {legend_of(GPU_LABEL)}"
     panels: list[PanelSpec] = []
+    if profile.has(Signal.GPU_AVAILABLE):
+        panels.append(_gpu_available(scope))
     if profile.has(Signal.GPU_UTILIZATION):
         panels.append(
             PanelSpec(
@@ -283,7 +309,12 @@ def _gpu(scope: Scope) -> list[PanelSpec]:
                 value_names=((0, "off"), (1, "active")),
             )
         )
-    return panels
+    return [p if p.kind is Kind.STAT else _needs_gpu(p, profile) for p in panels]
+
+
+def _needs_gpu(panel: PanelSpec, profile: Profile) -> PanelSpec:
+    where = " ('GPU available' says why)" if profile.has(Signal.GPU_AVAILABLE) else ""
+    return dataclasses.replace(panel, empty_when=f"on a replica without a GPU{where}")
 
 
 def _efficiency(scope: Scope) -> list[PanelSpec]:
@@ -294,6 +325,11 @@ def _efficiency(scope: Scope) -> list[PanelSpec]:
             description,
             (Query(scope.gauge(profile.metric(signal), replica), legend_of(replica)),),
             unit,
+            empty_when=(
+                "unless the engine was given its GPU's peak (declared or measured)"
+                if signal in (Signal.MBU, Signal.MFU)
+                else ""
+            ),
         )
         for signal, title, description, unit in EFFICIENCY
         if profile.has(signal)

@@ -1,10 +1,14 @@
 """Resilience view: circuit breakers, retries and their budget, the micro-batcher.
 
-These metrics come from fleetwatch's resilience layer (clients and proxies in front of the
-engine), so they are the same for every profile and are filtered by breaker, not by replica.
+These metrics come from fleetwatch's resilience library in the user's own client or proxy code
+(in front of the engine), never from the engine, so they are filtered by breaker, retry budget
+and batcher, not by replica; every panel description says so (``RESILIENCE_SOURCE``). Only
+profiles that can have them get this view (``RESILIENCE_PROFILES``).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from grafana_foundation_sdk.models import units
 
@@ -14,6 +18,7 @@ from dashboards.names import (
     BREAKER_STATE_LABEL,
     BREAKER_STATES,
     RESILIENCE,
+    RESILIENCE_SOURCE,
     RETRY_BUDGET_LABEL,
     RETRY_POLICY_LABEL,
     Resilience,
@@ -63,6 +68,15 @@ def breaker_state_code() -> str:
         for code, name in sorted(BREAKER_STATES.items())
     )
     return f"max by ({BREAKER_LABEL}) ({terms})"
+
+
+def _sourced(row: RowSpec, module: str) -> RowSpec:
+    """``row`` with every panel description ending in where its series come from."""
+    note = f" Source: resilience.{module}, part of {RESILIENCE_SOURCE}."
+    return RowSpec(
+        row.title,
+        tuple(dataclasses.replace(p, description=p.description + note) for p in row.panels),
+    )
 
 
 def resilience_rows(profile: Profile) -> tuple[RowSpec, ...]:
@@ -271,7 +285,7 @@ def resilience_rows(profile: Profile) -> tuple[RowSpec, ...]:
         ),
     )
     return (
-        RowSpec("Circuit breakers", breakers),
-        RowSpec("Retries", retries),
-        RowSpec("Micro-batcher", batcher),
+        _sourced(RowSpec("Circuit breakers", breakers), "breaker"),
+        _sourced(RowSpec("Retries", retries), "retry"),
+        _sourced(RowSpec("Micro-batcher", batcher), "batcher"),
     )

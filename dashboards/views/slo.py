@@ -94,6 +94,7 @@ def slo_rows(profile: Profile) -> tuple[RowSpec, ...]:
             width=8,
             height=9,
             value_names=((1, "firing"),),
+            empty_when="while no burn-rate alert fires (the healthy state)",
         ),
     )
     traffic = (

@@ -18,7 +18,7 @@ from engine_probe.engine.config import SamplingParams
 from engine_probe.engine.errors import EngineConfigError
 from engine_probe.engine.llm_engine import LLMEngine
 from engine_probe.engine.request import RequestOutput
-from telemetry.hooks import RequestInfo
+from telemetry.hooks import HttpRequestInfo, RequestInfo
 
 __all__ = ["AsyncEngine"]
 
@@ -101,6 +101,8 @@ class AsyncEngine:
         traceparent: str | None = None,
         operation: str = "text_completion",
         arrival_s: float | None = None,
+        tracestate: str | None = None,
+        http: HttpRequestInfo | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Stream a request's outputs; the last one has ``finished=True``. Leaving the loop early
         (break, cancellation) aborts the request and frees its blocks."""
@@ -127,6 +129,8 @@ class AsyncEngine:
                     traceparent=traceparent,
                     operation=operation,
                     arrival_s=arrival_s,
+                    tracestate=tracestate,
+                    http=http,
                 )
             except Exception as exc:
                 self._deliver_threadsafe([(rid, exc)])

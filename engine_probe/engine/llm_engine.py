@@ -1,8 +1,7 @@
 """``LLMEngine``: the synchronous step loop that ties scheduler, model and observers together.
 
-One ``step()`` schedules, builds one packed batch, runs one forward pass, samples, updates
-request state, applies injected faults, then tells observers what happened (timestamps from the
-injected clock). Not thread-safe: drive it from one thread (``AsyncEngine`` does that for servers).
+One ``step()`` schedules, packs one batch, runs one forward pass, samples, updates request state,
+applies injected faults, then tells observers (injected clock). Not thread-safe: one thread drives it.
 
 The parts live beside it: ``admission`` (can a request be served, is it taken now), ``batch``
 (packing the step), ``step_outcome`` (sampled tokens to request state and outputs),
@@ -17,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from engine_probe.engine import step_events as events
 from engine_probe.engine.admission import check_request, rejection
 from engine_probe.engine.batch import build_batch
 from engine_probe.engine.config import EngineConfig, FaultConfig, ModelConfig, SamplingParams
@@ -29,14 +29,8 @@ from engine_probe.engine.placement import place
 from engine_probe.engine.request import Request, RequestOutput
 from engine_probe.engine.sampler import sample
 from engine_probe.engine.scheduler import Scheduler
-from engine_probe.engine.step_events import (
-    report_progress,
-    report_schedule,
-    state_stats,
-    step_stats,
-)
 from engine_probe.engine.step_outcome import apply_sampled
-from telemetry.hooks import EngineObserver, RequestInfo
+from telemetry.hooks import EngineObserver, HttpRequestInfo, RequestInfo
 
 __all__ = ["LLMEngine"]
 
@@ -198,13 +192,13 @@ class LLMEngine:
         traceparent: str | None = None,
         operation: str = "text_completion",
         arrival_s: float | None = None,
+        tracestate: str | None = None,
+        http: HttpRequestInfo | None = None,
     ) -> str:
         """Queue a request; return its id. A request larger than the whole KV pool or arriving at
         a full waiting queue finishes at once with status "rejected" (seen on the next step).
-
-        ``arrival_s`` (engine clock) is when the request reached the server, if earlier than now:
-        a server stamps it on receipt, so queue time and TTFT include the wait for the step loop.
-        """
+        ``arrival_s``: when a server received it (engine clock), so queue time and TTFT include
+        the wait for the step loop; trace context and ``http`` reach ``RequestInfo`` as given."""
         self.validate_request(prompt_token_ids, max_tokens, sampling)
         rid = request_id if request_id is not None else self.new_request_id()
         if rid in self._requests:
@@ -212,11 +206,23 @@ class LLMEngine:
         now = self._clock()
         prompt = [int(t) for t in prompt_token_ids]
         obs = self._obs
+        params = sampling or _GREEDY
         if obs is not None:
             obs.on_request_arrived(
                 now if arrival_s is None else min(arrival_s, now),
                 RequestInfo(
-                    rid, len(prompt), max_tokens, traffic_class, tenant, traceparent, operation
+                    rid,
+                    len(prompt),
+                    max_tokens,
+                    traffic_class,
+                    tenant,
+                    traceparent,
+                    operation,
+                    tracestate=tracestate,
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    seed=params.seed,
+                    http=http,
                 ),
             )
         sched = self.scheduler
@@ -227,7 +233,7 @@ class LLMEngine:
             self._pending.append(RequestOutput(rid, (), True, "rejected", None, reject))
             return rid
         fail = self._injector.fails_at_first_token()
-        req = Request(rid, prompt, max_tokens, sampling or _GREEDY, fail)
+        req = Request(rid, prompt, max_tokens, params, fail)
         self._requests[rid] = req
         sched.waiting.append(req)
         return rid
@@ -301,7 +307,7 @@ class LLMEngine:
         t0 = clock()
         plan = sched.schedule()
         if obs is not None:
-            report_schedule(obs, t0, plan)
+            events.report_schedule(obs, t0, plan)
         prefill = [(r, n) for r, n in plan.prefill if n > 0]
         decode = plan.decode
         if not decode and not prefill:
@@ -338,7 +344,7 @@ class LLMEngine:
             self._sleep(extra)
             t1 = clock()
 
-        report_progress(obs, t1, prefill, outcome)
+        events.report_progress(obs, t1, prefill, outcome)
         outputs.extend(outcome.outputs(samplers))
         if obs is not None:
             batch = packed.batch
@@ -348,7 +354,7 @@ class LLMEngine:
                 packed.kv_read,
                 batch.sample_index.shape[0],
             )
-            stats = step_stats(self._step, t0, t1, plan, prefill, sched, cost)
+            stats = events.step_stats(self._step, t0, t1, plan, prefill, sched, cost)
             obs.on_step(stats)
             self._reported = (stats.num_running, stats.num_waiting, stats.kv_blocks_used)
         return outputs
@@ -363,7 +369,7 @@ class LLMEngine:
         state = (len(sched.running), len(sched.waiting), sched.pool.num_used)
         if state != self._reported:
             self._reported = state
-            obs.on_step(state_stats(self._step, self._clock(), sched))
+            obs.on_step(events.state_stats(self._step, self._clock(), sched))
 
     # -- convenience --------------------------------------------------------------------------
 

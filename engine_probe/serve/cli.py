@@ -85,6 +85,17 @@ def serve(
         "--idempotency-max-bytes",
         help="Bytes of responses kept for Idempotency-Key replays (oldest dropped beyond).",
     ),
+    traffic_class: str = typer.Option(
+        "default",
+        "--traffic-class",
+        help="Traffic class of requests without an X-Fleetwatch-Traffic-Class header.",
+    ),
+    goodput: str | None = typer.Option(
+        None,
+        "--goodput",
+        help="Goodput target TTFT,TPOT in seconds (e.g. 0.5,0.05): exports "
+        "fleetwatch_goodput_requests_total, counted against it. Off by default.",
+    ),
 ) -> None:
     """Serve the reference engine: /v1/chat/completions, /v1/completions (SSE or JSON), /v1/models,
     /metrics, /health. Ctrl-C (or SIGTERM, SIGHUP) drains, writes the remaining records and stops."""
@@ -95,6 +106,7 @@ def serve(
     from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
     from engine_probe.serve.limits import ConnectionLimits
+    from engine_probe.serve.telemetry_options import goodput_target, telemetry_options
     from telemetry.deadline import run_bounded
 
     if not 0 <= port <= 65535:
@@ -122,6 +134,7 @@ def serve(
             max_tokens_cap=max_tokens_cap,
             idempotency_max_bytes=idempotency_max_bytes,
             connections=connections,
+            traffic_class=traffic_class,
         )
     except ValueError as exc:
         raise EngineConfigError(_flag_message(str(exc))) from None
@@ -146,6 +159,7 @@ def serve(
 
     # validate everything before anything starts
     check_serve(mcfg, engine_config(0), replicas=replicas, records=records, span_file=span_file)
+    target = goodput_target(goodput)
     sink: Any = None
     if records is not None:
         from telemetry.sink import RotatingRecordSink
@@ -158,10 +172,10 @@ def serve(
         )
 
     async def main() -> None:
-        options: dict[str, Any] = {"span_file": span_file} if span_file is not None else {}
         handles = []
         for i in range(replicas):
             engine = LLMEngine(mcfg, engine_config(i))
+            options = telemetry_options(engine.replica, goodput=target, span_file=span_file)
             handle = await start_server(
                 engine,
                 host,

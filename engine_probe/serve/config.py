@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine_probe.serve.limits import ConnectionLimits
+from engine_probe.serve.request_context import TRAFFIC_CLASS_RULE, valid_traffic_class
 
 __all__ = ["ServerConfig"]
 
@@ -32,6 +33,8 @@ class ServerConfig:
     """High-water mark of each connection's write buffer: beyond it a write waits (backpressure)."""
     socket_send_buffer_bytes: int | None = None
     """SO_SNDBUF for streaming connections (None: the kernel's default, usually megabytes)."""
+    traffic_class: str = "default"
+    """Traffic class of requests without an ``X-Fleetwatch-Traffic-Class`` header."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -45,3 +48,5 @@ class ServerConfig:
                 raise ValueError(f"ServerConfig.{name} must be >= 1")
         if not self.telemetry_timeout_s > 0:
             raise ValueError("ServerConfig.telemetry_timeout_s must be > 0")
+        if not valid_traffic_class(self.traffic_class):
+            raise ValueError(f"ServerConfig.traffic_class must be {TRAFFIC_CLASS_RULE}")

@@ -26,6 +26,7 @@ from engine_probe.serve.options import Limits
 from engine_probe.serve.producer import Producer
 from engine_probe.serve.refusals import Refusals
 from engine_probe.serve.render import Renderer
+from engine_probe.serve.request_context import request_context
 from engine_probe.serve.streaming import Responder
 from engine_probe.serve.validation import CompletionRequest
 
@@ -109,6 +110,7 @@ class GenerateHandler:
             req = api.parse(raw, self.limits)
             key = request.headers.get("Idempotency-Key")
             check_key(key)
+            context = request_context(request, self.config.traffic_class, streaming=req.stream)
         except InvalidRequest as exc:
             return refuse(exc)
         if key is not None:
@@ -135,9 +137,7 @@ class GenerateHandler:
             self.keys.remember(key, flight)
         self.door.admit(flight)
         request[ADMITTED] = True
-        flight.producer = asyncio.create_task(
-            self.producer.run(flight, req, traceparent, api.render)
-        )
+        flight.producer = asyncio.create_task(self.producer.run(flight, req, context, api.render))
         return await self.responder.respond(request, flight, req, api.render)
 
     def crashed(self, request: web.Request, exc: BaseException, operation: str | None) -> None:

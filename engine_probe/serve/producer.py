@@ -24,6 +24,7 @@ from engine_probe.serve.front_door import FrontDoor
 from engine_probe.serve.inflight import InFlight, Piece
 from engine_probe.serve.queue_times import QueueTimes
 from engine_probe.serve.render import DONE, Renderer, error_piece
+from engine_probe.serve.request_context import RequestContext
 from engine_probe.serve.stop import StopScanner
 from engine_probe.serve.text_ids import decode
 from engine_probe.serve.validation import CompletionRequest
@@ -97,7 +98,7 @@ class Producer:
         self,
         flight: InFlight,
         req: CompletionRequest,
-        traceparent: str | None,
+        context: RequestContext,
         render: Renderer | None = None,
     ) -> None:
         from engine_probe.engine import SamplingParams
@@ -113,7 +114,10 @@ class Producer:
             max_tokens=req.max_tokens,
             sampling=sampling,
             request_id=flight.request_id,
-            traceparent=traceparent,
+            traffic_class=context.traffic_class,
+            traceparent=context.traceparent,
+            tracestate=context.tracestate,
+            http=context.http,
             operation=req.operation,
             arrival_s=flight.arrival_s,
         )

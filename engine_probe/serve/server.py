@@ -19,8 +19,12 @@ Behaviour that matters under load:
   with a different body is refused (400); a key whose request was aborted or failed runs anew.
 - Slow readers: a streaming reader more than ``max_lag`` outputs behind is dropped (its connection
   closed); if it was the only reader the request is aborted.
-- ``traceparent`` (W3C) is handed to the engine as sent; telemetry's W3C propagator decides: the
-  request's span continues a valid one, and an invalid one starts a new trace (as the spec says).
+- ``X-Fleetwatch-Traffic-Class`` names the request's traffic class (``request_context``; the
+  server's default otherwise), which labels its metrics, span and record.
+- ``traceparent`` and ``tracestate`` (W3C) are handed to the engine as sent; telemetry's W3C
+  propagator decides: the request's span continues a valid one, and an invalid one starts a new
+  trace (as the spec says). The HTTP method, route, server address and port, and the rule for the
+  status code answered go with them, for the span's ``http.*`` and ``server.*`` attributes.
 - ``ServerHandle.stop()`` drains (``drain`` here): the listener closes and new requests get 503, in-flight streams finish (up to
   ``drain_timeout_s``), then the rest are aborted.
 

@@ -194,8 +194,12 @@ def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
         total_ref = profile.outcomes.total
         total_sel = total_ref.selector(_matchers(labels))
         good_sel = good_ref.selector(_matchers(labels))
-        bad = f"{_increase(total_sel)}\n- ({_increase(good_sel)} or vector(0))"
-        return SLIQuery(bad, _increase(total_sel), total_sel, _absent_labels(total_ref, labels))
+        # No ``or vector(0)``: the goodput counter exists only where a target is configured
+        # (it starts at 0 with the request counter). Without it the ratio has no value and
+        # SLOMetricsAbsent, which watches the goodput counter, says so, instead of every
+        # request counting as bad.
+        bad = f"{_increase(total_sel)}\n- {_increase(good_sel)}"
+        return SLIQuery(bad, _increase(total_sel), good_sel, _absent_labels(good_ref, labels))
     assert isinstance(sli, RatioSLI)
     if sli.bad is not None:
         bad = f"({_increase(sli.bad)} or vector(0))"

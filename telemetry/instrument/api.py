@@ -227,7 +227,9 @@ def instrument(
       ``span_file`` (JSON lines); when neither is configured no span is built at all.
     - Metrics: a ``ServingMetrics`` collector registered in ``registry`` (default: the global
       ``prometheus_client.REGISTRY``), unless ``metrics=False``. ``goodput`` = (TTFT s, TPOT s)
-      enables the goodput counter. ``tenant_label`` adds a capped ``tenant`` label.
+      enables the goodput counter; without a target it is not exported at all (SLO rules read
+      its absence as missing metrics, not as every request failing the target).
+      ``tenant_label`` adds a capped ``tenant`` label.
     - Records: every finished request to ``record_sink`` in wall-clock seconds
       (``record_times="engine"`` keeps engine-clock seconds).
     - ``gpu``: a GPU sampler (``telemetry.gpu.GpuSampler``) registered and started alongside.
@@ -264,6 +266,7 @@ def instrument(
             peak_bandwidth_bytes_per_s=peak_bandwidth_bytes_per_s,
             peak_flops_per_s=peak_flops_per_s,
             drops=drops,
+            goodput=goodput is not None,
         )
         target.register(serving)
     if gpu is not None:

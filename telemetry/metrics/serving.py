@@ -61,7 +61,6 @@ _SERIES_COUNTERS: Final = (
     (Signal.GENERATION_TOKENS, "generation_tokens"),
     (Signal.CACHED_TOKENS, "cached_tokens"),
     (Signal.PREEMPTIONS, "preemptions"),
-    (Signal.GOODPUT, "goodput"),
 )
 _ENGINE_COUNTERS: Final = (
     (Signal.PREFIX_CACHE_QUERIES, "prefix_cache_queries"),
@@ -129,6 +128,8 @@ class ServingMetrics(Collector):
     ``peak_bandwidth_bytes_per_s`` / ``peak_flops_per_s`` (declared, or measured with
     ``telemetry.gpu.peak``) turn achieved bandwidth and FLOP/s into MBU and MFU; without them those
     two ratios are not exported at all. Achieved rates are over the last ``window_steps`` steps.
+    ``goodput``: whether a goodput target is configured; without one the goodput counter is not
+    exported at all (a counter stuck at 0 would read as "no request met the target").
 
     >>> from prometheus_client import CollectorRegistry
     >>> reg = CollectorRegistry()
@@ -152,8 +153,10 @@ class ServingMetrics(Collector):
         peak_flops_per_s: float | None = None,
         window_steps: int = 32,
         drops: DropCounter | None = None,
+        goodput: bool = False,
     ) -> None:
         self.model = model
+        self.goodput_enabled = goodput
         self.replica = replica
         self.profile = profile
         self.tenant_label = tenant_label
@@ -270,7 +273,11 @@ class ServingMetrics(Collector):
                 outcome.add_metric([*base_values, *key, status, reason], n)
         yield outcome
 
-        for signal, attr in _SERIES_COUNTERS:
+        counters = [
+            *_SERIES_COUNTERS,
+            *([(Signal.GOODPUT, "goodput")] if self.goodput_enabled else []),
+        ]
+        for signal, attr in counters:
             fam_c = CounterMetricFamily(p.metric(signal).name, _doc(signal), labels=labels)
             for key, s in series:
                 fam_c.add_metric([*base_values, *key], getattr(s, attr))

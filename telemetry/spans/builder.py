@@ -4,8 +4,11 @@ Spans are built after the request finished, when every timestamp is known, so th
 stores floats. Engine-clock seconds become epoch nanoseconds through ``offset_s`` (epoch minus
 engine clock, captured once when instrumenting).
 
-Attributes follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``, ``error.type``);
-fleetwatch's own live under ``fleetwatch.*``. No prompt or output text is ever set unless the
+Attributes follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``, ``error.type``,
+request parameters as ``gen_ai.request.temperature``/``top_p``/``seed``/``max_tokens``) and, for a
+request served over HTTP, the HTTP server conventions (``http.request.method``, ``http.route``,
+``http.response.status_code``, ``server.address``, ``server.port``); fleetwatch's own live under
+``fleetwatch.*``. An incoming ``traceparent`` is continued together with its ``tracestate``. No prompt or output text is ever set unless the
 caller opted in and supplied it (``gen_ai.input.messages`` / ``gen_ai.output.messages``).
 """
 
@@ -76,6 +79,24 @@ class SpanBuilder:
             "fleetwatch.preemptions": s.preemptions,
             "fleetwatch.preemption_stall_s": s.stall,
         }
+        for key, value in (
+            ("gen_ai.request.temperature", info.temperature),
+            ("gen_ai.request.top_p", info.top_p),
+            ("gen_ai.request.seed", info.seed),
+        ):
+            if value is not None:
+                attrs[key] = value
+        http = info.http
+        if http is not None:
+            attrs["http.request.method"] = http.method
+            attrs["http.route"] = http.route
+            if http.server_address is not None:
+                attrs["server.address"] = http.server_address
+            if http.server_port is not None:
+                attrs["server.port"] = http.server_port
+            if http.status_code is not None:
+                produced = s.first_token is not None
+                attrs["http.response.status_code"] = http.status_code(s.status, produced)
         if s.finish_reason is not None:
             attrs["gen_ai.response.finish_reasons"] = (s.finish_reason,)
         if s.status in ERROR_STATUSES:
@@ -108,7 +129,10 @@ class SpanBuilder:
         info = s.info
         parent: Context = Context()
         if info.traceparent:
-            parent = _PROPAGATOR.extract({"traceparent": info.traceparent}, context=Context())
+            carrier = {"traceparent": info.traceparent}
+            if info.tracestate:
+                carrier["tracestate"] = info.tracestate
+            parent = _PROPAGATOR.extract(carrier, context=Context())
         root = self.tracer.start_span(
             f"{info.operation} {self.model}",
             context=parent,

@@ -12,7 +12,7 @@ from dashboards.errors import DashboardError
 from dashboards.names import unknown_names
 from dashboards.panels import PanelSpec, Query
 from dashboards.promql import concrete, metric_names
-from dashboards.views import VIEWS
+from dashboards.views import views_for
 from telemetry.profiles import get_profile
 
 
@@ -20,7 +20,7 @@ def _all_expressions() -> list[tuple[str, str, str]]:
     return [
         (profile, view, expr)
         for profile in DASHBOARD_PROFILES
-        for view in VIEWS
+        for view in views_for(get_profile(profile))
         for expr in dashboard_expressions(get_profile(profile), view)
     ]
 

@@ -42,7 +42,13 @@ def test_serve_process_answers_and_drains_on_sigint() -> None:
         with urllib.request.urlopen(req, timeout=30) as r:
             assert json.loads(r.read())["usage"]["completion_tokens"] == 4
         with urllib.request.urlopen(f"{url}/metrics", timeout=30) as r:
-            assert b"fleetwatch_http_responses_total" in r.read()
+            metrics = r.read()
+        assert b"fleetwatch_http_responses_total" in metrics
+        # No --goodput: no goodput counter (a counter stuck at 0 would burn goodput SLOs).
+        assert b"fleetwatch_goodput_requests_total" not in metrics
+        # The GPU sampler runs per replica: 1, or 0 with the reason on a host without a GPU.
+        gpu = [x for x in metrics.splitlines() if x.startswith(b"fleetwatch_gpu_available{")]
+        assert len(gpu) == 1 and b'replica="replica-0-1"' in gpu[0] and b"reason=" in gpu[0]
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
         assert "stopped (0 requests cut off" in out
@@ -70,3 +76,43 @@ def test_serve_rejects_non_positive_limits(flag: str) -> None:
     result = CliRunner().invoke(app, ["serve", flag, "0"])
     assert isinstance(result.exception, EngineConfigError)
     assert flag in str(result.exception)
+
+
+def test_serve_with_a_goodput_target_exports_the_goodput_counter() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LAUNCH, "--port", "0", "--num-blocks", "256", "--goodput", "30,30"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split(" on ")[1].split()[0]
+        body = json.dumps({"prompt": "hello", "max_tokens": 4}).encode()
+        req = urllib.request.Request(
+            f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert json.loads(r.read())["usage"]["completion_tokens"] == 4
+        with urllib.request.urlopen(f"{url}/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        line = next(
+            x for x in metrics.splitlines() if x.startswith("fleetwatch_goodput_requests_total{")
+        )
+        assert line.endswith(" 1.0"), line
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("value", ["0.5", "0.5,x", "0.5,0"])
+def test_serve_rejects_a_malformed_goodput_target(value: str) -> None:
+    app = typer.Typer()
+    app.command("serve")(serve)
+    app.command("other")(lambda: None)
+    result = CliRunner().invoke(app, ["serve", "--goodput", value])
+    assert isinstance(result.exception, EngineConfigError)
+    assert "--goodput" in str(result.exception)

@@ -81,7 +81,17 @@ def test_rules_command_writes_rules_and_the_promtool_test_beside_them(
     out = tmp_path / "alerts" / "chat.rules.yaml"
     assert (
         main(
-            ["slo", "rules", str(EXAMPLES / "chat.yaml"), "--profile", "fleetwatch", "-o", str(out)]
+            [
+                "slo",
+                "rules",
+                str(EXAMPLES / "chat.yaml"),
+                "--profile",
+                "fleetwatch",
+                "--goodput",
+                "0.5,0.05",
+                "-o",
+                str(out),
+            ]
         )
         == 0
     )

@@ -103,7 +103,9 @@ def test_examples_validate_and_parse_into_values() -> None:
     assert avail.path == "slos[0]"
     for name in ("chat", "vllm", "sglang", "tgi"):
         profile = "fleetwatch" if name == "chat" else name
-        assert main(["slo", "validate", str(EXAMPLES / f"{name}.yaml"), "--profile", profile]) == 0
+        goodput = ["--goodput", "0.5,0.05"] if name == "chat" else []
+        args = ["slo", "validate", str(EXAMPLES / f"{name}.yaml"), "--profile", profile]
+        assert main(args + goodput) == 0
 
 
 def test_invalid_yaml_names_the_line() -> None:

@@ -79,7 +79,11 @@ def test_histograms_and_counters_match_the_records(make_engine, mixed_workload):
 
 def test_step_metrics_gauges_and_the_profile_names_are_exported(make_engine, mixed_workload):
     engine, reg, _, run, inst = _run(
-        make_engine, mixed_workload, peak_bandwidth_bytes_per_s=1e12, peak_flops_per_s=1e13
+        make_engine,
+        mixed_workload,
+        peak_bandwidth_bytes_per_s=1e12,
+        peak_flops_per_s=1e13,
+        goodput=(1.0, 0.1),
     )
     base = {"model": engine.model_name, "replica": engine.replica}
     get = reg.get_sample_value
@@ -165,3 +169,17 @@ def test_exposition_passes_promtool_lint(make_engine, mixed_workload, promtool):
         [str(promtool), "check", "metrics"], input=text, capture_output=True, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_goodput_counter_is_exported_only_with_a_goodput_target(make_engine, mixed_workload):
+    # Without a target a counter stuck at 0 would read "no request met the target" and burn
+    # every goodput SLO on a healthy fleet: the series must not exist at all.
+    _, reg, _, _, inst = _run(make_engine, mixed_workload)
+    names = {f.name for f in text_string_to_metric_families(generate_latest(reg).decode())}
+    inst.detach()
+    assert "fleetwatch_goodput_requests" not in names
+    assert "fleetwatch_requests" in names
+    _, reg, _, _, inst = _run(make_engine, mixed_workload, goodput=(10.0, 10.0))
+    names = {f.name for f in text_string_to_metric_families(generate_latest(reg).decode())}
+    inst.detach()
+    assert "fleetwatch_goodput_requests" in names
