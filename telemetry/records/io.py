@@ -22,6 +22,7 @@ from telemetry.records.schema import (
     DEFAULTS,
     FIELD_BY_NAME,
     FIELDS,
+    ITL_BOUNDS,
     TIME_EPS,
     RecordError,
     RequestRecord,
@@ -96,7 +97,9 @@ def from_frame(df: pd.DataFrame, *, path: str | None = None) -> list[RequestReco
         values = dict(zip((spec.name for spec in FIELDS), row, strict=True))
         for spec in FIELDS:
             v = values[spec.name]
-            if v is not None and spec.kind is int:
+            if v is not None and spec.kind is tuple:
+                values[spec.name] = tuple(int(x) for x in v)
+            elif v is not None and spec.kind is int:
                 values[spec.name] = int(v)
             elif v is not None and spec.kind is float:
                 values[spec.name] = float(v)
@@ -133,6 +136,8 @@ def validate_frame(df: pd.DataFrame, *, path: str | None = None) -> None:
             if missing.any():
                 i = int(np.argmax(missing))
                 raise RecordError("is missing (null)", path=path, row=i + 1, field=spec.name)
+        if spec.kind is tuple:
+            _check_gap_counts(df, col, path)
     if "status" in df.columns:
         status = df["status"].astype("string")
         bad_status = ~status.isin([s.value for s in Status]).to_numpy()
@@ -211,6 +216,38 @@ def validate_frame(df: pd.DataFrame, *, path: str | None = None) -> None:
     if first_bad is not None:
         i, name, message = first_bad
         raise RecordError(message, path=path, row=i + 1, field=name)
+
+
+def _check_gap_counts(df: pd.DataFrame, col: pd.Series, path: str | None) -> None:
+    """``itl_buckets``: each present value a list of per-bucket gap counts (see ``ITL_BOUNDS``),
+    together at most ``output_tokens - 1`` gaps. Checked as one matrix; row by row only to name
+    the first bad row."""
+    values = col.to_numpy(dtype=object)
+    rows = np.flatnonzero(~pd.isna(col).to_numpy())
+    if rows.size == 0:
+        return
+    out = df["output_tokens"].to_numpy() if "output_tokens" in df.columns else np.zeros(len(df))
+    try:
+        counts = np.stack([np.asarray(values[i]) for i in rows])
+        ok = (
+            counts.ndim == 2
+            and counts.shape[1] == len(ITL_BOUNDS) + 1
+            and counts.dtype.kind in "iuf"
+            and bool(np.all((counts >= 0) & (counts == np.floor(counts))))
+        )
+    except (ValueError, TypeError):
+        ok = False
+    if ok:
+        over = counts.sum(axis=1) > np.maximum(out[rows] - 1, 0)
+        if not over.any():
+            return
+    spec = FIELD_BY_NAME[str(col.name)]
+    for i in rows:
+        message = check_type(spec, values[i])
+        if message is None and int(np.sum(values[i])) > max(int(out[i]) - 1, 0):
+            message = "counts more inter-token gaps than output_tokens - 1"
+        if message is not None:
+            raise RecordError(message, path=path, row=int(i) + 1, field=spec.name)
 
 
 def _first_non_numeric(col: pd.Series) -> int:
@@ -305,7 +342,9 @@ def _json_rows(df: pd.DataFrame) -> Iterable[dict[str, Any]]:
     for values in obj.itertuples(index=False, name=None):
         row = {}
         for name, kind, v in zip(names, kinds, values, strict=True):
-            if v is not None:
+            if v is not None and kind is tuple:
+                v = [int(x) for x in v]
+            elif v is not None:
                 v = int(v) if kind is int else float(v) if kind is float else str(v)
             row[name] = v
         yield row
