@@ -256,7 +256,8 @@ def _check_buckets(value: Any) -> str | None:
     for x in value:
         if isinstance(x, bool) or not isinstance(x, numbers.Real):
             return f"gap counts must be non-negative integers, got {x!r}"
-        if not math.isfinite(x) or x != int(x) or x < 0:
+        v = float(x)
+        if not math.isfinite(v) or v != math.floor(v) or v < 0:
             return f"gap counts must be non-negative integers, got {x!r}"
     return None
 
