@@ -7,10 +7,18 @@ evaluated on the same grid, so the intervals match what Prometheus would have fi
 
 For each firing interval:
 
-- detection delay: from the onset (the last evaluation before the fire at which the burn rate
-  over the alert's shortest short window was at most 1x, i.e. the budget was not yet being
-  overspent) to the first evaluation at which the alert fired;
-- reset time: from the last evaluation step inside the interval whose own requests burned above
+- ``bad_since_s``: when the bad period behind it began: the first bad event after the change
+  point, the latest minimum of (bad events - threshold x events) counted forward, within the
+  firing condition's long window before the fire (and after the alert's previous interval);
+  the threshold is that of the condition that fired (the highest, when several did), so the
+  bad period is the stretch whose error ratio was above the level the alert fires at, and a
+  stray earlier error does not move its start. Given to the bin (``Timeline.bin_s``): the start
+  of the bin holding that event, at most one bin early;
+- ``detection_delay_s``: from ``bad_since_s`` to the first evaluation at which the alert fired;
+- ``window_delay_s``: the window-based figure: from the last evaluation before the fire at which
+  the burn rate over the alert's shortest short window was at most 1x (for a slow burn this is
+  long after the errors began: the short window must fill first);
+- ``reset_s``: from the last evaluation step inside the interval whose own requests burned above
   1x (the incident's last bad step) to the evaluation at which the alert stopped firing.
 """
 
@@ -23,14 +31,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from slo.burn import Timeline, window_counts
+from slo.bins import BinCounts
+from slo.burn import Timeline, bin_seconds, timeline, window_counts
 from slo.events import sli_events
 from slo.rules.generate import alert_name
 from slo.spec import SEVERITIES, BurnWindow, ServiceLevelObjective, Severity
 
-__all__ = ["AlertTrack", "Backtest", "FiringInterval", "alert_firing", "backtest", "backtest_slo"]
+__all__ = [
+    "AlertTrack",
+    "Backtest",
+    "FiringInterval",
+    "alert_firing",
+    "backtest",
+    "backtest_counts",
+    "backtest_slo",
+]
 
 BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
+_BLOCK = 1 << 14  # evaluations per block: the block's arrays stay in cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +63,8 @@ class FiringInterval:
     detection_delay_s: float | None
     reset_s: float | None
     peak_burn: float
+    bad_since_s: float | None = None
+    window_delay_s: float | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -69,50 +89,130 @@ class Backtest:
     intervals: tuple[FiringInterval, ...]
 
 
+def _block_ratio(
+    tl: Timeline, cache: dict[int, np.ndarray[Any, Any]], window_s: int, lo: int, hi: int
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    if window_s not in cache:
+        cache[window_s] = tl.ratio(window_s, lo, hi)
+    return cache[window_s]
+
+
 def alert_firing(
     slo: ServiceLevelObjective, timeline: Timeline, windows: Sequence[BurnWindow]
 ) -> BoolArray:
-    """Firing state of the alert made of ``windows`` at each evaluation time."""
-    out = np.zeros(timeline.times.size, dtype=bool)
-    with np.errstate(invalid="ignore"):
-        for w in windows:
-            thr = slo.threshold(w)
-            cond = (timeline.ratio(w.long_s) > thr) & (timeline.ratio(w.short_s) > thr)
-            if slo.min_events > 0:
-                cond &= timeline.total[w.long_s] >= slo.min_events
-            out |= cond
+    """Firing state of the alert made of ``windows`` at each evaluation time.
+
+    A block of evaluations at a time; each condition's short window first, the long window
+    (and the guard) only where the short one is over the threshold.
+    """
+    n = timeline.times.size
+    out = np.zeros(n, dtype=bool)
+    conditions = [(w.short_s, w.long_s, slo.threshold(w)) for w in windows]
+    for lo in range(0, n, _BLOCK):
+        hi = min(n, lo + _BLOCK)
+        ratios: dict[int, np.ndarray[Any, np.dtype[np.float64]]] = {}
+        block = out[lo:hi]
+        with np.errstate(invalid="ignore"):
+            for short_s, long_s, thr in conditions:
+                hot = np.flatnonzero(_block_ratio(timeline, ratios, short_s, lo, hi) > thr)
+                if hot.size == 0:
+                    continue
+                ok = _block_ratio(timeline, ratios, long_s, lo, hi)[hot] > thr
+                if slo.min_events > 0:
+                    ok &= timeline.counts(long_s, lo, hi)[0][hot] >= slo.min_events
+                block[hot[ok]] = True
     return out
 
 
+def _firing_condition(
+    slo: ServiceLevelObjective, tl: Timeline, windows: Sequence[BurnWindow], k: int
+) -> BurnWindow:
+    """The condition that holds at evaluation ``k`` with the highest threshold."""
+    held = []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for w in windows:
+            thr = slo.threshold(w)
+            ok = tl.ratio(w.long_s, k, k + 1)[0] > thr and tl.ratio(w.short_s, k, k + 1)[0] > thr
+            if ok and slo.min_events > 0:
+                ok = tl.counts(w.long_s, k, k + 1)[0][0] >= slo.min_events
+            if ok:
+                held.append(w)
+    return max(held or windows, key=slo.threshold)
+
+
+def _bad_since(
+    slo: ServiceLevelObjective, tl: Timeline, fire: int, floor_entry: int, cond: BurnWindow
+) -> float | None:
+    """Start of the bin holding the first bad event of the bad period behind a fire at
+    evaluation ``fire`` of condition ``cond`` (see the module docstring); None when none."""
+    end = tl.entry(fire)
+    start = max(0, end - cond.long_s // tl.bin_s, floor_entry)
+    cum_bad = np.asarray(tl.cum_bad[start : end + 1], dtype=np.int64)
+    cum_total = np.asarray(tl.cum_total[start : end + 1], dtype=np.int64)
+    excess = cum_bad - slo.threshold(cond) * cum_total
+    low = excess.size - 1 - int(np.argmin(excess[::-1]))  # the latest minimum
+    after = np.flatnonzero(cum_bad[low:] > cum_bad[low])
+    if after.size == 0:
+        return None
+    return tl.bin_end_s(start + low + int(after[0]) - 1)
+
+
+def _last_calm(burn_at: Any, s: int, floor: int, memo: int | None) -> int | None:
+    """The last evaluation <= ``s`` whose short-window burn is at most 1x, scanning back to
+    ``floor`` (then ``memo``, the answer at ``floor``)."""
+    hi = s + 1
+    while hi > floor:
+        lo = max(floor, hi - 4096)
+        calm = np.flatnonzero(~(burn_at(lo, hi) > 1.0))
+        if calm.size:
+            return lo + int(calm[-1])
+        hi = lo
+    return memo
+
+
 def _intervals(slo: ServiceLevelObjective, tl: Timeline, track: AlertTrack) -> list[FiringInterval]:
-    f = track.firing.astype(np.int8)
-    edges = np.diff(np.concatenate(([0], f, [0])))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1)
+    firing = track.firing
+    flips = np.flatnonzero(firing[1:] != firing[:-1]) + 1
+    if firing.size and firing[0]:
+        flips = np.concatenate(([0], flips))
+    if firing.size and firing[-1]:
+        flips = np.concatenate((flips, [firing.size]))
+    starts, ends = flips[0::2], flips[1::2]
     budget = slo.error_budget
     shortest = min(w.short_s for w in track.windows)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        short_burn = tl.burn(shortest, budget)
-        step_burn = tl.burn(tl.step_s, budget)
-        peak = np.fmax.reduce([tl.burn(w.long_s, budget) for w in track.windows])
+    longs = sorted({w.long_s for w in track.windows})
+
+    def short_burn(lo: int, hi: int) -> np.ndarray[Any, Any]:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return tl.burn(shortest, budget, lo, hi)
+
     out = []
-    for s, e in zip(starts, ends, strict=True):
-        calm = np.flatnonzero(~(short_burn[: s + 1] > 1.0))
-        delay = float(tl.times[s] - tl.times[calm[-1]]) if calm.size else None
+    prev_start, prev_end, memo = 0, 0, None
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+        calm = _last_calm(short_burn, s, prev_start, memo)
+        prev_start, memo = s, calm
+        window_delay = float(tl.times[s] - tl.times[calm]) if calm is not None else None
+        cond = _firing_condition(slo, tl, track.windows, s)
+        since = _bad_since(slo, tl, s, tl.entry(prev_end) if prev_end else 0, cond)
         still = e >= tl.times.size
         reset = None
-        if not still:
-            hot = np.flatnonzero(step_burn[s:e] > 1.0)
-            reset = float(tl.times[e] - tl.times[s + hot[-1]]) if hot.size else None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if not still:
+                hot = np.flatnonzero(tl.burn(tl.step_s, budget, s, e) > 1.0)
+                reset = float(tl.times[e] - tl.times[s + hot[-1]]) if hot.size else None
+            peak = np.fmax.reduce([tl.burn(w, budget, s, e) for w in longs])
+        prev_end = e
         out.append(
             FiringInterval(
                 track.alert,
                 track.severity,
                 float(tl.times[s]),
                 None if still else float(tl.times[e]),
-                delay,
+                None if since is None else float(tl.times[s]) - since,
                 reset,
-                float(np.nanmax(peak[s:e])) if np.isfinite(peak[s:e]).any() else float("nan"),
+                float(np.nanmax(peak)) if np.isfinite(peak).any() else float("nan"),
+                since,
+                window_delay,
             )
         )
     return out
@@ -131,6 +231,18 @@ def backtest_slo(slo: ServiceLevelObjective, timeline: Timeline) -> Backtest:
         intervals += _intervals(slo, timeline, track)
     intervals.sort(key=lambda i: (i.start_s, i.severity))
     return Backtest(slo, timeline, tuple(tracks), tuple(intervals))
+
+
+def new_counts(slo: ServiceLevelObjective, step_s: int) -> BinCounts:
+    """Empty bins for ``slo``'s events at ``step_s``: the common divisor of step and windows."""
+    return BinCounts(bin_seconds(slo.window_seconds(), step_s))
+
+
+def backtest_counts(
+    slo: ServiceLevelObjective, counts: BinCounts, step_s: int, start_s: float, end_s: float
+) -> Backtest:
+    """Backtest ``slo`` over events already binned (``new_counts``; e.g. streamed from a file)."""
+    return backtest_slo(slo, timeline(counts, step_s, start_s, end_s))
 
 
 def backtest(

@@ -89,13 +89,13 @@ def report(
     as_json: bool = _JSON,
     at: float | None = typer.Option(None, "--at", help="Report time (records' clock, s)."),
 ) -> None:
-    """SLI, error budget left and current burn rates over request records."""
+    """SLI, error budget left and current burn rates over request records (Parquet is streamed,
+    so a file larger than memory works)."""
     from slo.load import read_spec
     from slo.report import report_json, report_spec, report_text
-    from telemetry.records import read_records
 
     parsed = read_spec(spec)
-    reports = report_spec(parsed, read_records(records), at_s=at)
+    reports = report_spec(parsed, records, at_s=at)
     if as_json:
         typer.echo(json.dumps({"service": parsed.service, "slos": report_json(reports)}, indent=2))
     else:
@@ -104,13 +104,13 @@ def report(
 
 @app.command("backtest")
 def backtest(spec: Path = _SPEC, records: Path = _RECORDS, as_json: bool = _JSON) -> None:
-    """When each burn-rate alert would have fired over the records, with delay and reset."""
+    """When each burn-rate alert would have fired over the records, with delay and reset
+    (Parquet is streamed in row batches, so a file larger than memory works)."""
     from slo.load import read_spec
     from slo.report import backtest_json, backtest_spec, backtest_text
-    from telemetry.records import read_records
 
     parsed = read_spec(spec)
-    results = backtest_spec(parsed, read_records(records))
+    results = backtest_spec(parsed, records)
     if as_json:
         typer.echo(
             json.dumps({"service": parsed.service, "slos": backtest_json(results)}, indent=2)
