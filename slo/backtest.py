@@ -8,8 +8,11 @@ evaluated on the same grid, so the intervals match what Prometheus would have fi
 For each firing interval:
 
 - ``bad_since_s``: when the bad period behind it began: the first bad event after the change
-  point, the latest minimum of (bad events - threshold x events) counted forward, within the
-  firing condition's long window before the fire (and after the alert's previous interval);
+  point, the latest minimum of (bad events - threshold x events) counted forward. It is looked
+  for within the firing condition's long window before the fire, and no earlier than one short
+  window before the last calm evaluation (below), whose short window saw the budget overspent
+  at most 1x: an earlier incident followed by calm is not this one's start, while an alert
+  that flaps during one incident reports that incident's start each time;
   the threshold is that of the condition that fired (the highest, when several did), so the
   bad period is the stretch whose error ratio was above the level the alert fires at, and a
   stray earlier error does not move its start. Given to the bin (``Timeline.bin_s``): the start
@@ -141,12 +144,13 @@ def _firing_condition(
 
 
 def _bad_since(
-    slo: ServiceLevelObjective, tl: Timeline, fire: int, floor_entry: int, cond: BurnWindow
+    slo: ServiceLevelObjective, tl: Timeline, fire: int, cond: BurnWindow, floor: int
 ) -> float | None:
     """Start of the bin holding the first bad event of the bad period behind a fire at
-    evaluation ``fire`` of condition ``cond`` (see the module docstring); None when none."""
+    evaluation ``fire`` of condition ``cond``, looking back to prefix-sum entry ``floor`` at
+    most (see the module docstring); None when none."""
     end = tl.entry(fire)
-    start = max(0, end - cond.long_s // tl.bin_s, floor_entry)
+    start = max(0, end - cond.long_s // tl.bin_s, floor)
     cum_bad = np.asarray(tl.cum_bad[start : end + 1], dtype=np.int64)
     cum_total = np.asarray(tl.cum_total[start : end + 1], dtype=np.int64)
     excess = cum_bad - slo.threshold(cond) * cum_total
@@ -187,13 +191,14 @@ def _intervals(slo: ServiceLevelObjective, tl: Timeline, track: AlertTrack) -> l
             return tl.burn(shortest, budget, lo, hi)
 
     out = []
-    prev_start, prev_end, memo = 0, 0, None
+    prev_start, memo = 0, None
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
         calm = _last_calm(short_burn, s, prev_start, memo)
         prev_start, memo = s, calm
         window_delay = float(tl.times[s] - tl.times[calm]) if calm is not None else None
         cond = _firing_condition(slo, tl, track.windows, s)
-        since = _bad_since(slo, tl, s, tl.entry(prev_end) if prev_end else 0, cond)
+        floor = 0 if calm is None else tl.entry(calm) - shortest // tl.bin_s
+        since = _bad_since(slo, tl, s, cond, floor)
         still = e >= tl.times.size
         reset = None
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -201,7 +206,6 @@ def _intervals(slo: ServiceLevelObjective, tl: Timeline, track: AlertTrack) -> l
                 hot = np.flatnonzero(tl.burn(tl.step_s, budget, s, e) > 1.0)
                 reset = float(tl.times[e] - tl.times[s + hot[-1]]) if hot.size else None
             peak = np.fmax.reduce([tl.burn(w, budget, s, e) for w in longs])
-        prev_end = e
         out.append(
             FiringInterval(
                 track.alert,
