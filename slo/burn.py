@@ -146,10 +146,8 @@ def timeline(counts: BinCounts, step_s: int, start_s: float, end_s: float) -> Ti
             f"the records span {a1 - b0 + 1} bins of {g} s; choose windows and an evaluation "
             "interval with a larger common divisor, or fewer records"
         )
-    # int32 prefix sums when they fit: half the memory the alert evaluation reads
-    dtype = np.int32 if int(counts.total.sum()) < 2**31 else np.int64
-    cum_total = counts.prefix_sums(b0, a1, bad=False, dtype=dtype)
-    cum_bad = counts.prefix_sums(b0, a1, bad=True, dtype=dtype)
+    cum_total = counts.prefix_sums(b0, a1, bad=False, dtype=np.int64)
+    cum_bad = counts.prefix_sums(b0, a1, bad=True, dtype=np.int64)
     return Timeline(times, int(step_s), g, b0, a0 - b0, cum_total, cum_bad)
 
 
@@ -162,14 +160,18 @@ def window_counts(
     end_s: float | None = None,
 ) -> Timeline:
     """Counts of events and bad events in (t - w, t] for each window w at each evaluation time t
-    from ``start_s`` to ``end_s`` (default: the grid that spans the events), both rounded to the
-    step grid (multiples of ``step_s`` since the epoch)."""
+    from ``start_s`` to ``end_s``, both rounded out to the step grid (multiples of ``step_s``
+    since the epoch). By default the grid spans the events' bins: from the evaluation at or
+    before the start of the first event's bin (so at most one evaluation before the first
+    event) to the first evaluation at or after the last event."""
     if events.times.size == 0 and start_s is None:
         raise SLOSpecError("no requests to evaluate (the records select no events)")
     counts = BinCounts(bin_seconds(windows, step_s))
     counts.add(events)
+    span = counts.span()
     if start_s is None:
-        start_s = counts.min_time
+        assert span is not None
+        start_s = float((span[0] - 1) * counts.bin_s)
     if end_s is None:
-        end_s = counts.max_time if events.times.size else start_s
+        end_s = start_s if span is None else float(span[1] * counts.bin_s)
     return timeline(counts, step_s, start_s, end_s)

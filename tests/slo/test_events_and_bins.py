@@ -129,3 +129,74 @@ def test_detection_delay_runs_from_the_first_bad_event_not_from_the_window() -> 
     assert ticket.window_delay_s is not None
     # here the 2 h window first passed 1x 29 minutes after the errors began
     assert ticket.window_delay_s <= ticket.detection_delay_s - 1200
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    offsets=st.lists(st.integers(min_value=0, max_value=5000), min_size=1, max_size=300),
+    order=st.sampled_from(["sorted", "shuffled", "reversed", "nearly"]),
+    chunk=st.sampled_from([4, 16, 64]),
+    weighted=st.booleans(),
+)
+def test_chunked_counting_equals_direct_counting(
+    offsets: list[int], order: str, chunk: int, weighted: bool
+) -> None:
+    import slo.bins
+
+    times = np.asarray(offsets, dtype=np.float64) * 0.7 + 1e6
+    times.sort()
+    if order == "shuffled":
+        times = np.random.default_rng(times.size).permutation(times)
+    elif order == "reversed":
+        times = times[::-1].copy()
+    elif order == "nearly" and times.size > 3:
+        times[[1, -2]] = times[[-2, 1]]
+    count = (np.arange(times.size) % 4) if weighted else None
+    bad = (count // 2) if count is not None else (np.arange(times.size) % 3 == 0)
+    saved = slo.bins._CHUNK
+    slo.bins._CHUNK = chunk
+    try:
+        counts = BinCounts(10)
+        counts.add(SLIEvents(times, bad, count))
+    finally:
+        slo.bins._CHUNK = saved
+    lo, hi = counts.span() or (0, 0)
+    total, bad_counts = counts.window(lo - 1, hi + 1)
+    edges = np.arange(lo - 1, hi + 2) * 10.0
+    weight = np.ones(times.size) if count is None else count
+    expect_total = [weight[times <= e].sum() for e in edges]
+    expect_bad = [np.asarray(bad, dtype=float)[times <= e].sum() for e in edges]
+    assert np.cumsum(total).tolist() == expect_total
+    assert np.cumsum(bad_counts).tolist() == expect_bad
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(min_value=0, max_value=10_000),
+    error=st.sampled_from([0.0005, 0.002, 0.01, 0.05]),
+    min_events=st.sampled_from([0, 30]),
+)
+def test_skipped_runs_never_hold_a_firing_evaluation(
+    seed: int, error: float, min_events: int
+) -> None:
+    from slo.backtest import alert_firing
+
+    rng = np.random.default_rng(seed)
+    times = np.sort(rng.uniform(0, 12 * H, 20_000))
+    burst = rng.uniform(0, 11 * H)
+    p = np.where((times > burst) & (times < burst + rng.uniform(60, 3 * H)), 0.2, error)
+    events = SLIEvents(times, rng.random(times.size) < p)
+    slo = load_spec(
+        "service: s\nevaluation_interval: 30s\nslos: [{name: a, objective: 99.9, period: 1d, "
+        f"min_events: {min_events}, sli: {{kind: availability}}}}]"
+    ).slos[0]
+    tl = window_counts(events, slo.window_seconds(), 30, start_s=0, end_s=12 * H)
+    for sev in ("page", "ticket"):
+        windows = [w for w in slo.windows if w.severity == sev]
+        brute = np.zeros(tl.times.size, dtype=bool)
+        with np.errstate(invalid="ignore"):
+            for w in windows:
+                thr = slo.threshold(w)
+                cond = (tl.ratio(w.long_s) > thr) & (tl.ratio(w.short_s) > thr)
+                brute |= cond & (tl.counts(w.long_s)[0] >= min_events)
+        assert (alert_firing(slo, tl, windows) == brute).all()
