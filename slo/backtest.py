@@ -104,6 +104,8 @@ def _ratio_bound(
     a, b = tl.at0 + first * tl.stride, tl.at0 + last * tl.stride
 
     def cum(c: np.ndarray[Any, Any], at: IntArray) -> IntArray:
+        if at.size and at[0] >= 0:  # ascending: all in range
+            return np.asarray(c[at], dtype=np.int64)
         return np.where(at >= 0, c[np.maximum(at, 0)], 0).astype(np.int64)
 
     bad_union = cum(tl.cum_bad, b) - cum(tl.cum_bad, a - back)
