@@ -8,7 +8,7 @@ then dropped. The timelines and alerts are computed from the bins, so the result
 reading the whole file.
 
 Memory bound: one batch (``batch_rows`` x the columns read, about 30 bytes a row for an
-availability SLO) plus, per SLO, 16 bytes per bin from the first to the last event (bins of the
+availability SLO; the file is read through a 1 MiB buffer, not pre-buffered) plus, per SLO, 16 bytes per bin from the first to the last event (bins of the
 common divisor of the evaluation interval and the windows: 30 days of 30 s bins are 1.4 MB) and
 the timeline's prefix sums (8 more bytes per bin) and firing state (1 byte per evaluation per
 alert). The number of records does not enter it.
@@ -128,7 +128,13 @@ def stream_counts(
         f.name: "" for f in FIELDS if f.name not in columns and not f.optional and f.kind is str
     }
     placeholders = {k: v for k, v in placeholders.items() if k not in DEFAULTS}
-    pf = pq.ParquetFile(path, read_dictionary=["status"] if "status" in columns else None)
+    # no pre-buffering: pyarrow would otherwise fetch every row group's columns up front
+    pf = pq.ParquetFile(
+        path,
+        read_dictionary=["status"] if "status" in columns else None,
+        pre_buffer=False,
+        buffer_size=1 << 20,
+    )
     first, last, offset = math.inf, -math.inf, 0
     for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
         extra: dict[str, Any] = {}
