@@ -2,7 +2,7 @@
 
 Pipeline (pure functions; files only in ``slo.cli``): ``load_spec`` -> ``SLOSpec`` ->
 ``generate_rules(spec, profile)`` -> ``render_rules`` / ``generate_promtool_tests``; and over
-request records, ``report_spec`` and ``backtest_spec``.
+request records, ``report_spec`` and ``backtest_spec`` (Parquet files streamed by ``slo.stream``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from slo.windows import WORKBOOK_WINDOWS, budget_fraction, scaled_windows
 # numpy/pandas-backed names load on first use, so `fleetwatch --help` does not import pandas.
 _LAZY = {
     "Backtest": "slo.backtest",
+    "BinCounts": "slo.bins",
+    "backtest_parquet": "slo.stream",
     "FiringInterval": "slo.backtest",
     "Timeline": "slo.burn",
     "window_counts": "slo.burn",
@@ -52,6 +54,7 @@ __all__ = [
     "Alerting",
     "AvailabilitySLI",
     "Backtest",
+    "BinCounts",
     "BurnWindow",
     "FiringInterval",
     "GoodputSLI",
@@ -64,6 +67,7 @@ __all__ = [
     "Selector",
     "ServiceLevelObjective",
     "Timeline",
+    "backtest_parquet",
     "backtest_spec",
     "budget_fraction",
     "load_spec",

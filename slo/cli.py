@@ -143,7 +143,8 @@ def report(
     as_json: bool = _JSON,
     at: float | None = typer.Option(None, "--at", help="Report time (records' clock, s)."),
 ) -> None:
-    """SLI, error budget left and current burn rates over request records."""
+    """SLI, error budget left and current burn rates over request records (Parquet is streamed,
+    so a file larger than memory works)."""
     from slo.load import read_spec
     from slo.report import report_json, report_spec, report_text
 
@@ -158,7 +159,8 @@ def report(
 
 @app.command("backtest")
 def backtest(spec: Path = _SPEC, records: Path = _RECORDS, as_json: bool = _JSON) -> None:
-    """When each burn-rate alert would have fired over the records, with delay and reset."""
+    """When each burn-rate alert would have fired over the records, with delay and reset
+    (Parquet is streamed in row batches, so a file larger than memory works)."""
     from slo.load import read_spec
     from slo.report import backtest_json, backtest_spec, backtest_text
 

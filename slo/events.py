@@ -1,19 +1,30 @@
-"""Request records to SLI events: for each request an SLO covers, its finish time and whether it
-was bad. Requests count at their finish time, as engine counters count them.
+"""Request records to SLI events, counted when and as the engine's exporter observes them.
 
-Populations, matching what the engines' metrics observe:
+An SLO's events are times and bad flags (or, for ITL, counts of events and of bad events at each
+time). Each is placed at the instant the fleetwatch exporter records it, so offline windows hold
+the events Prometheus windows hold:
 
-- availability: every finished request; bad when its status is one of the SLI's bad outcomes;
-- latency: requests for which the signal is defined (TTFT needs a first token, TPOT two output
-  tokens); bad when the value is above the threshold (a histogram's ``le`` bucket counts values
-  at most the bound). ``itl`` uses each request's largest inter-token gap (``max_itl_s``), a
-  per-request stand-in for the per-step ITL histogram the rules read;
-- goodput: every finished request; good when it finished ok with TTFT <= a and TPOT <= b (TPOT
-  undefined for one-token outputs: judged on TTFT alone).
+- availability: every finished request, at its finish; bad when its status is one of the SLI's
+  bad outcomes;
+- ttft: requests with a first token, at the first token (the exporter observes TTFT then);
+- tpot (two or more output tokens) and e2e: at the finish;
+- itl: every inter-token gap, as the exporter's per-gap histogram counts them, from the records'
+  per-request gap counts (``itl_buckets``); a request's gaps count at its finish, at most one
+  decode later than the exporter saw each gap (records keep counts, not each gap's instant);
+- goodput: every finished request, at its finish; good when it finished ok with TTFT <= a and
+  TPOT <= b (TPOT undefined for one-token outputs: judged on TTFT alone).
+
+Latency events are bad when the value is above the threshold (a histogram's ``le`` bucket counts
+values at most the bound). Durations are computed from the stored timestamps with the same
+arithmetic as the exporter and ``telemetry.records.add_derived``, so bucket decisions agree.
+
+``records`` may be a records DataFrame or any mapping of column name to array (one streamed
+batch); only the columns ``needed_columns`` names are read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,67 +33,204 @@ import pandas as pd
 
 from slo.errors import SLOSpecError
 from slo.spec import AvailabilitySLI, GoodputSLI, LatencySLI, ServiceLevelObjective
+from telemetry.records.schema import ITL_BOUNDS
 
-__all__ = ["SIGNAL_COLUMNS", "SLIEvents", "goodput_mask", "sli_events"]
+__all__ = [
+    "EVENT_TIME",
+    "SLIEvents",
+    "goodput_mask",
+    "itl_counts",
+    "latency_values",
+    "needed_columns",
+    "sli_events",
+]
 
-SIGNAL_COLUMNS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s", "itl": "max_itl_s"}
+EVENT_TIME = {"ttft": "first_token_s", "tpot": "finished_s", "e2e": "finished_s"}
+"""The stored column holding the instant the exporter observes each latency signal."""
 
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+IntArray = np.ndarray[Any, np.dtype[np.int64]]
 BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
+Records = pd.DataFrame | Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class SLIEvents:
-    """Finish times (seconds) and bad flags of the requests one SLO covers."""
+    """Event times (seconds) and bad flags of one SLO.
+
+    With ``count`` (ITL), ``count[i]`` events happened at ``times[i]``, ``bad[i]`` of them bad;
+    otherwise each time is one event and ``bad`` is a boolean array.
+    """
 
     times: FloatArray
-    bad: BoolArray
+    bad: BoolArray | IntArray
+    count: IntArray | None = None
 
     def __len__(self) -> int:
         return int(self.times.size)
 
+    @property
+    def events(self) -> int:
+        """How many events (gaps, for ITL)."""
+        return int(self.times.size if self.count is None else self.count.sum())
 
-def goodput_mask(frame: pd.DataFrame, ttft_max: float, tpot_max: float) -> BoolArray:
+
+def _floats(records: Records, name: str) -> FloatArray:
+    col = records[name]
+    if isinstance(col, pd.Series):
+        if col.dtype == np.float64:
+            return col.to_numpy()  # no copy
+        return col.to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.asarray(col, dtype=np.float64)
+
+
+def latency_values(records: Records, signal: str) -> FloatArray:
+    """TTFT, TPOT or e2e per request in seconds, NaN where undefined."""
+    first = _floats(records, "first_token_s")
+    if signal == "ttft":
+        return first - _floats(records, "arrival_s")
+    finished = _floats(records, "finished_s")
+    if signal == "e2e":
+        return finished - _floats(records, "arrival_s")
+    out_tokens = _floats(records, "output_tokens")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = (finished - first) / (out_tokens - 1.0)
+    return np.where(out_tokens >= 2, tpot, np.nan)
+
+
+def goodput_mask(records: Records, ttft_max: float, tpot_max: float) -> BoolArray:
     """Requests that finished ok with TTFT <= ``ttft_max`` and TPOT <= ``tpot_max`` seconds."""
-    ttft = frame["ttft_s"].to_numpy(dtype=np.float64)
-    tpot = frame["tpot_s"].to_numpy(dtype=np.float64)
-    ok = _status_in(frame, ("ok",))
+    ttft = latency_values(records, "ttft")
+    tpot = latency_values(records, "tpot")
+    ok = _status_in(records, ("ok",))
     with np.errstate(invalid="ignore"):
         return np.asarray(ok & (ttft <= ttft_max) & (np.isnan(tpot) | (tpot <= tpot_max)))
 
 
-def _status_in(frame: pd.DataFrame, values: tuple[str, ...]) -> BoolArray:
-    col = frame["status"]
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        cats = np.asarray([str(c) in values for c in col.cat.categories] + [False])
-        codes = col.cat.codes.to_numpy()
-        return np.asarray(cats[codes])
-    return np.asarray(col.astype(str).isin(values).to_numpy())
+def _status_in(records: Records, values: tuple[str, ...]) -> BoolArray:
+    col = records["status"]
+    if isinstance(col, pd.Series) and isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.array
+    if isinstance(col, pd.Categorical):
+        codes = np.asarray(col.codes)
+        wanted = [i for i, c in enumerate(col.categories) if str(c) in values]
+        if not wanted:
+            return np.zeros(codes.size, dtype=bool)
+        # a comparison per wanted code: far cheaper than a lookup table indexed by code
+        out = np.equal(codes, wanted[0])
+        for code in wanted[1:]:
+            out |= codes == code
+        return out
+    return np.isin(np.asarray(col, dtype=object).astype(str), values)
 
 
-def sli_events(slo: ServiceLevelObjective, frame: pd.DataFrame) -> SLIEvents:
-    """The events of ``slo`` in ``frame`` (a records frame with derived columns)."""
-    mask = np.ones(len(frame), dtype=bool)
+def itl_counts(column: Any) -> tuple[BoolArray, IntArray]:
+    """Per-request gap counts as a matrix: (rows that have them, counts of those rows, one
+    column per ``ITL_BOUNDS`` bucket and one above). Takes a column of lists (DataFrame) or a
+    pyarrow list array (streamed Parquet)."""
+    width = len(ITL_BOUNDS) + 1
+    if hasattr(column, "flatten") and hasattr(column, "is_null"):  # pyarrow (Chunked)Array
+        present = ~np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        flat = np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype=np.int64)
+        return present, flat.reshape(-1, width)
+    values = np.asarray(column, dtype=object)
+    present = np.asarray(~pd.isna(pd.Series(values)).to_numpy(), dtype=bool)
+    rows = values[present]
+    if rows.size == 0:
+        return present, np.zeros((0, width), dtype=np.int64)
+    return present, np.stack([np.asarray(v, dtype=np.int64) for v in rows])
+
+
+def needed_columns(slo: ServiceLevelObjective) -> tuple[str, ...]:
+    """The stored record columns ``sli_events`` reads for ``slo``."""
+    cols = {"finished_s"}
     if slo.selector.traffic_class is not None:
-        mask &= frame["traffic_class"].to_numpy() == slo.selector.traffic_class
+        cols.add("traffic_class")
     if slo.selector.model is not None:
-        mask &= frame["model"].to_numpy() == slo.selector.model
+        cols.add("model")
     sli = slo.sli
-    times = frame["finished_s"].to_numpy(dtype=np.float64)
     if isinstance(sli, AvailabilitySLI):
-        bad = _status_in(frame, sli.bad)
+        cols.add("status")
     elif isinstance(sli, LatencySLI):
-        value = frame[SIGNAL_COLUMNS[sli.signal]].to_numpy(dtype=np.float64)
-        mask &= ~np.isnan(value)
+        cols.update(
+            {
+                "ttft": ("arrival_s", "first_token_s"),
+                "tpot": ("first_token_s", "output_tokens"),
+                "e2e": ("arrival_s",),
+                "itl": ("itl_buckets",),
+            }[sli.signal]
+        )
+    elif isinstance(sli, GoodputSLI):
+        cols.update(("status", "arrival_s", "first_token_s", "output_tokens"))
+    return tuple(sorted(cols))
+
+
+def _itl_events(slo: ServiceLevelObjective, records: Records, mask: BoolArray) -> SLIEvents:
+    sli = slo.sli
+    assert isinstance(sli, LatencySLI)
+    where = f"{slo.path}.sli"
+    above = [i for i, b in enumerate(ITL_BOUNDS) if abs(b - sli.threshold_s) <= 1e-12 * max(1, b)]
+    if not above:
+        raise SLOSpecError(
+            f"an ITL threshold must be one of the records' gap-bucket bounds (the exporter's ITL "
+            f"buckets) to be evaluated gap by gap; {sli.threshold_s:g} s is not "
+            f"({', '.join(f'{b:g}' for b in ITL_BOUNDS)})",
+            path=f"{where}.threshold",
+        )
+    column = records.get("itl_buckets")
+    present: BoolArray = np.zeros(len(mask), dtype=bool)
+    counts: IntArray = np.zeros((0, len(ITL_BOUNDS) + 1), dtype=np.int64)
+    if column is not None:
+        present, counts = itl_counts(column)
+    missing = int(np.count_nonzero(mask & ~present))
+    if missing:
+        raise SLOSpecError(
+            f"an ITL SLO counts every inter-token gap, which needs the records' per-request gap "
+            f"counts (field 'itl_buckets', written by fleetwatch telemetry); {missing} of "
+            f"{int(mask.sum())} selected records have none",
+            path=f"{where}.signal",
+        )
+    keep = mask[present]
+    counts = np.asarray(counts[keep], dtype=np.int64)
+    total = counts.sum(axis=1)
+    bad = counts[:, above[0] + 1 :].sum(axis=1)
+    times = _floats(records, "finished_s")[present][keep]
+    has = total > 0
+    return SLIEvents(times[has], bad[has], total[has])
+
+
+def sli_events(slo: ServiceLevelObjective, records: Records) -> SLIEvents:
+    """The events of ``slo`` in ``records``."""
+    n = len(records["finished_s"])
+    mask: BoolArray | None = None
+    for wanted, column in (
+        (slo.selector.traffic_class, "traffic_class"),
+        (slo.selector.model, "model"),
+    ):
+        if wanted is not None:
+            sel = np.asarray(np.asarray(records[column], dtype=object) == wanted, dtype=bool)
+            mask = sel if mask is None else mask & sel
+    sli = slo.sli
+    if isinstance(sli, LatencySLI) and sli.signal == "itl":
+        return _itl_events(slo, records, np.ones(n, dtype=bool) if mask is None else mask)
+    if isinstance(sli, AvailabilitySLI):
+        times = _floats(records, "finished_s")
+        bad = _status_in(records, sli.bad)
+    elif isinstance(sli, LatencySLI):
+        times = _floats(records, EVENT_TIME[sli.signal])
+        value = latency_values(records, sli.signal)
+        defined = ~np.isnan(value)
+        mask = defined if mask is None else mask & defined
         bad = value > sli.threshold_s
     elif isinstance(sli, GoodputSLI):
-        bad = ~goodput_mask(frame, sli.ttft_s, sli.tpot_s)
+        times = _floats(records, "finished_s")
+        bad = ~goodput_mask(records, sli.ttft_s, sli.tpot_s)
     else:
         raise SLOSpecError(
             "a ratio SLI names raw Prometheus metrics and cannot be evaluated over request "
             "records; evaluate it in Prometheus",
             path=f"{slo.path}.sli",
         )
-    if mask.all():
+    if mask is None or mask.all():
         return SLIEvents(times, np.asarray(bad, dtype=bool))
     return SLIEvents(times[mask], np.asarray(bad[mask], dtype=bool))

@@ -9,6 +9,7 @@ the share of the period the records span; a report over less than the period say
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -58,14 +59,15 @@ def _num(x: float) -> float | None:
 def _report(slo: ServiceLevelObjective, bt: Backtest, data_start: float) -> SLOReport:
     tl = bt.timeline
     last = tl.times.size - 1
-    total = int(tl.total[slo.period_s][last])
-    bad = int(tl.bad[slo.period_s][last])
+    totals, bads = tl.counts(slo.period_s, last, last + 1)
+    total, bad = int(totals[0]), int(bads[0])
     ratio = bad / total if total else math.nan
     remaining = 1 - ratio / slo.error_budget if total else math.nan
     budget_min = slo.budget_s / 60
     burns: dict[str, float | None] = {}
     for w in sorted({w for win in slo.windows for w in (win.short_s, win.long_s)}):
-        burns[format_duration(w)] = _num(float(tl.burn(w, slo.error_budget)[last]))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            burns[format_duration(w)] = _num(float(tl.burn(w, slo.error_budget, last)[0]))
     at = float(tl.times[last])
     return SLOReport(
         slo=slo.name,
@@ -84,10 +86,22 @@ def _report(slo: ServiceLevelObjective, bt: Backtest, data_start: float) -> SLOR
     )
 
 
+Records = pd.DataFrame | str | os.PathLike[str]
+
+
 def backtest_spec(
-    spec: SLOSpec, frame: pd.DataFrame, *, start_s: float | None = None, end_s: float | None = None
+    spec: SLOSpec, frame: Records, *, start_s: float | None = None, end_s: float | None = None
 ) -> list[Backtest]:
-    """A backtest per SLO over one grid (the spec's evaluation interval)."""
+    """A backtest per SLO over one grid (the spec's evaluation interval). ``frame`` is a records
+    frame, or a record file: Parquet is streamed (``slo.stream``), JSON lines read whole."""
+    if not isinstance(frame, pd.DataFrame):
+        if str(frame).lower().endswith((".parquet", ".pq")):
+            from slo.stream import backtest_parquet
+
+            return backtest_parquet(spec, frame, start_s=start_s, end_s=end_s)
+        from telemetry.records import read_records
+
+        frame = read_records(frame)
     if start_s is None and len(frame):
         start_s = float(frame["finished_s"].min())
     if end_s is None and len(frame):
@@ -98,10 +112,24 @@ def backtest_spec(
     ]
 
 
-def report_spec(
-    spec: SLOSpec, frame: pd.DataFrame, *, at_s: float | None = None
-) -> list[SLOReport]:
-    """One report per SLO at ``at_s`` (default: the last finish time in the records)."""
+def report_spec(spec: SLOSpec, frame: Records, *, at_s: float | None = None) -> list[SLOReport]:
+    """One report per SLO at ``at_s`` (default: the last finish time in the records); ``frame``
+    as for ``backtest_spec``."""
+    if not isinstance(frame, pd.DataFrame):
+        if str(frame).lower().endswith((".parquet", ".pq")):
+            from slo.backtest import backtest_counts
+            from slo.stream import stream_counts
+
+            streamed = stream_counts(spec, frame)
+            end = streamed.last_finish_s if at_s is None else at_s
+            backtests = [
+                backtest_counts(slo, bins, spec.evaluation_interval_s, streamed.first_finish_s, end)
+                for slo, bins in zip(spec.slos, streamed.counts, strict=True)
+            ]
+            return [_report(bt.slo, bt, streamed.first_finish_s) for bt in backtests]
+        from telemetry.records import read_records
+
+        frame = read_records(frame)
     backtests = backtest_spec(spec, frame, end_s=at_s)
     start = float(frame["finished_s"].min()) if len(frame) else 0.0
     return [_report(bt.slo, bt, start) for bt in backtests]
@@ -195,7 +223,8 @@ def backtest_text(spec: SLOSpec, backtests: Sequence[Backtest]) -> str:
             lines.append(
                 f"    {i.alert:<28} {i.severity:<6} from {_when(i.start_s)} "
                 f"to {'(still firing)' if i.end_s is None else _when(i.end_s)}  "
-                f"for {_dur(i.duration_s)}  delay {_dur(i.detection_delay_s)}  "
+                f"for {_dur(i.duration_s)}  delay {_dur(i.detection_delay_s)} "
+                f"(window {_dur(i.window_delay_s)})  "
                 f"reset {_dur(i.reset_s)}  peak {i.peak_burn:.1f}x"
             )
     return "\n".join(lines) + "\n"

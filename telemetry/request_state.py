@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from telemetry.hooks import RequestInfo
 from telemetry.metrics.serving import Series
+from telemetry.records.schema import ITL_BOUNDS
 
 __all__ = ["RequestState"]
 
@@ -24,6 +25,7 @@ class RequestState:
         "finish_reason",
         "finished",
         "first_token",
+        "gaps",
         "info",
         "last_token",
         "max_itl",
@@ -53,6 +55,8 @@ class RequestState:
         self.preempted_at: float | None = None
         self.stall = 0.0
         self.max_itl: float | None = None
+        self.gaps = [0] * (len(ITL_BOUNDS) + 1)
+        """Inter-token gaps per ``ITL_BOUNDS`` bucket (the record's ``itl_buckets``)."""
         self.events: list[tuple[str, float]] | None = None
         self.status = "ok"
         self.finish_reason: str | None = None

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from slo.errors import SLOSpecError
-from slo.events import SIGNAL_COLUMNS, goodput_mask
+from slo.events import EVENT_TIME, goodput_mask, itl_counts, latency_values
 from slo.rules.promql import format_le, quote, selector_labels
 from slo.spec import (
     AvailabilitySLI,
@@ -28,6 +28,7 @@ from slo.spec import (
 )
 from telemetry.profiles import MetricRef, Profile, Signal
 from telemetry.promql import equality_labels
+from telemetry.records.schema import ITL_BOUNDS
 
 __all__ = ["counter_values", "records_series", "slo_series"]
 
@@ -150,11 +151,18 @@ def records_series(
     start_s: float = 0.0,
 ) -> list[dict[str, str]]:
     """The counters an engine on ``profile`` would export for the requests in ``frame``, sampled
-    every ``step_s`` from ``start_s`` for ``steps`` steps (requests count at their finish time)."""
+    every ``step_s`` from ``start_s`` for ``steps`` steps. Each is counted when the exporter
+    observes it (``slo.events``): outcomes, TPOT, e2e and goodput at the finish, TTFT at the first
+    token, ITL gap by gap (a request's gaps at its finish)."""
+
+    def step_of(times: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.int64]]:
+        k = np.ceil((times - start_s) / step_s).astype(np.int64)
+        if k.size and (k.min() < 1 or k.max() > steps):
+            raise SLOSpecError("records must finish inside (start, start + steps x step]")
+        return k
+
     finish = frame["finished_s"].to_numpy(dtype=np.float64)
-    k = np.ceil((finish - start_s) / step_s).astype(np.int64)
-    if k.size and (k.min() < 1 or k.max() > steps):
-        raise SLOSpecError("records must finish inside (start, start + steps x step]")
+    k = step_of(finish)
     status = frame["status"].astype(str).to_numpy()
     group_cols: dict[str, np.ndarray[Any, Any]] = {}
     if profile.class_label is not None:
@@ -162,15 +170,21 @@ def records_series(
     group_cols[profile.model_label] = frame["model"].astype(str).to_numpy()
     series: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
 
-    def add(name: str, labels: Mapping[str, str], mask: np.ndarray[Any, Any]) -> None:
-        base = np.ones(len(k), dtype=bool)
+    def add(
+        name: str,
+        labels: Mapping[str, str],
+        mask: np.ndarray[Any, Any],
+        at: np.ndarray[Any, np.dtype[np.int64]] = k,
+        weights: np.ndarray[Any, Any] | None = None,
+    ) -> None:
         for combo in _combos(group_cols):
-            sel = base.copy()
+            sel = mask.copy()
             for col, value in combo.items():
                 sel &= group_cols[col] == value
-            counts = np.bincount(k[sel & mask], minlength=steps + 1)[1:]
+            w = None if weights is None else weights[sel]
+            counts = np.bincount(at[sel], weights=w, minlength=steps + 1)[1:]
             key = _name(name, {**combo, **labels})
-            series[key] = counts.astype(np.int64)
+            series[key] = np.rint(counts).astype(np.int64)
 
     oc = profile.outcomes
     everything = np.ones(len(k), dtype=bool)
@@ -200,14 +214,25 @@ def records_series(
             thresholds.setdefault(slo.sli.signal, set()).add(slo.sli.threshold_s)
         elif isinstance(slo.sli, GoodputSLI):
             goodput_targets.add((slo.sli.ttft_s, slo.sli.tpot_s))
-    columns = SIGNAL_COLUMNS
     for signal, bounds in thresholds.items():
         hist: MetricRef = profile.metric(Signal(signal))
-        value = frame[columns[signal]].to_numpy(dtype=np.float64)
+        if signal == "itl":
+            present, counts = itl_counts(frame["itl_buckets"])
+            if not present.all():
+                raise SLOSpecError("ITL series need every record's gap counts (itl_buckets)")
+            add(hist.name + "_count", {}, seen, weights=counts.sum(axis=1))
+            for bound in sorted(bounds):
+                upto = sum(1 for b in ITL_BOUNDS if b <= bound + 1e-12 * max(1.0, bound))
+                le = counts[:, :upto].sum(axis=1)
+                add(hist.name + "_bucket", {"le": format_le(bound)}, seen, weights=le)
+            continue
+        value = latency_values(frame, signal)
+        when = frame[EVENT_TIME[signal]].to_numpy(dtype=np.float64)
+        at = step_of(np.where(np.isnan(when), finish, when))  # undefined: not counted anyway
         defined = ~np.isnan(value) & seen
-        add(hist.name + "_count", {}, defined)
+        add(hist.name + "_count", {}, defined, at)
         for bound in sorted(bounds):
-            add(hist.name + "_bucket", {"le": format_le(bound)}, defined & (value <= bound))
+            add(hist.name + "_bucket", {"le": format_le(bound)}, defined & (value <= bound), at)
     if len(goodput_targets) > 1:
         raise SLOSpecError("goodput SLOs must share one target (the exporter counts one)")
     for ttft_max, tpot_max in goodput_targets:

@@ -353,6 +353,7 @@ def to_record(s: RequestState, model: str, replica: str, offset_s: float = 0.0) 
         preemptions=s.preemptions,
         preemption_stall_s=s.stall,
         max_itl_s=s.max_itl,
+        itl_buckets=tuple(s.gaps),
         status=Status(s.status),
         finish_reason=s.finish_reason,
         error_type=s.error_type,

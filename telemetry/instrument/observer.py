@@ -8,10 +8,12 @@ exporter or a file.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
 from telemetry.hooks import RequestInfo, StepStats
 from telemetry.metrics.serving import Series, ServingMetrics
+from telemetry.records.schema import ITL_BOUNDS
 from telemetry.request_state import RequestState
 
 __all__ = ["TelemetryObserver"]
@@ -81,6 +83,8 @@ class TelemetryObserver:
             s.last_token = t
             if s.max_itl is None or itl > s.max_itl:
                 s.max_itl = itl
+            # the bucket a le-inclusive histogram puts it in, as the exporter's ITL histogram
+            s.gaps[bisect_left(ITL_BOUNDS, itl)] += 1
             if s.series is not None:
                 s.series.itl.pending.append(itl)
 

@@ -96,7 +96,9 @@ def from_frame(df: pd.DataFrame, *, path: str | None = None) -> list[RequestReco
         values = dict(zip((spec.name for spec in FIELDS), row, strict=True))
         for spec in FIELDS:
             v = values[spec.name]
-            if v is not None and spec.kind is int:
+            if v is not None and spec.kind is tuple:
+                values[spec.name] = tuple(int(x) for x in v)
+            elif v is not None and spec.kind is int:
                 values[spec.name] = int(v)
             elif v is not None and spec.kind is float:
                 values[spec.name] = float(v)
@@ -211,7 +213,9 @@ def _json_rows(df: pd.DataFrame) -> Iterable[dict[str, Any]]:
     for values in obj.itertuples(index=False, name=None):
         row = {}
         for name, kind, v in zip(names, kinds, values, strict=True):
-            if v is not None:
+            if v is not None and kind is tuple:
+                v = [int(x) for x in v]
+            elif v is not None:
                 v = int(v) if kind is int else float(v) if kind is float else str(v)
             row[name] = v
         yield row

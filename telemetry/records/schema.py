@@ -18,12 +18,18 @@ Plausibility, checked on each record before anything is built from a file: a tim
 ``MAX_TIMESTAMP_S`` in magnitude (seconds: a millisecond epoch, about 1.7e12, is refused with a
 hint), a request lasts at most ``MAX_REQUEST_S`` (a record finished 1e7 s late is refused), and
 integers fit in 64 bits. So no analysis sizes its arrays from an absurd span.
+
+``itl_buckets`` (optional) counts the request's inter-token gaps per bucket of ``ITL_BOUNDS``: entry
+``i`` holds the gaps in (ITL_BOUNDS[i-1], ITL_BOUNDS[i]] seconds, the last entry those above the
+largest bound. It is what an exporter's per-gap ITL histogram saw of this request, so an ITL SLO
+can be evaluated offline gap by gap; files written before it existed leave it out (None).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -37,6 +43,7 @@ __all__ = [
     "FIELDS",
     "INT64_MAX",
     "INT64_MIN",
+    "ITL_BOUNDS",
     "MAX_REQUEST_S",
     "MAX_TIMESTAMP_S",
     "TIME_EPS",
@@ -45,6 +52,14 @@ __all__ = [
     "RequestRecord",
     "Status",
 ]
+
+
+ITL_BOUNDS: Final[tuple[float, ...]] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+"""Upper bounds (seconds, inclusive) of the inter-token-gap buckets ``itl_buckets`` counts in: the
+fleetwatch exporter's ITL histogram buckets. Part of the file format: never change them."""
 
 
 class Status(StrEnum):
@@ -124,10 +139,16 @@ class RequestRecord:
     tenant: str | None = None
     intended_s: float | None = None
     """When an open-loop client meant to send the request (None: the same as arrival)."""
+    itl_buckets: tuple[int, ...] | None = None
+    """Inter-token gaps per ``ITL_BOUNDS`` bucket, ``len(ITL_BOUNDS) + 1`` counts (None: not
+    recorded)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):
             object.__setattr__(self, "status", Status(self.status))
+        gaps = self.itl_buckets
+        if gaps is not None and not isinstance(gaps, tuple) and _check_buckets(gaps) is None:
+            object.__setattr__(self, "itl_buckets", tuple(int(x) for x in gaps))
         problem = check_values({f.name: getattr(self, f.name) for f in FIELDS})
         if problem is not None:
             field, message = problem
@@ -166,6 +187,8 @@ class RequestRecord:
         """Stored fields only, JSON-ready (status as its string value)."""
         out = {f.name: getattr(self, f.name) for f in FIELDS}
         out["status"] = self.status.value
+        if self.itl_buckets is not None:
+            out["itl_buckets"] = list(self.itl_buckets)
         return out
 
     @classmethod
@@ -194,6 +217,7 @@ FIELDS: Final[tuple[FieldSpec, ...]] = (
     FieldSpec("status", str, False, "category"),
     FieldSpec("finish_reason", str, True, _STRING),
     FieldSpec("error_type", str, True, _STRING),
+    FieldSpec("itl_buckets", tuple, True, "object"),
 )
 FIELD_BY_NAME: Final[Mapping[str, FieldSpec]] = {f.name: f for f in FIELDS}
 
@@ -230,6 +254,8 @@ def check_type(spec: FieldSpec, value: Any) -> str | None:
     """Return a message when ``value`` does not fit ``spec``, else None."""
     if value is None:
         return None if spec.optional else "is missing (null)"
+    if spec.kind is tuple:
+        return _check_buckets(value)
     if spec.kind is int:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return f"must be an integer, got {type(value).__name__} {brief(value)}"
@@ -248,6 +274,20 @@ def check_type(spec: FieldSpec, value: Any) -> str | None:
         return f"must be a string, got {type(value).__name__} {brief(value)}"
     if spec.name == "status" and value not in Status._value2member_map_:
         return f"must be one of {', '.join(s.value for s in Status)}, got {brief(value)}"
+    return None
+
+
+def _check_buckets(value: Any) -> str | None:
+    if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__len__"):
+        return f"must be a list of {len(ITL_BOUNDS) + 1} gap counts, got {type(value).__name__}"
+    if len(value) != len(ITL_BOUNDS) + 1:
+        return f"must hold {len(ITL_BOUNDS) + 1} gap counts (one per ITL bucket), got {len(value)}"
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            return f"gap counts must be non-negative integers, got {x!r}"
+        v = float(x)
+        if not math.isfinite(v) or v != math.floor(v) or v < 0:
+            return f"gap counts must be non-negative integers, got {x!r}"
     return None
 
 
@@ -298,6 +338,11 @@ def check_values(row: Mapping[str, Any]) -> tuple[str, str] | None:
         return "finished_s", "is before first_token_s (negative decode time)"
     if scheduled is not None and finished < scheduled - TIME_EPS:
         return "finished_s", "is before scheduled_s"
+    buckets = row.get("itl_buckets")
+    if buckets is not None and sum(int(x) for x in buckets) > max(
+        row.get("output_tokens", 0) - 1, 0
+    ):
+        return "itl_buckets", "counts more inter-token gaps than output_tokens - 1"
     return None
 
 

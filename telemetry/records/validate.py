@@ -19,6 +19,7 @@ import pandas as pd
 from telemetry.brief import brief
 from telemetry.records.schema import (
     DEFAULTS,
+    FIELD_BY_NAME,
     FIELDS,
     INT64_MAX,
     MAX_REQUEST_S,
@@ -113,6 +114,18 @@ def _nulls_to_none(values: np.ndarray[Any, Any]) -> list[Any]:
     return [
         None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v for v in values
     ]
+
+
+def _too_many_gaps(col: pd.Series, output_tokens: Floats) -> Mask:
+    """Rows whose well-formed ``itl_buckets`` count more gaps than ``output_tokens - 1``."""
+    bad = np.zeros(len(col), dtype=bool)
+    values = col.to_numpy(dtype=object)
+    spec = FIELD_BY_NAME["itl_buckets"]
+    for i in np.flatnonzero(col.notna().to_numpy()):
+        v = values[i]
+        if check_type(spec, v) is None:
+            bad[i] = float(np.sum(v)) > max(output_tokens[i] - 1, 0)
+    return bad
 
 
 def validate_frame(
@@ -219,6 +232,13 @@ def validate_frame(
             ("finished_s", finished < scheduled - TIME_EPS, "is before scheduled_s"),
         ):
             add(name, mask, _always(message))
+
+    if "itl_buckets" in df.columns:
+        add(
+            "itl_buckets",
+            _too_many_gaps(df["itl_buckets"], num("output_tokens")),
+            _always("counts more inter-token gaps than output_tokens - 1"),
+        )
 
     first_bad: tuple[int, int] | None = None
     for order, (_, _, mask) in enumerate(problems):

@@ -34,6 +34,7 @@ def _record(i: int, **overrides: object) -> RequestRecord:
         preemptions=i % 2,
         preemption_stall_s=0.01 * (i % 2),
         max_itl_s=0.6,
+        itl_buckets=(0,) * 13 + (3, 1) + (0,) * 8,
         status=Status.OK,
         finish_reason="length",
         traffic_class="chat" if i % 2 else "batch",
@@ -55,6 +56,7 @@ RECORDS = [
         finish_reason=None,
         error_type="queue_full",
         max_itl_s=None,
+        itl_buckets=None,
     ),
     _record(7, status=Status.ERROR, finish_reason="error", error_type="RuntimeError"),
 ]
@@ -71,7 +73,7 @@ def test_derived_durations_follow_the_definitions() -> None:
 
 
 def test_tpot_is_undefined_for_fewer_than_two_tokens() -> None:
-    assert _record(0, output_tokens=1).tpot_s is None
+    assert _record(0, output_tokens=1, itl_buckets=None).tpot_s is None
     assert RECORDS[6].tpot_s is None and RECORDS[6].ttft_s is None
 
 
@@ -173,3 +175,33 @@ def test_constructor_rejects_impossible_records() -> None:
         _record(0, first_token_s=99.0)
     with pytest.raises(RecordError, match="cached_prompt_tokens"):
         _record(0, cached_prompt_tokens=10_000)
+
+
+def test_files_without_gap_counts_stay_readable(tmp_path: Path) -> None:
+    old = dict(GOOD)
+    del old["itl_buckets"]
+    df = read_records(_write_lines(tmp_path / "old.jsonl", [old, old]))
+    assert df["itl_buckets"].isna().all()
+    assert from_frame(df)[0].itl_buckets is None
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ([1, 2], "23 gap counts"),
+        ([0] * 22 + [-1], "non-negative"),
+        ([0] * 22 + [1.5], "non-negative"),
+        ("many", "list of 23"),
+        ([0] * 22 + [9], "more inter-token gaps"),
+    ],
+)
+def test_bad_gap_counts_are_named(tmp_path: Path, value: object, words: str) -> None:
+    bad = dict(GOOD, itl_buckets=value)
+    with pytest.raises(RecordError) as info:
+        read_records(_write_lines(tmp_path / "bad.jsonl", [GOOD, bad]))
+    assert (info.value.row, info.value.field) == (2, "itl_buckets") and words in str(info.value)
+    df = to_frame(RECORDS)
+    df["itl_buckets"] = [r.itl_buckets for r in RECORDS[:-1]] + [value]
+    with pytest.raises(RecordError) as info:
+        write_records(tmp_path / "bad.parquet", df)
+    assert (info.value.row, info.value.field) == (len(RECORDS), "itl_buckets")

@@ -9,8 +9,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from telemetry.instrument import instrument
-from telemetry.profiles import get_profile
+from telemetry.profiles import Signal, get_profile
 from telemetry.records import to_frame
+from telemetry.records.schema import ITL_BOUNDS
 from telemetry.sink import MemoryRecordSink
 
 
@@ -74,6 +75,12 @@ def test_histograms_and_counters_match_the_records(make_engine, mixed_workload):
         get("fleetwatch_inter_token_latency_seconds_count", labels)
         == (df.loc[firsts, "output_tokens"] - 1).clip(lower=0).sum()
     )
+    # The records' per-request gap counts add up to the exporter's ITL histogram, bucket by bucket.
+    per_bucket = np.stack(df["itl_buckets"].to_list()).sum(axis=0)
+    assert list(get_profile("fleetwatch").metric(Signal.ITL).buckets) == list(ITL_BOUNDS)
+    for i, bound in enumerate(ITL_BOUNDS):
+        got = get("fleetwatch_inter_token_latency_seconds_bucket", {**labels, "le": _go(bound)})
+        assert got == per_bucket[: i + 1].sum(), bound
     inst.detach()
 
 

@@ -1,0 +1,202 @@
+"""SLI events at the instants the exporter observes them, and the binning both paths agree on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetwatch.scenarios.slo_records import Incident, synthetic_records
+from slo.backtest import backtest
+from slo.bins import BinCounts
+from slo.burn import window_counts
+from slo.errors import SLOSpecError
+from slo.events import SLIEvents, sli_events
+from slo.load import load_spec
+from telemetry.records import RequestRecord, to_frame
+from telemetry.records.schema import ITL_BOUNDS
+
+H = 3600.0
+WIDTH = len(ITL_BOUNDS) + 1
+
+
+def _slo(sli: str, extra: str = ""):
+    return load_spec(
+        f"service: s\nevaluation_interval: 1m\nslos: [{{name: a, objective: 99, sli: {sli}{extra}}}]"
+    ).slos[0]
+
+
+def _gaps(**per_bound: int) -> tuple[int, ...]:
+    counts = [0] * WIDTH
+    for name, n in per_bound.items():
+        counts[ITL_BOUNDS.index(float(name[1:].replace("_", ".")))] = n
+    return tuple(counts)
+
+
+def test_ttft_counts_at_the_first_token_and_tpot_at_the_finish() -> None:
+    # A slow first token at 10 s, then a decode of 10 minutes.
+    r = RequestRecord(request_id="a", replica="r", model="m", arrival_s=0.0, first_token_s=10.0,
+                      finished_s=610.0, output_tokens=601)  # fmt: skip
+    ttft = sli_events(_slo("{kind: latency, signal: ttft, threshold: 0.5}"), to_frame([r]))
+    assert ttft.times.tolist() == [10.0] and ttft.bad.tolist() == [True]
+    tpot = sli_events(_slo("{kind: latency, signal: tpot, threshold: 0.5}"), to_frame([r]))
+    assert tpot.times.tolist() == [610.0] and tpot.bad.tolist() == [True]
+
+
+def test_itl_counts_every_gap_one_slow_gap_in_198() -> None:
+    # The issue's example: one slow gap among 198; the exporter's bad ratio is 1/198, not 1.
+    r = RequestRecord(request_id="a", replica="r", model="m", arrival_s=0.0, first_token_s=0.1,
+                      finished_s=5.0, output_tokens=199, max_itl_s=0.3,
+                      itl_buckets=_gaps(b0_025=197, b0_3=1))  # fmt: skip
+    ev = sli_events(_slo("{kind: latency, signal: itl, threshold: 0.1}"), to_frame([r]))
+    assert ev.count is not None and ev.count.tolist() == [198] and ev.bad.tolist() == [1]
+    tl = window_counts(ev, [300], 60, start_s=0, end_s=60)
+    assert tl.ratio(300)[-1] == pytest.approx(1 / 198)
+    exact = sli_events(_slo("{kind: latency, signal: itl, threshold: 0.3}"), to_frame([r]))
+    assert exact.bad.tolist() == [0]  # le is inclusive: a gap of exactly the bound is good
+
+
+def test_itl_needs_the_gap_counts_and_a_bucket_bound() -> None:
+    old = RequestRecord(request_id="a", replica="r", model="m", arrival_s=0.0, finished_s=1.0,
+                        output_tokens=3, max_itl_s=0.2)  # fmt: skip
+    with pytest.raises(SLOSpecError, match=r"itl_buckets.*1 of 1 selected records have none"):
+        sli_events(_slo("{kind: latency, signal: itl, threshold: 0.1}"), to_frame([old]))
+    with pytest.raises(SLOSpecError, match="gap-bucket bounds"):
+        sli_events(_slo("{kind: latency, signal: itl, threshold: 0.11}"), to_frame([old]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    offsets=st.lists(st.integers(min_value=0, max_value=3000), min_size=1, max_size=400),
+    fraction=st.sampled_from([0.0, 0.5, 0.999, 1e-9]),
+    bin_s=st.sampled_from([1, 10, 30]),
+    batches=st.integers(min_value=1, max_value=4),
+)
+def test_search_and_bincount_paths_and_batches_agree(
+    offsets: list[int], fraction: float, bin_s: int, batches: int
+) -> None:
+    times = np.sort(np.asarray(offsets, dtype=np.float64) + fraction + 1.7e9)
+    bad = (np.arange(times.size) % 5) == 0
+    sorted_counts = BinCounts(bin_s)
+    sorted_counts.add(SLIEvents(times, bad))
+    order = np.random.default_rng(times.size).permutation(times.size)
+    shuffled = BinCounts(bin_s)
+    for part in np.array_split(order, batches):
+        shuffled.add(SLIEvents(times[part], bad[part]))
+    lo = min(sorted_counts.first, shuffled.first)
+    hi = max(sorted_counts.last, shuffled.last)
+    for a, b in zip(sorted_counts.window(lo, hi), shuffled.window(lo, hi), strict=True):
+        assert (a == b).all()
+    # and both agree with counting (t - w, t] directly, at every bin edge
+    total, bad_counts = sorted_counts.window(lo, hi)
+    edges = np.arange(lo, hi + 1) * float(bin_s)
+    expected = np.searchsorted(times, edges, side="right")
+    assert (np.cumsum(total) == expected).all()
+    assert (np.cumsum(bad_counts) == np.searchsorted(times[bad], edges, side="right")).all()
+
+
+def test_the_search_path_is_taken_for_dense_sorted_times_and_matches() -> None:
+    rng = np.random.default_rng(3)
+    times = np.sort(rng.uniform(0, 600, 50_000))
+    times[:100] = np.arange(100) * 6.0  # exactly on bin edges
+    times.sort()
+    bad = rng.random(times.size) < 0.01
+    dense = BinCounts(30)
+    dense.add(SLIEvents(times, bad))
+    counted = BinCounts(30)
+    counted.add(SLIEvents(times[::-1].copy(), bad[::-1].copy()))  # unsorted: bincount path
+    for a, b in zip(dense.window(-1, 21), counted.window(-1, 21), strict=True):
+        assert (a == b).all()
+
+
+def test_detection_delay_runs_from_the_first_bad_event_not_from_the_window() -> None:
+    # A slow burn (0.4% errors: 4x the budget) from 6 h: the ticket fires hours later; the window
+    # figure only counts from when the 2 h window first exceeded 1x.
+    frame = synthetic_records(
+        np.random.default_rng(5), n=200_000, start_s=0, duration_s=24 * H,
+        incidents=[Incident(6 * H, 24 * H, error_ratio=0.004)], base_error_ratio=0.0,
+    )  # fmt: skip
+    spec = load_spec(
+        "service: s\nevaluation_interval: 1m\nslos: [{name: a, objective: 99.9, "
+        "sli: {kind: availability}}]"
+    ).slos[0]
+    bt = backtest(spec, frame, 60, start_s=0)
+    (ticket,) = bt.intervals
+    assert ticket.severity == "ticket" and ticket.start_s > 7 * H
+    assert ticket.bad_since_s is not None and 6 * H - 60 <= ticket.bad_since_s <= 6 * H + 300
+    assert ticket.detection_delay_s == pytest.approx(ticket.start_s - ticket.bad_since_s)
+    assert ticket.window_delay_s is not None
+    # here the 2 h window first passed 1x 29 minutes after the errors began
+    assert ticket.window_delay_s <= ticket.detection_delay_s - 1200
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    offsets=st.lists(st.integers(min_value=0, max_value=5000), min_size=1, max_size=300),
+    order=st.sampled_from(["sorted", "shuffled", "reversed", "nearly"]),
+    chunk=st.sampled_from([4, 16, 64]),
+    weighted=st.booleans(),
+)
+def test_chunked_counting_equals_direct_counting(
+    offsets: list[int], order: str, chunk: int, weighted: bool
+) -> None:
+    import slo.bins
+
+    times = np.asarray(offsets, dtype=np.float64) * 0.7 + 1e6
+    times.sort()
+    if order == "shuffled":
+        times = np.random.default_rng(times.size).permutation(times)
+    elif order == "reversed":
+        times = times[::-1].copy()
+    elif order == "nearly" and times.size > 3:
+        times[[1, -2]] = times[[-2, 1]]
+    count = (np.arange(times.size) % 4) if weighted else None
+    bad = (count // 2) if count is not None else (np.arange(times.size) % 3 == 0)
+    saved = slo.bins._CHUNK
+    slo.bins._CHUNK = chunk
+    try:
+        counts = BinCounts(10)
+        counts.add(SLIEvents(times, bad, count))
+    finally:
+        slo.bins._CHUNK = saved
+    lo, hi = counts.span() or (0, 0)
+    total, bad_counts = counts.window(lo - 1, hi + 1)
+    edges = np.arange(lo - 1, hi + 2) * 10.0
+    weight = np.ones(times.size) if count is None else count
+    expect_total = [weight[times <= e].sum() for e in edges]
+    expect_bad = [np.asarray(bad, dtype=float)[times <= e].sum() for e in edges]
+    assert np.cumsum(total).tolist() == expect_total
+    assert np.cumsum(bad_counts).tolist() == expect_bad
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(min_value=0, max_value=10_000),
+    error=st.sampled_from([0.0005, 0.002, 0.01, 0.05]),
+    min_events=st.sampled_from([0, 30]),
+)
+def test_skipped_runs_never_hold_a_firing_evaluation(
+    seed: int, error: float, min_events: int
+) -> None:
+    from slo.backtest import alert_firing
+
+    rng = np.random.default_rng(seed)
+    times = np.sort(rng.uniform(0, 12 * H, 20_000))
+    burst = rng.uniform(0, 11 * H)
+    p = np.where((times > burst) & (times < burst + rng.uniform(60, 3 * H)), 0.2, error)
+    events = SLIEvents(times, rng.random(times.size) < p)
+    slo = load_spec(
+        "service: s\nevaluation_interval: 30s\nslos: [{name: a, objective: 99.9, period: 1d, "
+        f"min_events: {min_events}, sli: {{kind: availability}}}}]"
+    ).slos[0]
+    tl = window_counts(events, slo.window_seconds(), 30, start_s=0, end_s=12 * H)
+    for sev in ("page", "ticket"):
+        windows = [w for w in slo.windows if w.severity == sev]
+        brute = np.zeros(tl.times.size, dtype=bool)
+        with np.errstate(invalid="ignore"):
+            for w in windows:
+                thr = slo.threshold(w)
+                cond = (tl.ratio(w.long_s) > thr) & (tl.ratio(w.short_s) > thr)
+                brute |= cond & (tl.counts(w.long_s)[0] >= min_events)
+        assert (alert_firing(slo, tl, windows) == brute).all()

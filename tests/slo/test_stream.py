@@ -1,0 +1,103 @@
+"""Out-of-core backtests: a Parquet file streamed in tiny row groups gives what the whole frame
+gives, and its bad rows are named by their row in the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from fleetwatch.scenarios.slo_records import Incident, synthetic_records
+from slo.errors import SLOSpecError
+from slo.load import load_spec
+from slo.report import backtest_spec, report_spec
+from slo.stream import backtest_parquet, stream_counts
+from telemetry.records import RecordError, read_records, write_records
+from telemetry.records.schema import FIELDS, ITL_BOUNDS
+
+H = 3600.0
+SPEC = """
+service: s
+evaluation_interval: 30s
+slos:
+  - {name: avail, objective: 99.9, period: 1d, sli: {kind: availability, bad: [error]},
+     selector: {traffic_class: chat}, min_events: 5}
+  - {name: ttft, objective: 99, period: 1d, sli: {kind: latency, signal: ttft, threshold: 0.5}}
+  - {name: itl, objective: 99, period: 1d, sli: {kind: latency, signal: itl, threshold: 0.1}}
+  - {name: goodput, objective: 95, period: 1d, sli: {kind: goodput, ttft: 0.5, tpot: 0.05}}
+"""
+
+
+def _frame():
+    rng = np.random.default_rng(21)
+    frame = synthetic_records(
+        rng, n=6000, start_s=1_700_000_000.0, duration_s=8 * H, classes=("chat", "batch"),
+        incidents=[Incident(1_700_000_000.0 + 3 * H, 1_700_000_000.0 + 3.5 * H,
+                            error_ratio=0.3, latency_factor=4.0)],
+    )  # fmt: skip
+    out = frame["output_tokens"].to_numpy()
+    gaps = np.zeros((len(frame), len(ITL_BOUNDS) + 1), dtype=np.int64)
+    slow = ITL_BOUNDS.index(0.15)
+    for i, n in enumerate(np.maximum(out - 1, 0)):
+        k = int(rng.integers(0, 3)) if n else 0
+        gaps[i, 4] = n - min(k, n)
+        gaps[i, slow] = min(k, n)
+    frame["itl_buckets"] = list(map(tuple, gaps.tolist()))
+    return frame
+
+
+def _same(a, b) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.intervals == y.intervals
+        assert (x.timeline.times == y.timeline.times).all()
+        assert (x.timeline.cum_total == y.timeline.cum_total).all()
+        assert (x.timeline.cum_bad == y.timeline.cum_bad).all()
+        for s, t in zip(x.tracks, y.tracks, strict=True):
+            assert (s.firing == t.firing).all()
+
+
+def test_tiny_row_groups_stream_to_the_same_backtest_and_report(tmp_path: Path) -> None:
+    spec = load_spec(SPEC)
+    path = tmp_path / "records.parquet"
+    write_records(path, _frame())
+    frame = read_records(path)
+    tiny = tmp_path / "tiny.parquet"
+    pq.write_table(pq.read_table(path), tiny, row_group_size=97)
+    assert pq.ParquetFile(tiny).num_row_groups > 50
+    whole = backtest_spec(spec, frame)
+    assert any(bt.intervals for bt in whole)
+    _same(backtest_spec(spec, tiny), whole)
+    _same(backtest_parquet(spec, tiny, batch_rows=13), whole)
+    assert report_spec(spec, tiny) == report_spec(spec, frame)
+    streamed = stream_counts(spec, tiny, batch_rows=50)
+    assert streamed.records == len(frame)
+
+
+def test_old_files_without_gap_counts_stream_until_an_itl_slo_needs_them(tmp_path: Path) -> None:
+    path = tmp_path / "old.parquet"
+    write_records(path, _frame().drop(columns=["itl_buckets"]))
+    spec = load_spec(SPEC)
+    no_itl = load_spec(SPEC.replace(
+        "  - {name: itl, objective: 99, period: 1d, sli: {kind: latency, signal: itl, threshold: 0.1}}\n", ""
+    ))  # fmt: skip
+    assert len(backtest_spec(no_itl, path)) == 3
+    with pytest.raises(SLOSpecError, match="itl_buckets"):
+        backtest_spec(spec, path)
+
+
+def test_a_bad_row_is_named_by_its_row_in_the_file(tmp_path: Path) -> None:
+    frame = _frame()[[f.name for f in FIELDS]].copy()
+    frame["status"] = frame["status"].astype(str)
+    frame.loc[4321, "finished_s"] -= 1e6  # before its arrival
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=100)
+    with pytest.raises(RecordError) as info:
+        backtest_spec(load_spec(SPEC), path)
+    assert (info.value.row, info.value.field) == (4322, "finished_s")
+    with pytest.raises(RecordError) as whole:
+        read_records(path)
+    assert (whole.value.row, whole.value.field) == (4322, "finished_s")
