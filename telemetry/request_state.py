@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from telemetry.hooks import RequestInfo
 from telemetry.metrics.serving import Series
 from telemetry.records.schema import ITL_BOUNDS
@@ -33,6 +35,7 @@ class RequestState:
         "preempted_at",
         "preemptions",
         "prefill_tokens",
+        "recent_gaps",
         "scheduled",
         "series",
         "stall",
@@ -57,6 +60,10 @@ class RequestState:
         self.max_itl: float | None = None
         self.gaps = [0] * (len(ITL_BOUNDS) + 1)
         """Inter-token gaps per ``ITL_BOUNDS`` bucket (the record's ``itl_buckets``)."""
+        self.recent_gaps: deque[int] = deque(maxlen=RECENT_GAPS)
+        """Buckets of the latest gaps, newest last: a request an engine ends early (a stop
+        string found after more tokens were generated) keeps only the gaps of the tokens it
+        reports (``record_gaps``)."""
         self.events: list[tuple[str, float]] | None = None
         self.status = "ok"
         self.finish_reason: str | None = None
@@ -85,3 +92,21 @@ class RequestState:
         if self.first_token is None or self.output_tokens < 2:
             return None
         return (self.finished - self.first_token) / (self.output_tokens - 1)
+
+
+RECENT_GAPS = 64
+"""How many of a request's latest gap buckets are kept to trim undelivered tokens' gaps."""
+
+
+def record_gaps(s: RequestState) -> tuple[int, ...]:
+    """``itl_buckets`` for the record: the gaps of the ``output_tokens`` it reports. Gaps of tokens
+    generated past an early end (which the exporter's histogram did observe) are taken off,
+    newest first; past ``RECENT_GAPS`` of them, from the highest buckets."""
+    gaps = list(s.gaps)
+    excess = sum(gaps) - max(s.output_tokens - 1, 0)
+    recent = list(s.recent_gaps)
+    while excess > 0:
+        i = recent.pop() if recent else max(j for j, n in enumerate(gaps) if n > 0)
+        gaps[i] -= 1
+        excess -= 1
+    return tuple(gaps)

@@ -18,7 +18,7 @@ from telemetry.instrument.observer import TelemetryObserver
 from telemetry.metrics.drops import DropCounter
 from telemetry.metrics.serving import ServingMetrics
 from telemetry.records import RequestRecord, Status
-from telemetry.request_state import RequestState
+from telemetry.request_state import RequestState, record_gaps
 from telemetry.sink.records import RecordSink
 from telemetry.spans.builder import SpanBuilder
 from telemetry.spans.provider import tracer_provider as provider_from_env
@@ -353,7 +353,7 @@ def to_record(s: RequestState, model: str, replica: str, offset_s: float = 0.0) 
         preemptions=s.preemptions,
         preemption_stall_s=s.stall,
         max_itl_s=s.max_itl,
-        itl_buckets=tuple(s.gaps),
+        itl_buckets=record_gaps(s),
         status=Status(s.status),
         finish_reason=s.finish_reason,
         error_type=s.error_type,

@@ -84,7 +84,9 @@ class TelemetryObserver:
             if s.max_itl is None or itl > s.max_itl:
                 s.max_itl = itl
             # the bucket a le-inclusive histogram puts it in, as the exporter's ITL histogram
-            s.gaps[bisect_left(ITL_BOUNDS, itl)] += 1
+            bucket = bisect_left(ITL_BOUNDS, itl)
+            s.gaps[bucket] += 1
+            s.recent_gaps.append(bucket)
             if s.series is not None:
                 s.series.itl.pending.append(itl)
 
