@@ -199,7 +199,7 @@ def test_rules_load_healthy_and_stay_quiet_on_healthy_traffic(
     drive(urls(vllm_fleet), plan(concurrency=1, requests=12, max_tokens=32, seed=2))
     deadline = time.monotonic() + 30
     while True:
-        loaded = rules(prometheus.url)
+        loaded = [r for g in prometheus.rule_groups() for r in g["rules"]]
         unhealthy = [(r["name"], r["health"], r.get("lastError")) for r in loaded]
         unhealthy = [u for u in unhealthy if u[1] != "ok"]
         if not unhealthy or time.monotonic() > deadline:
@@ -208,7 +208,7 @@ def test_rules_load_healthy_and_stay_quiet_on_healthy_traffic(
     assert len(loaded) > 50
     assert unhealthy == []
     time.sleep(8)  # several evaluations more, longer than every alert's hold
-    assert firing(prometheus.url) == []
+    assert firing(prometheus) == []
     up = prometheus.query("up")
     assert {s["metric"]["instance"] for s in up} == {s.address for s in vllm_fleet.values()}
 
@@ -283,11 +283,11 @@ def test_an_outage_fires_the_absent_alerts(
         server.stop()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        names = firing(prometheus.url)
+        names = firing(prometheus)
         if sum(n.startswith("SLOMetricsAbsent") for n in names) == 4:
             break
         time.sleep(1)
-    names = firing(prometheus.url)
+    names = firing(prometheus)
     assert [n for n in names if n.startswith("SLOMetricsAbsent")] == [
         "SLOMetricsAbsent{availability}",
         "SLOMetricsAbsent{e2e}",
@@ -389,25 +389,9 @@ def fill_template(expr: str, rate_window: str) -> str:
     return expr
 
 
-def alerts(prom_url: str) -> list[dict[str, Any]]:
-    import urllib.request
-
-    with urllib.request.urlopen(f"{prom_url}/api/v1/alerts", timeout=10) as resp:
-        data: list[dict[str, Any]] = json.load(resp)["data"]["alerts"]
-        return data
-
-
-def rules(prom_url: str) -> list[dict[str, Any]]:
-    import urllib.request
-
-    with urllib.request.urlopen(f"{prom_url}/api/v1/rules", timeout=10) as resp:
-        groups = json.load(resp)["data"]["groups"]
-    return [r for g in groups for r in g["rules"]]
-
-
-def firing(prom_url: str) -> list[str]:
+def firing(prometheus: PrometheusServer) -> list[str]:
     return sorted(
         f"{a['labels'].get('alertname')}{{{a['labels'].get('slo') or a['labels'].get('signal') or ''}}}"
-        for a in alerts(prom_url)
+        for a in prometheus.alerts()
         if a["state"] == "firing"
     )
