@@ -90,6 +90,38 @@ def serve(
         "--traffic-class",
         help="Traffic class of requests without an X-Fleetwatch-Traffic-Class header.",
     ),
+    tenant_limits_on: bool = typer.Option(
+        False,
+        "--tenant-limits",
+        help="Per-tenant token limits and fair queueing; the tenant is the X-Fleetwatch-Tenant "
+        "header (absent: 'default'). Off by default.",
+    ),
+    tenant_rate: float | None = typer.Option(
+        None, "--tenant-rate", help="Cost units (weighted tokens) per second per tenant [2000]."
+    ),
+    tenant_burst: float | None = typer.Option(
+        None,
+        "--tenant-burst",
+        help="Cost units a tenant may use at once [16000]; a request reserving more gets 400.",
+    ),
+    tenant_prompt_weight: float | None = typer.Option(
+        None, "--tenant-prompt-weight", help="Cost units per prompt token [1]."
+    ),
+    tenant_output_weight: float | None = typer.Option(
+        None,
+        "--tenant-output-weight",
+        help="Cost units per output token (max_tokens reserved) [1].",
+    ),
+    tenant_weight: list[str] = typer.Option(
+        [],
+        "--tenant-weight",
+        help="NAME=WEIGHT: a tenant's fair-queue weight (others 1); repeatable.",
+    ),
+    max_tenants: int | None = typer.Option(
+        None,
+        "--max-tenants",
+        help="Distinct tenants with their own bucket and label [64]; the rest share 'other'.",
+    ),
     goodput: str | None = typer.Option(
         None,
         "--goodput",
@@ -107,6 +139,7 @@ def serve(
     from engine_probe.serve.lifecycle import start_server
     from engine_probe.serve.limits import ConnectionLimits
     from engine_probe.serve.telemetry_options import goodput_target, telemetry_options
+    from engine_probe.serve.tenant_options import tenant_limits
     from telemetry.deadline import run_bounded
 
     if not 0 <= port <= 65535:
@@ -119,6 +152,15 @@ def serve(
         raise EngineConfigError("--records-max-records must be >= 1")
     if not records_flush_interval > 0:
         raise EngineConfigError("--records-flush-interval must be > 0")
+    tenants = tenant_limits(
+        tenant_limits_on,
+        rate=tenant_rate,
+        burst=tenant_burst,
+        prompt_weight=tenant_prompt_weight,
+        output_weight=tenant_output_weight,
+        weights=tenant_weight,
+        max_tenants=max_tenants,
+    )
     try:
         connections = ConnectionLimits(
             max_connections=max_connections,
@@ -135,6 +177,7 @@ def serve(
             idempotency_max_bytes=idempotency_max_bytes,
             connections=connections,
             traffic_class=traffic_class,
+            tenants=tenants,
         )
     except ValueError as exc:
         raise EngineConfigError(_flag_message(str(exc))) from None
