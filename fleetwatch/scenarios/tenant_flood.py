@@ -9,9 +9,10 @@ the weighted fair queue ``engine serve --tenant-limits`` uses. Arrivals are Pois
 seeded. TTFT is measured from a request's arrival at the front (gate queue included) to the end
 of the step that produced its first token.
 
-``run_flood`` runs one configuration; ``flood_report`` the three that matter (the other tenants
-alone, with the flood and no limits, with the flood and the limits) and the ratio of the other
-tenants' TTFT p99 to their solo p99.
+``run_flood`` runs one configuration; ``FLOOD_SCENARIO`` is the one the tests and the benchmark
+use; ``flood_report`` runs the three that matter (the other tenants alone, with the flood and
+nothing in front, with the flood and the limits) and the ratios of the other tenants' TTFT p99
+to their solo p99.
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
 from engine_probe.engine.scheduler import SchedulerOutput
 from engine_probe.serve.tenants import Refusal, TenantGate, TenantLimits, Ticket
 
-__all__ = ["FloodResult", "StepTimedClock", "TenantLoad", "flood_report", "run_flood"]
+__all__ = [
+    "FLOOD_SCENARIO",
+    "FloodResult",
+    "FloodScenario",
+    "StepTimedClock",
+    "TenantLoad",
+    "flood_report",
+    "run_flood",
+]
 
 
 class StepTimedClock:
@@ -84,8 +93,14 @@ class FloodResult:
     end_s: float = 0.0
 
     def p99(self, tenants: Sequence[str]) -> float:
+        return self.percentile(tenants, 99)
+
+    def p50(self, tenants: Sequence[str]) -> float:
+        return self.percentile(tenants, 50)
+
+    def percentile(self, tenants: Sequence[str], q: float) -> float:
         values = [v for t in tenants for v in self.ttft.get(t, [])]
-        return float(np.percentile(values, 99)) if values else float("nan")
+        return float(np.percentile(values, q)) if values else float("nan")
 
 
 SMALL_MODEL = ModelConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_layers=1,
@@ -102,8 +117,11 @@ def run_flood(
     base_s: float = 0.010,
     per_token_s: float = 0.00005,
     seed: int = 0,
+    count_requests: bool = False,
 ) -> FloodResult:
-    """Serve ``loads`` for ``duration_s`` (virtual) and drain; ``limits`` None: no gate."""
+    """Serve ``loads`` for ``duration_s`` (virtual) and drain; ``limits`` None: no gate.
+    ``count_requests``: the gate charges 1 unit per request whatever its tokens (a plain
+    request-rate limit per tenant; set ``limits`` in requests per second)."""
     ec = EngineConfig(block_size=16, num_blocks=4096, max_num_seqs=max_num_seqs,
                       max_num_batched_tokens=max_num_batched_tokens, replica="r0",
                       device="cpu", seed=seed, num_threads=1)  # fmt: skip
@@ -155,7 +173,11 @@ def run_flood(
                 arrived[rid] = (at, tenant)
                 engine.add_request(prompt, max_tokens=max_tokens, request_id=rid)
                 continue
-            got = gate.admit(tenant, len(prompt), max_tokens)
+            got = (
+                gate.admit(tenant, 1, 0)
+                if count_requests
+                else gate.admit(tenant, len(prompt), max_tokens)
+            )
             if isinstance(got, Refusal):
                 result.limited[tenant] += 1
                 continue
@@ -179,23 +201,70 @@ def run_flood(
                 result.ttft[tenant].append(clock.now - at)
             produced[rid] += len(out.new_token_ids)
             if out.finished and gate is not None:
-                dispatch(gate.finish(tickets.pop(rid), produced[rid]))
+                used = 0 if count_requests else produced[rid]
+                dispatch(gate.finish(tickets.pop(rid), used))
     result.end_s = clock.now
     return result
 
 
-def flood_report(
-    others: Sequence[TenantLoad],
-    flooder: TenantLoad,
-    limits: TenantLimits,
-    **options: float | int,
-) -> dict[str, float]:
-    """The other tenants' TTFT p99 alone (no limits), with the
-    flood and no limits, with the flood and the limits; and the two ratios to solo."""
-    names = [o.name for o in others]
-    solo = run_flood(others, limits=None, **options)  # type: ignore[arg-type]
-    bare = run_flood([*others, flooder], limits=None, **options)  # type: ignore[arg-type]
-    gated = run_flood([*others, flooder], limits=limits, **options)  # type: ignore[arg-type]
+@dataclass(frozen=True, slots=True)
+class FloodScenario:
+    """The flooding-tenant scenario of the tests and ``benchmarks/bench_tenants.py``: ten tenants
+    within their limits beside one that sends long prompts far beyond its own."""
+
+    others: tuple[TenantLoad, ...] = tuple(
+        TenantLoad(f"t{i}", 1.5, (32, 96), 16) for i in range(10)
+    )
+    flooder: TenantLoad = TenantLoad("flood", 4.0, (1200, 1800), 32)
+    limits: TenantLimits = field(
+        default_factory=lambda: TenantLimits(rate_per_s=150.0, burst=2000.0)
+    )
+    """Token limits every other tenant fits in (1.5 req/s x at most 112 units)."""
+    request_limits: TenantLimits = field(
+        default_factory=lambda: TenantLimits(
+            rate_per_s=2.0, burst=10.0, prompt_weight=1.0, output_weight=0.0
+        )
+    )
+    """The request-rate baseline (1 unit per request): every other tenant fits in it too."""
+    duration_s: float = 20.0
+    max_num_seqs: int = 16
+    max_num_batched_tokens: int = 2048
+    base_s: float = 0.010
+    per_token_s: float = 0.00002
+
+    def run(
+        self,
+        *,
+        seed: int = 0,
+        flood: bool = True,
+        limits: TenantLimits | None = None,
+        count_requests: bool = False,
+    ) -> FloodResult:
+        loads = [*self.others, self.flooder] if flood else list(self.others)
+        return run_flood(
+            loads,
+            limits=limits,
+            duration_s=self.duration_s,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            base_s=self.base_s,
+            per_token_s=self.per_token_s,
+            seed=seed,
+            count_requests=count_requests,
+        )
+
+
+FLOOD_SCENARIO = FloodScenario()
+
+
+def flood_report(scenario: FloodScenario = FLOOD_SCENARIO, seed: int = 0) -> dict[str, float]:
+    """The other tenants' TTFT p99 alone (nothing in front of the engine), with the flood and
+    nothing in front, with the flood and the token limits + fair queue; the two ratios to solo;
+    and how many requests the limits refused."""
+    names = [o.name for o in scenario.others]
+    solo = scenario.run(seed=seed, flood=False)
+    bare = scenario.run(seed=seed)
+    gated = scenario.run(seed=seed, limits=scenario.limits)
     base = solo.p99(names)
     return {
         "solo_p99_s": base,
@@ -203,7 +272,8 @@ def flood_report(
         "flood_limits_p99_s": gated.p99(names),
         "ratio_no_limits": bare.p99(names) / base,
         "ratio_limits": gated.p99(names) / base,
-        "flood_limited": float(gated.limited.get(flooder.name, 0)),
+        "flood_limited": float(gated.limited.get(scenario.flooder.name, 0)),
+        "flood_served": float(len(gated.ttft.get(scenario.flooder.name, []))),
         "others_limited": float(sum(gated.limited.get(n, 0) for n in names)),
-        "flood_served": float(len(gated.ttft.get(flooder.name, []))),
+        "others_served": float(sum(len(gated.ttft.get(n, [])) for n in names)),
     }
