@@ -13,6 +13,8 @@ with the same arrivals:
 - flood, token limits and the fair queue (``engine serve --tenant-limits``).
 
 The column that matters: the other tenants' TTFT p99 over their solo p99 (goal: at most 1.2x).
+A second table isolates the fair queue: limits too generous to hold the flooder back and every
+engine slot taken, FIFO admission into the engine against the fair queue.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from typing import Any
 
-from engine_probe.serve.tenants import TenantLimits
 from fleetwatch.scenarios.tenant_flood import (
+    CONTENDED_SCENARIO,
     FLOOD_SCENARIO,
     FloodResult,
+    FloodScenario,
+    fifo,
 )
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -39,67 +44,78 @@ def _machine() -> str:
     return f"{cpu}, {os.cpu_count()} CPUs; load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def main() -> None:
-    sc = FLOOD_SCENARIO
-    print(f"machine: {_machine()}")
-    print(
-        f"\nother tenants: {len(sc.others)} x {sc.others[0].rate_per_s:g} req/s, prompts "
-        f"{sc.others[0].prompt_tokens[0]}-{sc.others[0].prompt_tokens[1]} tokens, max_tokens "
-        f"{sc.others[0].max_tokens}; flooder: {sc.flooder.rate_per_s:g} req/s of "
-        f"{sc.flooder.prompt_tokens[0]}-{sc.flooder.prompt_tokens[1]}-token prompts; "
-        f"{sc.duration_s:g} s of arrivals; token limit {sc.limits.rate_per_s:g}/s burst "
-        f"{sc.limits.burst:g} per tenant; request limit {sc.request_limits.rate_per_s:g}/s burst "
-        f"{sc.request_limits.burst:g} per tenant; step {sc.base_s * 1e3:g} ms + "
-        f"{sc.per_token_s * 1e6:g} us/token, {sc.max_num_seqs} slots, "
-        f"{sc.max_num_batched_tokens} tokens/step\n"
+def _describe(sc: FloodScenario) -> str:
+    o, f = sc.others[0], sc.flooder
+    return (
+        f"other tenants: {len(sc.others)} x {o.rate_per_s:g} req/s, prompts "
+        f"{o.prompt_tokens[0]}-{o.prompt_tokens[1]} tokens, max_tokens {o.max_tokens}; flooder: "
+        f"{f.rate_per_s:g} req/s, prompts {f.prompt_tokens[0]}-{f.prompt_tokens[1]} tokens, "
+        f"max_tokens {f.max_tokens}; {sc.duration_s:g} s of arrivals; token limit "
+        f"{sc.limits.rate_per_s:g}/s burst {sc.limits.burst:g} per tenant; step "
+        f"{sc.base_s * 1e3:g} ms + {sc.per_token_s * 1e6:g} us/token, {sc.max_num_seqs} slots, "
+        f"{sc.max_num_batched_tokens} tokens/step"
     )
+
+
+def _table(sc: FloodScenario, variants: list[tuple[str, dict[str, Any]]]) -> list[float]:
+    """Print one table; return the last variant's p99 / solo p99 per seed."""
     names = [o.name for o in sc.others]
-    variants: list[tuple[str, dict[str, object]]] = [
-        ("solo (other tenants alone)", {"flood": False, "limits": None}),
-        ("flood, nothing in front", {"flood": True, "limits": None}),
-        (
-            "flood, request-rate limit per tenant (baseline)",
-            {"flood": True, "limits": sc.request_limits, "count_requests": True},
-        ),
-        (
-            "flood, token limits, no fair queue",
-            {"flood": True, "limits": _no_queue(sc.limits)},
-        ),
-        ("flood, token limits + fair queue", {"flood": True, "limits": sc.limits}),
-    ]
     rows: dict[str, list[FloodResult]] = {name: [] for name, _ in variants}
-    wall = time.perf_counter()
-    cpu = time.process_time()
+    wall, cpu = time.perf_counter(), time.process_time()
     for seed in SEEDS:
         for name, v in variants:
-            rows[name].append(sc.run(seed=seed, **v))  # type: ignore[arg-type]
-    wall = time.perf_counter() - wall
-    cpu = time.process_time() - cpu
+            rows[name].append(sc.run(seed=seed, **v))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     solo = [r.p99(names) for r in rows[variants[0][0]]]
-    print("| variant | others' TTFT p50 (ms) | others' TTFT p99 (ms) | p99 / solo p99, per seed |"
-          " p99 / solo (median) | flooder served / refused | others refused |")  # fmt: skip
+    print(f"\n{_describe(sc)}\n")
+    print("| variant | others' TTFT p50 (ms) | others' TTFT p99 (ms) | p99 / solo p99, seeds "
+          f"{' '.join(map(str, SEEDS))} | median | flooder served / refused | others refused |")  # fmt: skip
     print("|---|---:|---:|---|---:|---:|---:|")
+    last: list[float] = []
     for name, results in rows.items():
-        ratios = [r.p99(names) / s for r, s in zip(results, solo, strict=True)]
+        last = [r.p99(names) / s for r, s in zip(results, solo, strict=True)]
         p50 = statistics.median(r.p50(names) for r in results) * 1e3
         p99 = statistics.median(r.p99(names) for r in results) * 1e3
         served = sum(len(r.ttft.get(sc.flooder.name, [])) for r in results)
         refused = sum(r.limited.get(sc.flooder.name, 0) for r in results)
-        others_refused = sum(r.limited.get(n, 0) for r in results for n in names)
-        per_seed = " ".join(f"{x:.2f}" for x in ratios)
-        print(f"| {name} | {p50:.1f} | {p99:.1f} | {per_seed} | {statistics.median(ratios):.2f}x |"
-              f" {served} / {refused} | {others_refused} |")  # fmt: skip
-    gated = [r.p99(names) / s for r, s in zip(rows[variants[-1][0]], solo, strict=True)]
-    bare = [r.p99(names) / s for r, s in zip(rows[variants[1][0]], solo, strict=True)]
-    print(
-        f"\ntoken limits + fair queue: worst seed {max(gated):.2f}x solo p99 (goal <= {GOAL}x: "
-        f"{'met' if max(gated) <= GOAL else 'missed'}); nothing in front: best seed "
-        f"{min(bare):.2f}x. Seeds {', '.join(map(str, SEEDS))}; simulated in {wall:.1f} s wall, "
-        f"{cpu:.1f} s CPU ({_machine()})"
+        others = sum(r.limited.get(n, 0) for r in results for n in names)
+        per_seed = " ".join(f"{x:.2f}" for x in last)
+        print(f"| {name} | {p50:.1f} | {p99:.1f} | {per_seed} | {statistics.median(last):.2f}x |"
+              f" {served} / {refused} | {others} |")  # fmt: skip
+    print(f"\n(simulated in {wall:.1f} s wall, {cpu:.1f} s CPU)")
+    return last
+
+
+def main() -> None:
+    print(f"machine: {_machine()}")
+    sc = FLOOD_SCENARIO
+    print("\n## A tenant floods long prompts; every other tenant within its limits")
+    gated = _table(
+        sc,
+        [
+            ("solo (other tenants alone)", {"flood": False}),
+            ("flood, nothing in front", {}),
+            (
+                f"flood, request-rate limit {sc.request_limits.rate_per_s:g}/s burst "
+                f"{sc.request_limits.burst:g} per tenant (baseline)",
+                {"limits": sc.request_limits, "count_requests": True},
+            ),
+            ("flood, token limits, no fair queue", {"limits": fifo(sc.limits)}),
+            ("flood, token limits + fair queue", {"limits": sc.limits}),
+        ],
     )
-
-
-def _no_queue(limits: TenantLimits) -> TenantLimits:
-    from dataclasses import replace
-
-    return replace(limits, slots=1 << 30)
+    print(
+        f"\ntoken limits + fair queue: worst seed {max(gated):.2f}x solo p99 "
+        f"(goal <= {GOAL}x: {'met' if max(gated) <= GOAL else 'missed'})"
+    )
+    print("\n## Limits too generous to stop the flood (oversubscribed), every slot taken")
+    cs = CONTENDED_SCENARIO
+    _table(
+        cs,
+        [
+            ("solo (other tenants alone)", {"flood": False}),
+            ("flood, FIFO into the engine", {"limits": fifo(cs.limits)}),
+            ("flood, fair queue", {"limits": cs.limits}),
+        ],
+    )
+    print(f"\n(end: {_machine()})")

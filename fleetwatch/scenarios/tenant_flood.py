@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,11 +29,13 @@ from engine_probe.engine.scheduler import SchedulerOutput
 from engine_probe.serve.tenants import Refusal, TenantGate, TenantLimits, Ticket
 
 __all__ = [
+    "CONTENDED_SCENARIO",
     "FLOOD_SCENARIO",
     "FloodResult",
     "FloodScenario",
     "StepTimedClock",
     "TenantLoad",
+    "fifo",
     "flood_report",
     "run_flood",
 ]
@@ -255,6 +257,19 @@ class FloodScenario:
 
 
 FLOOD_SCENARIO = FloodScenario()
+CONTENDED_SCENARIO = FloodScenario(
+    flooder=TenantLoad("flood", 4.0, (1200, 1800), 128),
+    limits=TenantLimits(rate_per_s=1e5, burst=1e6),
+    max_num_seqs=8,
+)
+"""Limits too generous to hold the flooder back (oversubscribed) and few slots, the flooder's
+requests holding them for 128 tokens: what is left is the order in which the front lets
+requests into the engine, FIFO or fair."""
+
+
+def fifo(limits: TenantLimits) -> TenantLimits:
+    """The same limits with no fair queue: every admitted request enters the engine at once."""
+    return replace(limits, slots=1 << 30)
 
 
 def flood_report(scenario: FloodScenario = FLOOD_SCENARIO, seed: int = 0) -> dict[str, float]:

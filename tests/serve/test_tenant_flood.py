@@ -8,7 +8,13 @@ the machine running it."""
 from __future__ import annotations
 
 from engine_probe.engine.scheduler import SchedulerOutput
-from fleetwatch.scenarios.tenant_flood import FLOOD_SCENARIO, StepTimedClock, flood_report
+from fleetwatch.scenarios.tenant_flood import (
+    CONTENDED_SCENARIO,
+    FLOOD_SCENARIO,
+    StepTimedClock,
+    fifo,
+    flood_report,
+)
 
 
 def test_a_flooding_tenant_leaves_the_others_ttft_p99_within_1_2x_of_solo() -> None:
@@ -31,3 +37,17 @@ def test_the_step_time_follows_the_tokens_of_the_step() -> None:
     assert clock() == 0.01 + 0.001 * 32
     clock.end_step()
     assert clock() == 0.01 + 0.001 * 32  # still between steps
+
+
+def test_under_contention_the_fair_queue_lets_the_others_in_before_the_flood() -> None:
+    """Limits too generous to stop the flooder and every slot taken: FIFO makes the others
+    queue behind the flood's backlog; the fair queue lets each of them in at the next free
+    slot."""
+    sc = CONTENDED_SCENARIO
+    names = [o.name for o in sc.others]
+    in_order = sc.run(limits=fifo(sc.limits))
+    fair = sc.run(limits=sc.limits)
+    assert not in_order.limited and not fair.limited  # nobody is held back by a bucket
+    assert len(fair.ttft["flood"]) == len(in_order.ttft["flood"]) > 0  # the flood is served
+    assert fair.p50(names) < in_order.p50(names) / 4
+    assert fair.p99(names) < in_order.p99(names) / 2
