@@ -92,6 +92,7 @@ class GenerateHandler:
         rid = self.new_id(api.id_prefix)
         traceparent = request.headers.get("traceparent")
         req: CompletionRequest | None = None
+        tenant: str | None = None
 
         def refuse(exc: InvalidRequest, headers: dict[str, str] | None = None) -> web.Response:
             return self.refusals.refuse(
@@ -103,6 +104,7 @@ class GenerateHandler:
                 max_tokens=req.max_tokens if req is not None else 0,
                 headers=headers,
                 arrival_s=arrived,
+                tenant=tenant,
             )
 
         closed = self.door.closed()
@@ -120,6 +122,7 @@ class GenerateHandler:
             context = request_context(request, self.config.traffic_class, streaming=req.stream)
         except InvalidRequest as exc:
             return refuse(exc)
+        tenant = context.tenant
         if key is not None:
             flight = self.keys.lookup(key)
             if flight is not None:

@@ -83,6 +83,8 @@ def test_over_the_rate_is_429_with_retry_after_from_the_refill(served: Any) -> N
     h.instrumentation.flush(10)
     tenants = {r.tenant for r in sink.records if r.status == "ok"}
     assert tenants == {"acme", "other"}  # cap 3 (default, gold, acme): beta shares 'other'
+    [limited] = [r for r in sink.records if r.status == "rejected"]
+    assert (limited.tenant, limited.error_type) == ("acme", "TenantRateLimited")
 
 
 def test_a_request_over_the_burst_is_400_naming_the_limit_never_429(served: Any) -> None:
