@@ -180,6 +180,8 @@ def _rows() -> list[Row]:
     add(c, "range", "engine serve --replicas 0", "--replicas")
     add(c, "range", "engine serve --num-blocks 1", "--num-blocks 256 or more")
     add(c, "range", "engine serve --max-queue -1", "max-queue")
+    add(c, "range", "engine serve --tenant-rate 5", "needs --tenant-limits")
+    add(c, "range", "engine serve --tenant-limits --tenant-weight gold=x", "--tenant-weight")
     add(
         c,
         "range",
