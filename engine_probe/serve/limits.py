@@ -102,6 +102,21 @@ class ConnectionLimits:
         return {k: v for k, v in wanted.items() if k in accepted}
 
 
+def raise_file_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (a server process's
+    connections are file descriptors; the soft limit is often far below the hard one). Returns the
+    soft limit now in force (-1 where there is no such limit)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if resource.RLIM_INFINITY not in (soft, hard) and hard > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return int(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    except (ImportError, OSError, ValueError):
+        return -1
+
+
 def file_limit_reserve(max_connections: int, reserve: int = 256) -> int:
     """``max_connections`` lowered so that the open connections leave ``reserve`` descriptors of
     the process's soft file limit free (log files, record files, the engine), at least 1."""
