@@ -137,7 +137,7 @@ def serve(
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
     from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
-    from engine_probe.serve.limits import ConnectionLimits
+    from engine_probe.serve.limits import ConnectionLimits, raise_file_limit
     from engine_probe.serve.telemetry_options import goodput_target, telemetry_options
     from engine_probe.serve.tenant_options import tenant_limits
     from telemetry.deadline import run_bounded
@@ -203,6 +203,7 @@ def serve(
     # validate everything before anything starts
     check_serve(mcfg, engine_config(0), replicas=replicas, records=records, span_file=span_file)
     target = goodput_target(goodput)
+    raise_file_limit()  # before the guard sizes --max-connections to it
     sink: Any = None
     if records is not None:
         from telemetry.sink import RotatingRecordSink
