@@ -117,6 +117,12 @@ def serve(
         "--tenant-weight",
         help="NAME=WEIGHT: a tenant's fair-queue weight (others 1); repeatable.",
     ),
+    tenant_limit: list[str] = typer.Option(
+        [],
+        "--tenant-limit",
+        help="NAME=RATE[:BURST]: one tenant's own rate and burst (burst default --tenant-burst); "
+        "repeatable.",
+    ),
     max_tenants: int | None = typer.Option(
         None,
         "--max-tenants",
@@ -159,6 +165,7 @@ def serve(
         prompt_weight=tenant_prompt_weight,
         output_weight=tenant_output_weight,
         weights=tenant_weight,
+        overrides=tenant_limit,
         max_tenants=max_tenants,
     )
     try:

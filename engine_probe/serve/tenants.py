@@ -5,11 +5,13 @@
   OpenAI ``user`` field is not used: it names the calling application's end user, not the
   tenant, and one bucket per end user would be unbounded. Tenant names are bounded exactly as
   label values are in telemetry (``telemetry.metrics.labels.LabelCap``): the first
-  ``max_tenants`` distinct values (tenants named in ``weights`` and the default first) get a
-  bucket, a fair-queue flow and label values of their own; later ones share ``other``.
+  ``max_tenants`` distinct values (the default and tenants named in ``weights`` or
+  ``overrides`` first) get a bucket, a fair-queue flow and label values of their own; later
+  ones share ``other``.
 - Cost: ``prompt_weight × prompt tokens + output_weight × output tokens``. At admission a
   request reserves its worst case (``max_tokens`` of output) from its tenant's token bucket
-  (``rate_per_s``, ``burst``); at its end it is charged what it used and the rest is refunded.
+  (``rate_per_s`` and ``burst``, or the tenant's own in ``overrides``); at its end it is
+  charged what it used and the rest is refunded.
   A tenant whose bucket cannot cover the reservation now gets 429 with ``Retry-After`` (whole
   seconds until the bucket refills enough); a request whose reservation exceeds ``burst`` can
   never be admitted and gets 400 naming the limit (not retryable).
@@ -67,6 +69,8 @@ class TenantLimits:
     output_weight: float = 1.0
     weights: tuple[tuple[str, float], ...] = ()
     """Fair-queue weight by tenant (others: 1)."""
+    overrides: tuple[tuple[str, float, float], ...] = ()
+    """(tenant, rate per s, burst) for tenants whose bucket differs from the others'."""
     max_tenants: int = 64
     """Distinct tenants with a bucket and label of their own; the rest share ``other``."""
     slots: int | None = None
@@ -87,6 +91,12 @@ class TenantLimits:
         for name, w in self.weights:
             if not w > 0:
                 raise ValueError(f"TenantLimits.weights: weight of {name!r} must be > 0, got {w}")
+        for name, rate, burst in self.overrides:
+            if not (rate > 0 and burst > 0):
+                raise ValueError(
+                    f"TenantLimits.overrides: rate and burst of {name!r} must be > 0,"
+                    f" got {rate:g}, {burst:g}"
+                )
 
 
 class Refusal(NamedTuple):
@@ -155,11 +165,15 @@ class TenantGate:
         self.slots = limits.slots if limits.slots is not None else max(1, slots)
         self.weights = CostWeights(limits.prompt_weight, limits.output_weight)
         self.limiter = TenantLimiter(
-            {}, weights=self.weights, default=(limits.rate_per_s, limits.burst), clock=clock
+            {name: (rate, burst) for name, rate, burst in limits.overrides},
+            weights=self.weights,
+            default=(limits.rate_per_s, limits.burst),
+            clock=clock,
         )
         self.queue: FairQueue[Ticket] = FairQueue(dict(limits.weights))
         self.cap = LabelCap("tenant", limits.max_tenants)
-        for name in (DEFAULT_TENANT, *(n for n, _ in limits.weights)):
+        named = (n for n, *_ in (*limits.weights, *limits.overrides))
+        for name in (DEFAULT_TENANT, *named):
             self.cap.get(name)
         self.metrics = metrics
         self.in_engine = 0
@@ -187,14 +201,16 @@ class TenantGate:
         """Reserve the request's worst case from its tenant's bucket, or the refusal."""
         cost = self.weights.cost(prompt_tokens, max_tokens)
         limits = self.limits
-        if cost > limits.burst:
+        bucket = self.limiter.bucket(tenant)
+        assert bucket is not None  # every tenant has one (the default's settings at least)
+        if cost > bucket.burst:
             self._count(tenant, "too_large")
             return Refusal(
                 InvalidRequest(
                     400,
                     f"request reserves {cost:g} token units ({limits.prompt_weight:g} x "
                     f"{prompt_tokens} prompt + {limits.output_weight:g} x {max_tokens} max_tokens),"
-                    f" more than the tenant burst of {limits.burst:g}: it can never be admitted;"
+                    f" more than the tenant burst of {bucket.burst:g}: it can never be admitted;"
                     " lower max_tokens or shorten the prompt",
                     "max_tokens",
                     code="tenant_burst_exceeded",
@@ -205,13 +221,12 @@ class TenantGate:
         reservation = self.limiter.admit(tenant, prompt_tokens, max_tokens)
         if reservation is None:
             self._count(tenant, "limited")
-            bucket = self.limiter.bucket(tenant)
-            wait = bucket.seconds_until(cost) if bucket is not None else 1.0
+            wait = bucket.seconds_until(cost)
             return Refusal(
                 InvalidRequest(
                     429,
-                    f"tenant {tenant!r} is over its token rate ({limits.rate_per_s:g} units/s,"
-                    f" burst {limits.burst:g}); this request reserves {cost:g}",
+                    f"tenant {tenant!r} is over its token rate ({bucket.rate_per_s:g} units/s,"
+                    f" burst {bucket.burst:g}); this request reserves {cost:g}",
                     code="rate_limit_exceeded",
                     reason="TenantRateLimited",
                 ),

@@ -17,7 +17,13 @@ from engine_probe.engine import EngineConfigError
 from engine_probe.serve import ServerConfig
 from engine_probe.serve.request_context import TENANT_HEADER
 from engine_probe.serve.tenant_options import tenant_limits
-from engine_probe.serve.tenants import Refusal, TenantAdmission, TenantGate, TenantLimits
+from engine_probe.serve.tenants import (
+    Refusal,
+    TenantAdmission,
+    TenantGate,
+    TenantLimits,
+    Ticket,
+)
 from telemetry.sink import MemoryRecordSink
 
 MODEL = "reference"
@@ -200,6 +206,24 @@ def test_flags_build_the_limits_and_refuse_tuning_without_the_switch() -> None:
         tenant_limits(True, weights=["gold"])
     with pytest.raises(EngineConfigError, match="--tenant-burst must be > 0"):
         tenant_limits(True, burst=0)
+    limits = tenant_limits(True, burst=500, overrides=["gold=80:6000", "free=1"])
+    assert limits is not None and limits.overrides == (("gold", 80, 6000), ("free", 1, 500))
+    with pytest.raises(EngineConfigError, match="--tenant-limit must be NAME=RATE"):
+        tenant_limits(True, overrides=["gold=fast"])
+    with pytest.raises(EngineConfigError, match="--tenant-limit needs --tenant-limits"):
+        tenant_limits(False, overrides=["gold=1"])
+
+
+def test_a_tenant_with_its_own_limit_gets_its_own_rate_and_burst() -> None:
+    clock = FrozenClock()
+    limits = TenantLimits(rate_per_s=1.0, burst=100.0, overrides=(("gold", 10.0, 1000.0),))
+    gate = TenantGate(limits, 4, clock=clock)
+    assert isinstance(gate.admit("gold", 500, 400), Ticket)  # over the others' burst of 100
+    refused = gate.admit("gold", 90, 20)  # 100 left, 110 wanted: 10 missing at 10/s
+    assert isinstance(refused, Refusal) and refused.headers == {"Retry-After": "1"}
+    too_large = gate.admit("acme", 90, 20)  # 110 > the others' burst
+    assert isinstance(too_large, Refusal) and too_large.error.status == 400
+    assert "burst of 100" in too_large.error.message
 
 
 def test_the_cli_refuses_a_bad_tenant_flag_before_starting() -> None:
