@@ -172,7 +172,7 @@ class TenantGate:
         )
         self.queue: FairQueue[Ticket] = FairQueue(dict(limits.weights))
         self.cap = LabelCap("tenant", limits.max_tenants)
-        named = (n for n, *_ in (*limits.weights, *limits.overrides))
+        named = [n for n, _ in limits.weights] + [n for n, _, _ in limits.overrides]
         for name in (DEFAULT_TENANT, *named):
             self.cap.get(name)
         self.metrics = metrics
