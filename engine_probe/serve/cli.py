@@ -103,6 +103,7 @@ def serve(
     import signal
 
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
+    from engine_probe.engine.startup import StartupTimer, startup_line
     from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
     from engine_probe.serve.limits import ConnectionLimits
@@ -174,7 +175,10 @@ def serve(
     async def main() -> None:
         handles = []
         for i in range(replicas):
-            engine = LLMEngine(mcfg, engine_config(i))
+            timer = StartupTimer()
+            if i == 0:
+                timer.since_process_start()
+            engine = LLMEngine(mcfg, engine_config(i), startup=timer)
             options = telemetry_options(engine.replica, goodput=target, span_file=span_file)
             handle = await start_server(
                 engine,
@@ -183,9 +187,13 @@ def serve(
                 config=config,
                 record_sink=sink,
                 telemetry_options=options,
+                startup=timer,
             )
             handles.append(handle)
             typer.echo(f"serving {model_name} ({engine.replica}) on {handle.url}")
+        for handle in handles:
+            if await handle.wait_ready():
+                typer.echo(f"{handle.engine.replica} ready: {startup_line(handle.startup)}")
         typer.echo("Ctrl-C drains in-flight requests and stops")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
