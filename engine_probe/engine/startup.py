@@ -100,8 +100,9 @@ class StartupTimer:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Time the block as phase ``name`` (recorded only when the block completes)."""
-        start = self.clock()
+        """Time the block as phase ``name`` (recorded only when the block completes). A phase
+        starts where the previous one ended: time between them counts to the later one."""
+        start = self.phases[-1].end_s if self.phases else self.clock()
         yield
         if self.sync is not None:
             self.sync()
