@@ -90,6 +90,18 @@ def serve(
         "--traffic-class",
         help="Traffic class of requests without an X-Fleetwatch-Traffic-Class header.",
     ),
+    models: list[str] = typer.Option(
+        [],
+        "--model",
+        help="Serve several models: NAME=CONFIG (a config.json, or 'default'), repeated; the "
+        "request's 'model' picks one, loaded on first use within --model-cache-bytes.",
+    ),
+    model_cache_bytes: int | None = typer.Option(
+        None,
+        "--model-cache-bytes",
+        help="Bytes the --model models may take at once (default: all of them); beyond, the "
+        "least valuable idle model (GreedyDual-Size) is unloaded.",
+    ),
     goodput: str | None = typer.Option(
         None,
         "--goodput",
@@ -101,6 +113,7 @@ def serve(
     /metrics, /health. Ctrl-C (or SIGTERM, SIGHUP) drains, writes the remaining records and stops."""
     import asyncio
     import signal
+    from dataclasses import replace
 
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
     from engine_probe.engine.startup import StartupTimer, startup_line
@@ -161,6 +174,19 @@ def serve(
     # validate everything before anything starts
     check_serve(mcfg, engine_config(0), replicas=replicas, records=records, span_file=span_file)
     target = goodput_target(goodput)
+    served = None
+    if models:
+        from engine_probe.serve.multi_cli import models_from_flags, serve_models
+
+        if replicas != 1 or model_config is not None:
+            raise EngineConfigError(
+                "--model serves several models: without --replicas, --model-config"
+            )
+        served = models_from_flags(
+            models, seed, lambda name: replace(engine_config(0), model_name=name)
+        )
+    elif model_cache_bytes is not None:
+        raise EngineConfigError("--model-cache-bytes needs --model NAME=CONFIG (several models)")
     sink: Any = None
     if records is not None:
         from telemetry.sink import RotatingRecordSink
@@ -171,6 +197,21 @@ def serve(
             max_records=records_max_records,
             max_age_s=records_flush_interval,
         )
+
+    if served is not None:
+        serve_models(
+            served,
+            model_cache_bytes,
+            host=host,
+            port=port,
+            replica=replica,
+            config=config,
+            record_sink=sink,
+            telemetry_options=lambda name: telemetry_options(
+                replica, goodput=target, span_file=span_file, gpu=False
+            ),
+        )
+        return
 
     async def main() -> None:
         handles = []
@@ -190,10 +231,17 @@ def serve(
                 startup=timer,
             )
             handles.append(handle)
-            typer.echo(f"serving {model_name} ({engine.replica}) on {handle.url}")
+        try:  # /health answers during the warm-up; "serving" is said once requests are taken
+            for handle in handles:
+                await handle.wait_ready()
+        except Exception as exc:
+            typer.echo(f"warm-up failed: {type(exc).__name__}: {exc}", err=True)
+            await asyncio.gather(*(h.stop() for h in handles))
+            raise typer.Exit(1) from None
         for handle in handles:
-            if await handle.wait_ready():
-                typer.echo(f"{handle.engine.replica} ready: {startup_line(handle.startup)}")
+            typer.echo(f"serving {model_name} ({handle.engine.replica}) on {handle.url}")
+        for handle in handles:
+            typer.echo(f"{handle.engine.replica} {startup_line(handle.startup)}")
         typer.echo("Ctrl-C drains in-flight requests and stops")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -116,3 +116,21 @@ def test_serve_rejects_a_malformed_goodput_target(value: str) -> None:
     result = CliRunner().invoke(app, ["serve", "--goodput", value])
     assert isinstance(result.exception, EngineConfigError)
     assert "--goodput" in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["--model", "chat"], "--model"),
+        (["--model", "a=default", "--model", "a=default"], "twice"),
+        (["--model", "a=default", "--replicas", "2"], "--replicas"),
+        (["--model-cache-bytes", "100"], "--model-cache-bytes needs --model"),
+    ],
+)
+def test_serve_rejects_bad_model_flags(args: list[str], where: str) -> None:
+    app = typer.Typer()
+    app.command("serve")(serve)
+    app.command("other")(lambda: None)
+    result = CliRunner().invoke(app, ["serve", *args])
+    assert isinstance(result.exception, EngineConfigError)
+    assert where in str(result.exception)
