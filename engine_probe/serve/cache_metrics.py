@@ -20,11 +20,12 @@ from typing import Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from engine_probe.serve.model_cache import CacheEvents, ModelCache
+from telemetry.profiles.buckets import FLEETWATCH_MODEL_LOAD_BUCKETS
 
 __all__ = ["LOAD_BUCKETS", "CacheMetrics"]
 
-LOAD_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-"""Seconds: a small model on a host loads in well under a second, a 70B one in minutes."""
+LOAD_BUCKETS: Final = FLEETWATCH_MODEL_LOAD_BUCKETS
+"""Seconds (the fleetwatch profile's buckets for this histogram)."""
 
 _REASONS: Final = ("too_large", "all_pinned")
 
