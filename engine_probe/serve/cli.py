@@ -185,6 +185,8 @@ def serve(
         served = models_from_flags(
             models, seed, lambda name: replace(engine_config(0), model_name=name)
         )
+        for m in served:  # each model must fit its own KV cache and the host on its own
+            check_serve(m.model, m.engine, replicas=1, records=records, span_file=span_file)
     elif model_cache_bytes is not None:
         raise EngineConfigError("--model-cache-bytes needs --model NAME=CONFIG (several models)")
     sink: Any = None

@@ -77,6 +77,11 @@ def serve_models(
             record_sink=record_sink,
             telemetry_options=telemetry_options,
         )
+        from telemetry.gpu import GpuSampler
+
+        gpu = GpuSampler(labels={"replica": replica})  # one per process, as a replica has
+        server.registry.register(gpu)
+        gpu.start()
         handle = await start_multi_model_server(server, host, port)
         sizes = ", ".join(f"{m.name} {m.size_bytes / 2**20:.1f} MiB" for m in models)
         typer.echo(f"serving {len(models)} models ({sizes}) on {handle.url}")
@@ -88,6 +93,7 @@ def serve_models(
         await stop.wait()
         typer.echo("draining in-flight requests ...")
         await handle.stop()
+        await asyncio.to_thread(gpu.stop)
         typer.echo("stopped")
 
     asyncio.run(main())
