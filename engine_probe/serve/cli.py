@@ -119,7 +119,7 @@ def serve(
     from engine_probe.engine.startup import StartupTimer, startup_line
     from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
-    from engine_probe.serve.limits import ConnectionLimits
+    from engine_probe.serve.limits import ConnectionLimits, raise_file_limit
     from engine_probe.serve.telemetry_options import goodput_target, telemetry_options
     from telemetry.deadline import run_bounded
 
@@ -189,6 +189,7 @@ def serve(
             check_serve(m.model, m.engine, replicas=1, records=records, span_file=span_file)
     elif model_cache_bytes is not None:
         raise EngineConfigError("--model-cache-bytes needs --model NAME=CONFIG (several models)")
+    raise_file_limit()  # before the guard sizes --max-connections to it
     sink: Any = None
     if records is not None:
         from telemetry.sink import RotatingRecordSink

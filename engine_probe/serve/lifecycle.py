@@ -5,9 +5,10 @@ the demo and the tests do exactly that. Each server has its own Prometheus regis
 passed, and attaches ``telemetry.instrument`` to its engine (metrics into that registry, spans on
 the given tracer provider or the ``OTEL_*`` environment, records to ``record_sink``).
 
-The listener is a ``limits.GuardedSite``: a cap on connections and a deadline on request heads in
-front of aiohttp, whose own limits (keep-alive, header sizes, read buffer) come from
-``ServerConfig.connections`` too; request bodies have a deadline (``limits.body_deadline``).
+The listener is a ``listener.GuardedSite``: a cap on connections and a deadline on every request
+head in front of aiohttp (told of each request's start and response's end by
+``listener.request_hooks``), whose own limits (keep-alive, header sizes, read buffer) come from
+``ServerConfig.connections`` too; request bodies have a deadline (``listener.body_deadline``).
 Housekeeping runs on the loop: expired head deadlines (the guard's sweep) and expired
 ``Idempotency-Key`` entries. ``accept()`` failures are counted and logged once a minute at most.
 """
@@ -25,7 +26,8 @@ from prometheus_client import CollectorRegistry
 from engine_probe.engine.startup import StartupTimer, warm_up
 from engine_probe.serve.config import ServerConfig
 from engine_probe.serve.conn_metrics import ConnectionMetrics
-from engine_probe.serve.limits import ConnectionGuard, GuardedSite, body_deadline
+from engine_probe.serve.limits import ConnectionGuard
+from engine_probe.serve.listener import HOOK_LOGGER, GuardedSite, body_deadline, request_hooks
 from engine_probe.serve.quiet_log import AcceptErrors, http_log
 from engine_probe.serve.server import CompletionServer
 from engine_probe.serve.startup import Readiness, publish_startup
@@ -160,6 +162,8 @@ async def start_server(
         )
     )
     app = server.app()
+    started, response_done = request_hooks(guard)
+    app.middlewares.insert(0, started)
     readiness = Readiness(lambda: server.draining, "warming_up" if warm else None)
     app.router.add_get("/ready", readiness.route)
     app.middlewares.append(readiness.gate(server.metrics.code))
@@ -171,7 +175,8 @@ async def start_server(
         app,
         handle_signals=False,
         handler_cancellation=True,
-        access_log=None,
+        access_log_class=response_done,
+        access_log=HOOK_LOGGER,
         **limits.handler_args(logger),
     )
     await runner.setup()

@@ -1,7 +1,8 @@
 """Starting and stopping a several-model server in-process (``MultiModelServer`` on a port).
 
-The listener is the single-model server's (``limits.GuardedSite``: a connection cap and a head
-deadline), with the same body deadline; models load on demand behind it.
+The listener is the single-model server's (``listener.GuardedSite``: a connection cap and a
+deadline on every request head, told of requests and responses by ``listener.request_hooks``),
+with the same body deadline; models load on demand behind it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from engine_probe.serve.limits import ConnectionGuard, GuardedSite, body_deadline
+from engine_probe.serve.limits import ConnectionGuard
+from engine_probe.serve.listener import HOOK_LOGGER, GuardedSite, body_deadline, request_hooks
 from engine_probe.serve.multi_model import MultiModelServer
 from engine_probe.serve.quiet_log import http_log
 from engine_probe.serve.validation import InvalidRequest
@@ -48,6 +50,8 @@ async def start_multi_model_server(
     guard = ConnectionGuard(limits)
     logger, _ = http_log(limits.log_interval_s)
     app = server.app()
+    started, response_done = request_hooks(guard)
+    app.middlewares.insert(0, started)
     timeout = InvalidRequest(408, f"request body not received within {limits.body_timeout_s:g} s")
     app.middlewares.append(
         body_deadline(limits.body_timeout_s, lambda: server.refuse(timeout), guard.stats)
@@ -56,7 +60,8 @@ async def start_multi_model_server(
         app,
         handle_signals=False,
         handler_cancellation=True,
-        access_log=None,
+        access_log_class=response_done,
+        access_log=HOOK_LOGGER,
         **limits.handler_args(logger),
     )
     await runner.setup()
