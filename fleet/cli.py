@@ -259,6 +259,12 @@ def capacity(
     ttft: float = typer.Option(1.0, help="TTFT target, seconds."),
     tpot: float = typer.Option(0.1, help="TPOT target, seconds."),
     cold_start: float = typer.Option(120.0, "--cold-start", help="Replica cold start, seconds."),
+    cold_start_from: str | None = typer.Option(
+        None,
+        "--cold-start-from",
+        help="Measured cold start instead of --cold-start: a /metrics URL or saved exposition "
+        "file holding fleetwatch_engine_startup_seconds (the slowest start found is used).",
+    ),
     headroom: float = typer.Option(0.2, help="Share of the sustainable rate kept spare."),
     quantile: str = typer.Option(
         "p99", help="Quantile the targets apply to (p50, p90, p99, p999)."
@@ -283,6 +289,12 @@ def capacity(
     utilisation, on queue depth and on queue depth with a warm pool fare in a burst."""
     from fleet.capacity.run import capacity_command
 
+    measured = None
+    if cold_start_from is not None:
+        from fleet.capacity.cold_start import cold_start_from as read_cold_start
+
+        measured = read_cold_start(cold_start_from)
+        cold_start = measured.seconds
     doc, text = capacity_command(
         probe=probe,
         rate=rate,
@@ -299,4 +311,7 @@ def capacity(
         simulate=simulate,
         seed=seed,
     )
+    if measured is not None and cold_start_from is not None:
+        doc["cold_start"] = {"seconds": measured.seconds, "phases": measured.phases}
+        text = measured.render(cold_start_from) + "\n\n" + text
     _emit(doc, text, as_json)
