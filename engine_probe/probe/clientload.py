@@ -1,0 +1,173 @@
+"""The probe's own load: how late its event loop wakes up, how much CPU it burns, and the verdict
+on whether its latency percentiles can be trusted.
+
+A lag sampler task asks the loop to wake it every ``interval_s`` and records how late each wake-up
+was (actual - scheduled). Every chunk a busy loop reads is stamped at least that late, so the lag
+is an upper bound on the error the client adds to each latency sample.
+
+The verdict (``judge``): a level is **client-bound** when the p99 loop lag of its busiest worker
+exceeds the limit ``min(lag_fraction × reference, lag_limit_s)``, where the reference is the
+smallest latency the run measures at its median: ITL p50 (or TPOT p50 when chunks carry several
+tokens and ITL p50 is 0), else TTFT p50. Defaults: 10 % and 1 ms. Percentiles of a client-bound
+level are marked as such in the table and the JSON (``client.verdict``): they measure the client
+as much as the server. Spread the streams over more processes (``--workers``) or use a bigger
+client machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from engine_probe.probe.stats import Distribution, RunSummary, distribution
+
+__all__ = [
+    "CLIENT_BOUND",
+    "ClientLoad",
+    "LagSampler",
+    "WorkerLoad",
+    "auto_workers",
+    "judge",
+    "reference_latency",
+]
+
+CLIENT_BOUND = "client-bound"
+OK = "ok"
+
+
+class LagSampler:
+    """Records event-loop lag: ``start()`` inside a running loop, ``stop()`` returns the samples
+    (seconds). The clock and sleep are parameters so tests can drive it without waiting."""
+
+    def __init__(
+        self,
+        interval_s: float = 0.01,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.interval_s = interval_s
+        self.clock = clock
+        self.sleep = sleep
+        self.samples: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        clock, sleep, step, out = self.clock, self.sleep, self.interval_s, self.samples
+        due = clock() + step
+        while True:
+            await sleep(max(0.0, due - clock()))
+            now = clock()
+            out.append(max(0.0, now - due))
+            due = max(due + step, now)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> list[float]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        return self.samples
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLoad:
+    """One client process during one load level."""
+
+    lag_samples: tuple[float, ...]
+    cpu_s: float
+    """Process CPU time (user + system) spent during the level."""
+    wall_s: float
+
+    @property
+    def cpu_fraction(self) -> float:
+        """CPU over wall time: near 1.0 means the worker's single loop was saturated."""
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientLoad:
+    """The client's load during one level and the verdict on its percentiles."""
+
+    workers: int
+    lag: Distribution
+    """Loop lag over all workers' samples, seconds."""
+    worst_lag_p99_s: float
+    """The highest per-worker p99 lag: the one the verdict uses."""
+    cpu_s: tuple[float, ...]
+    """Process CPU seconds per worker."""
+    cpu_fraction: tuple[float, ...]
+    """CPU ÷ wall per worker."""
+    reference: str
+    """Which latency the limit is a fraction of (itl_p50, tpot_p50, ttft_p50), or none."""
+    reference_s: float
+    limit_s: float
+    verdict: str
+    """``ok`` or ``client-bound``."""
+
+    @property
+    def client_bound(self) -> bool:
+        return self.verdict == CLIENT_BOUND
+
+
+def reference_latency(s: RunSummary) -> tuple[str, float]:
+    """The smallest latency measured at its median: ITL p50, else TPOT p50, else TTFT p50."""
+    for name, value in (("itl_p50", s.itl.p50), ("tpot_p50", s.tpot.p50), ("ttft_p50", s.ttft.p50)):
+        if math.isfinite(value) and value > 0:
+            return name, value
+    return "none", math.nan
+
+
+def judge(
+    loads: Sequence[WorkerLoad],
+    summary: RunSummary,
+    *,
+    lag_fraction: float = 0.1,
+    lag_limit_s: float = 0.001,
+) -> ClientLoad:
+    """Summarise the workers' loads; client-bound when the worst p99 lag exceeds the limit."""
+    merged = [x for w in loads for x in w.lag_samples]
+    per_worker = [distribution(w.lag_samples).p99 for w in loads if w.lag_samples]
+    worst = max(per_worker) if per_worker else math.nan
+    ref_name, ref = reference_latency(summary)
+    limit = min(lag_fraction * ref, lag_limit_s) if math.isfinite(ref) else lag_limit_s
+    bound = math.isfinite(worst) and worst > limit
+    return ClientLoad(
+        workers=len(loads),
+        lag=distribution(merged),
+        worst_lag_p99_s=worst,
+        cpu_s=tuple(w.cpu_s for w in loads),
+        cpu_fraction=tuple(w.cpu_fraction for w in loads),
+        reference=ref_name,
+        reference_s=ref,
+        limit_s=limit,
+        verdict=CLIENT_BOUND if bound else OK,
+    )
+
+
+STREAMS_PER_WORKER = 256
+"""Streams one asyncio loop is given by default (see ``auto_workers``)."""
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def auto_workers(streams: int, cpus: int | None = None) -> int:
+    """Default worker processes: one per ``STREAMS_PER_WORKER`` concurrent streams, at most one per
+    usable CPU, at least one. A single loop stays under the 1 ms lag limit up to a few hundred
+    streams at a 20 ms token gap on one core (BENCHMARKS.md); more processes than cores only add
+    contention."""
+    cpus = usable_cpus() if cpus is None else cpus
+    return max(1, min(cpus, math.ceil(streams / STREAMS_PER_WORKER)))
