@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine_probe.probe.client import Prober
 from engine_probe.probe.clientload import auto_workers
 from engine_probe.probe.measure import itl_samples
 from engine_probe.probe.runner import ProbePlan, make_prompts, run_plan
@@ -52,7 +53,19 @@ def _truth(url: str) -> dict[str, list[float]]:
     return {p: e for p, e in zip(data["prompts"], data["emitted"], strict=True)}
 
 
-def measure(url: str, streams: int, workers: int, seed: int) -> Accuracy:
+def measure(url: str, streams: int, workers: int, seed: int, *, stamp: bool = True) -> Accuracy:
+    """One run; ``stamp=False`` (one process only) takes receive times in the reading task, as
+    the probe did before it stamped reads at the socket: the A/B for that change."""
+    defaults = Prober.__init__.__kwdefaults__
+    assert defaults is not None
+    defaults["stamp_reads"] = stamp
+    try:
+        return _measure(url, streams, workers, seed)
+    finally:
+        defaults["stamp_reads"] = True
+
+
+def _measure(url: str, streams: int, workers: int, seed: int) -> Accuracy:
     plan = ProbePlan(
         mode="constant",
         levels=(streams / SPREAD_S,),
@@ -97,6 +110,17 @@ def measure(url: str, streams: int, workers: int, seed: int) -> Accuracy:
     )
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def accuracy(streams_list: tuple[int, ...] = (256, 1000), rounds: int = 3) -> None:
     server = subprocess.Popen(
         [
@@ -121,32 +145,41 @@ def accuracy(streams_list: tuple[int, ...] = (256, 1000), rounds: int = 3) -> No
             f"load average before: {os.getloadavg()[0]:.2f})"
         )
         print(
-            f"{'streams':>8} {'workers':>8} {'TTFT p50 err':>13} {'TTFT p99 err':>13} "
+            f"{'streams':>8} {'workers':>12} {'TTFT p50 err':>13} {'TTFT p99 err':>13} "
             f"{'ITL p50 err':>12} {'ITL p99 err':>12} {'rx-write p99':>13} {'loop lag p99':>13} "
             f"{'cpu/wall':>9} {'verdict (per round)':>30}"
         )
         for n in streams_list:
-            configs = sorted({1, max(2, auto_workers(n))})
-            rows: dict[int, list[Accuracy]] = {w: [] for w in configs}
+            configs = [(1, False), (1, True), (max(2, auto_workers(n)), True)]
+            rows: dict[tuple[int, bool], list[Accuracy]] = {c: [] for c in configs}
             seed = 1000 * n
             for _ in range(rounds):
-                for w in configs:
+                for w, stamp in configs:
                     seed += 1
-                    rows[w].append(measure(url, n, w, seed))
-            for w in configs:
-                got = rows[w]
+                    rows[w, stamp].append(measure(url, n, w, seed, stamp=stamp))
+            for w, stamp in configs:
+                got = rows[w, stamp]
+                label = f"{w}{'' if stamp else ' (reader)'}"
 
                 def med(attr: str, got: list[Accuracy] = got) -> float:
                     return statistics.median(getattr(a, attr) for a in got) * 1e3
 
                 verdicts = ",".join("bound" if a.verdict != "ok" else "ok" for a in got)
                 print(
-                    f"{n:>8} {w:>8} {med('ttft_p50_err'):>+10.2f} ms {med('ttft_p99_err'):>+10.2f} ms "
+                    f"{n:>8} {label:>12} {med('ttft_p50_err'):>+10.2f} ms {med('ttft_p99_err'):>+10.2f} ms "
                     f"{med('itl_p50_err'):>+9.2f} ms {med('itl_p99_err'):>+9.2f} ms "
                     f"{med('rx_delay_p99'):>10.2f} ms {med('loop_lag_p99'):>10.2f} ms "
                     f"{statistics.median(a.cpu_fraction for a in got):>9.2f} {verdicts:>30}"
                 )
-        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        print(
+            f"load average after: {os.getloadavg()[0]:.2f}; CPU: {_cpu_model()}, {os.cpu_count()} CPUs"
+        )
+        print(
+            "(reader): receive times taken in the reading task instead of at the socket read. "
+            "verdict: the probe's own call (client-bound when its p99 loop lag > min(10 % of ITL "
+            "p50, 1 ms)); cpu/wall: the busiest worker's CPU share (low with high lag: other "
+            "processes held the cores)"
+        )
     finally:
         server.kill()
         server.wait()

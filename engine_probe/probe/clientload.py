@@ -38,6 +38,8 @@ __all__ = [
 
 CLIENT_BOUND = "client-bound"
 OK = "ok"
+SATURATED = 0.8
+"""A worker whose CPU ÷ wall reaches this kept its core busy: its loop is the bottleneck."""
 
 
 class LagSampler:
@@ -112,6 +114,9 @@ class ClientLoad:
     limit_s: float
     verdict: str
     """``ok`` or ``client-bound``."""
+    cause: str = ""
+    """Why, when client-bound: ``own CPU`` (a worker's loop kept a core busy: add workers) or
+    ``CPU contention`` (the workers were mostly waiting for a core other processes held)."""
 
     @property
     def client_bound(self) -> bool:
@@ -140,6 +145,8 @@ def judge(
     ref_name, ref = reference_latency(summary)
     limit = min(lag_fraction * ref, lag_limit_s) if math.isfinite(ref) else lag_limit_s
     bound = math.isfinite(worst) and worst > limit
+    busiest = max((w.cpu_fraction for w in loads), default=0.0)
+    cause = ("own CPU" if busiest >= SATURATED else "CPU contention") if bound else ""
     return ClientLoad(
         workers=len(loads),
         lag=distribution(merged),
@@ -150,6 +157,7 @@ def judge(
         reference_s=ref,
         limit_s=limit,
         verdict=CLIENT_BOUND if bound else OK,
+        cause=cause,
     )
 
 

@@ -79,6 +79,7 @@ def _client_flat(client: ClientLoad | None) -> dict[str, Any]:
         return {}
     return {
         "client_verdict": client.verdict,
+        "client_cause": client.cause,
         "client_workers": client.workers,
         "client_lag_p50": client.lag.p50,
         "client_lag_p99": client.lag.p99,
@@ -146,7 +147,8 @@ def render_table(run: ProbeRun) -> Any:
         mark = "*" if cl is not None and cl.client_bound else ""
         if cl is not None and cl.client_bound:
             bound_notes.append(
-                f"{s.label}: loop lag p99 {cl.worst_lag_p99_s * 1e3:.2f} ms > {cl.limit_s * 1e3:.2f} ms"
+                f"{s.label}: loop lag p99 {cl.worst_lag_p99_s * 1e3:.2f} ms > "
+                f"{cl.limit_s * 1e3:.2f} ms, {cl.cause}"
             )
 
         def p(x: float, mark: str = mark) -> str:

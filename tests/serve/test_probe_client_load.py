@@ -95,11 +95,13 @@ def test_a_lagging_client_is_client_bound_and_an_idle_one_is_not() -> None:
     assert bound.verdict == CLIENT_BOUND and bound.workers == 2
     assert bound.worst_lag_p99_s == pytest.approx(0.004)
     assert bound.lag.n == 200
+    assert bound.cause == "own CPU" and ok.cause == ""
 
     # The fraction binds when the latencies are short: 10 % of a 4 ms ITL is 0.4 ms.
     fast = _summary([_request(i, 0.004) for i in range(20)])
     mild = WorkerLoad(lag_samples=(0.0006,) * 100, cpu_s=0.2, wall_s=1.0)
     assert judge([mild], fast).client_bound
+    assert judge([mild], fast).cause == "CPU contention"  # 20 % of a core: waiting, not working
     assert judge([mild], summary).verdict == "ok"
     # ... and both are flags.
     assert judge([mild], fast, lag_fraction=0.5).verdict == "ok"
@@ -251,6 +253,6 @@ def test_client_bound_levels_are_marked_in_table_and_json() -> None:
     console = Console(width=240, record=True)
     console.print(render_table(run))
     text = console.export_text()
-    assert "client-bound (t: loop lag p99 5.00 ms > 1.00 ms)" in text
+    assert "client-bound (t: loop lag p99 5.00 ms > 1.00 ms, own CPU)" in text
     rows = [line for line in text.splitlines() if "10/10" in line]
     assert len(rows) == 2 and "*" not in rows[0] and "*" in rows[1]
