@@ -183,3 +183,7 @@ def accuracy(streams_list: tuple[int, ...] = (256, 1000), rounds: int = 3) -> No
     finally:
         server.kill()
         server.wait()
+
+
+if __name__ == "__main__":
+    accuracy()

@@ -1,9 +1,9 @@
-"""The probe's own load: how late its event loop wakes up, how much CPU it burns, and the verdict
-on whether its latency percentiles can be trusted.
+"""The probe's own load: how late its event loop runs what is due, how much CPU it burns, and the
+verdict on whether its latency percentiles can be trusted.
 
-A lag sampler task asks the loop to wake it every ``interval_s`` and records how late each wake-up
-was (actual - scheduled). Every chunk a busy loop reads is stamped at least that late, so the lag
-is an upper bound on the error the client adds to each latency sample.
+A lag sampler hands the loop a callback every ``interval_s`` and records how late it ran (actual -
+due). A chunk that arrives while the loop is that late is stamped that late, so the lag measures
+the error the client adds to its latency samples.
 
 The verdict (``judge``): a level is **client-bound** when the p99 loop lag of its busiest worker
 exceeds the limit ``min(lag_fraction × reference, lag_limit_s)``, where the reference is the
@@ -17,11 +17,11 @@ client machine.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import os
+import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine_probe.probe.stats import Distribution, RunSummary, distribution
@@ -44,39 +44,59 @@ SATURATED = 0.8
 
 class LagSampler:
     """Records event-loop lag: ``start()`` inside a running loop, ``stop()`` returns the samples
-    (seconds). The clock and sleep are parameters so tests can drive it without waiting."""
+    (seconds).
+
+    A helper thread wakes every ``interval_s`` and hands the loop a callback stamped with the
+    instant it was due (``call_soon_threadsafe``, which wakes a loop waiting in its selector at
+    once); the loop records how late the callback ran. That is the wait any socket read would
+    have had at that instant: the loop busy with other callbacks, or the process kept off the CPU.
+    A timer inside the loop would also count the selector's millisecond rounding of its timeout
+    (up to 1 ms on an idle loop), which is no delay to reads. Clock and sleep are parameters so
+    tests drive it without waiting.
+    """
 
     def __init__(
         self,
         interval_s: float = 0.01,
         *,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self.interval_s = interval_s
         self.clock = clock
         self.sleep = sleep
         self.samples: list[float] = []
-        self._task: asyncio.Task[None] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    async def _run(self) -> None:
-        clock, sleep, step, out = self.clock, self.sleep, self.interval_s, self.samples
+    def _record(self, due: float) -> None:
+        self.samples.append(max(0.0, self.clock() - due))
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        clock, step = self.clock, self.interval_s
         due = clock() + step
         while True:
-            await sleep(max(0.0, due - clock()))
-            now = clock()
-            out.append(max(0.0, now - due))
-            due = max(due + step, now)
+            self.sleep(max(0.0, due - clock()))
+            if self._stop.is_set():
+                return
+            try:
+                loop.call_soon_threadsafe(self._record, due)
+            except RuntimeError:  # the loop closed under us
+                return
+            due = max(due + step, clock())
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(
+            target=self._tick, args=(loop,), name="probe-lag", daemon=True
+        )
+        self._thread.start()
 
     async def stop(self) -> list[float]:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        self._stop.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
         return self.samples
 
 

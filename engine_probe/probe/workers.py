@@ -89,7 +89,7 @@ async def run_share(
     on_done: OnDone | None = None,
 ) -> tuple[list[RequestResult], WorkerLoad]:
     """Run one share on ``prober``'s loop while sampling that loop's lag and this process's CPU."""
-    sampler = LagSampler(lag_interval_s, clock=prober.clock)
+    sampler = LagSampler(lag_interval_s)
     sampler.start()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     if share.offsets_s is None:

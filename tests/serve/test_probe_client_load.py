@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -49,32 +50,42 @@ def _summary(results: list[RequestResult]):  # type: ignore[no-untyped-def]
 
 
 class FakeTime:
-    """A clock that a sleep advances, plus a scripted extra delay per wake-up (a busy loop)."""
+    """A clock that only the sampler's sleep and the test move. The sleep first says the sampler
+    thread is idle (its last tick handed over), then waits for the test to let it wake."""
 
-    def __init__(self, lags: list[float]) -> None:
+    def __init__(self) -> None:
         self.now = 100.0
-        self.lags = list(lags)
+        self.idle = threading.Semaphore(0)
+        self.wake = threading.Semaphore(0)
 
     def clock(self) -> float:
         return self.now
 
-    async def sleep(self, seconds: float) -> None:
-        if not self.lags:
-            await asyncio.Event().wait()  # the test is done: park until cancelled
-        self.now += seconds + self.lags.pop(0)
-        await asyncio.sleep(0)
+    def sleep(self, seconds: float) -> None:
+        target = self.now + seconds
+        self.idle.release()
+        assert self.wake.acquire(timeout=30)
+        self.now = max(self.now, target)
 
 
-def test_lag_sampler_records_late_wake_ups_exactly() -> None:
-    lags = [0.0, 0.002, 0.0005, 0.03, 0.0]
-    fake = FakeTime(lags)
+def test_lag_sampler_records_how_late_the_loop_ran_each_tick() -> None:
+    lags = [0.0, 0.002, 0.0005, 0.008, 0.03]
+    fake = FakeTime()
 
     async def go() -> list[float]:
         sampler = LagSampler(0.01, clock=fake.clock, sleep=fake.sleep)
         sampler.start()
-        for _ in range(20):
-            await asyncio.sleep(0)
-        return await sampler.stop()
+        assert fake.idle.acquire(timeout=30)
+        for lag in lags:
+            fake.wake.release()  # the tick is due: the thread hands the loop its callback ...
+            assert fake.idle.acquire(timeout=30)
+            fake.now += lag  # ... and the loop is busy this long before it gets to it
+            for _ in range(3):
+                await asyncio.sleep(0)
+        stopping = asyncio.create_task(sampler.stop())
+        await asyncio.sleep(0)  # stop() has begun: the thread's next wake ends it, posting nothing
+        fake.wake.release()
+        return await stopping
 
     assert asyncio.run(go()) == pytest.approx(lags)
 
