@@ -121,7 +121,7 @@ def _cpu_model() -> str:
     return "unknown"
 
 
-def accuracy(streams_list: tuple[int, ...] = (256, 1000), rounds: int = 3) -> None:
+def accuracy(streams_list: tuple[int, ...] = (16, 256, 1000), rounds: int = 3) -> None:
     server = subprocess.Popen(
         [
             sys.executable,

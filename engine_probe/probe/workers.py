@@ -204,4 +204,7 @@ class WorkerPool:
 
 
 if __name__ == "__main__":  # pragma: no cover - the worker process
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the workers
     _worker(Connection(int(sys.argv[1])))
