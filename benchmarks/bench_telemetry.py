@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -43,7 +44,9 @@ from telemetry.sink import RotatingRecordSink
 BATCHES = (8, 32)
 PROMPT = 32
 MAX_TOKENS = 64
-ROUNDS = 9
+ROUNDS = 15
+PROCESS_ROUNDS = 8
+REQUESTS = 32
 ARMS = ("bare", "bare2", "on", "on2")
 GOAL_PROCESS = 1.03
 GOAL_STEP = 1.01
@@ -51,6 +54,7 @@ GOAL_STEP = 1.01
 _COLLECTOR = r"""
 import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a collector does
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(200)
@@ -112,56 +116,144 @@ def _instrument(engine: LLMEngine, tmp: str, endpoint: str) -> Instrumentation:
     )
 
 
-def _thread_cpu() -> dict[str, float]:
-    """CPU seconds of every live thread other than this one, by thread name."""
-    me = threading.get_ident()
-    out: dict[str, float] = {}
-    for t in threading.enumerate():
-        if t.ident is None or t.ident == me:
-            continue
-        try:
-            clock = time.pthread_getcpuclockid(t.ident)
-            out[t.name] = out.get(t.name, 0.0) + time.clock_gettime(clock)
-        except (OSError, ProcessLookupError, AttributeError):
-            continue
+def _cpu_of(threads: Sequence[threading.Thread]) -> float:
+    """CPU seconds the given threads have used so far (per-thread clocks)."""
+    total = 0.0
+    for t in threads:
+        if t.ident is not None and t.is_alive():
+            total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+    return total
+
+
+def _instrumented(engine: LLMEngine, tmp: str, endpoint: str) -> tuple[Instrumentation, list[Any]]:
+    """Instrument ``engine``; also return the background threads that instrumenting started."""
+    before = set(threading.enumerate())
+    inst = _instrument(engine, tmp, endpoint)
+    return inst, [t for t in threading.enumerate() if t not in before]
+
+
+def _prompts(rng: random.Random, batch: int) -> list[list[int]]:
+    return [[rng.randrange(1, 2000) for _ in range(PROMPT)] for _ in range(batch)]
+
+
+def _timed(cost: dict[str, float], fn: Callable[[], Any]) -> Any:
+    """Call ``fn`` on the step loop; add its CPU and wall time to ``cost``."""
+    c0, w0 = time.thread_time(), time.perf_counter()
+    out = fn()
+    cost["crit_cpu"] += time.thread_time() - c0
+    cost["crit_wall"] += time.perf_counter() - w0
     return out
 
 
+def _add_all(engine: LLMEngine, prompts: Sequence[Sequence[int]]) -> list[str]:
+    return [engine.add_request(p, max_tokens=MAX_TOKENS) for p in prompts]
+
+
+def _ratios(per: dict[str, list[dict[str, float]]], key: str) -> tuple[float, float, float]:
+    """Median over rounds of on/bare, bare2/bare and on2/on for ``key``."""
+
+    def r(a: str, b: str) -> float:
+        return _median([x[key] / y[key] for x, y in zip(per[a], per[b], strict=True)])
+
+    return r("on", "bare"), r("bare2", "bare"), r("on2", "on")
+
+
+def lockstep_table(batch: int, endpoint: str, rounds: int = ROUNDS) -> dict[str, Any]:
+    """Four identical engines stepped in turn (order rotating every step), each arm's costs
+    summed per round: the step loop (``add_request`` + ``step``, this thread's CPU and wall),
+    the histogram binning a scrape would do, and the CPU of the background threads each
+    instrumentation started, running at their own pace (span export every 1 s, record files
+    every 2 s). Arms run milliseconds apart, so load changes hit them alike."""
+    rng = random.Random(batch)
+    engines = {a: _engine(batch) for a in ARMS}
+    with tempfile.TemporaryDirectory() as tmp:
+        insts: dict[str, tuple[Instrumentation, list[Any]]] = {}
+        for a in ARMS:
+            if a.startswith("on"):
+                os.mkdir(os.path.join(tmp, a))
+                insts[a] = _instrumented(engines[a], os.path.join(tmp, a), endpoint)
+        per: dict[str, list[dict[str, float]]] = {a: [] for a in ARMS}
+        tail: dict[str, float] = {}
+        for r in range(rounds + 1):
+            prompts = _prompts(rng, batch)
+            cost = {a: dict.fromkeys(("crit_cpu", "crit_wall", "flush", "bg"), 0.0) for a in ARMS}
+            tokens: dict[str, dict[str, list[int]]] = {a: {} for a in ARMS}
+            ids: dict[str, list[str]] = {}
+            bg0 = {a: _cpu_of(th) for a, (_, th) in insts.items()}
+
+            for a in ARMS:
+                ids[a] = _timed(cost[a], partial(_add_all, engines[a], prompts))
+            k = 0
+            while any(e.has_unfinished() for e in engines.values()):
+                k += 1
+                order = ARMS[k % 4 :] + ARMS[: k % 4]
+                for a in order if k % 8 < 4 else tuple(reversed(order)):
+                    if engines[a].has_unfinished():
+                        for o in _timed(cost[a], engines[a].step):
+                            tokens[a].setdefault(o.request_id, []).extend(o.new_token_ids)
+            for a, (inst, threads) in insts.items():
+                assert inst.metrics is not None
+                c0 = time.thread_time()
+                inst.metrics.flush()  # the binning a scrape does
+                cost[a]["flush"] = time.thread_time() - c0
+                cost[a]["bg"] = _cpu_of(threads) - bg0[a]
+            answers = {a: [tuple(tokens[a][i]) for i in ids[a]] for a in ARMS}
+            assert all(v == answers["bare"] for v in answers.values()), "tokens differ from bare"
+            if r > 0:  # round 0 warms up
+                for a in ARMS:
+                    c = cost[a]
+                    c["whole"] = c["crit_cpu"] + c["flush"] + c["bg"]
+                    c["tokens"] = float(sum(len(v) for v in answers[a]))
+                    per[a].append(c)
+        for a, (inst, threads) in insts.items():
+            c0 = _cpu_of(threads) + time.thread_time()
+            assert inst.flush() and inst.drops.total == 0, f"dropped {inst.drops.snapshot()}"
+            tail[a] = _cpu_of(threads) + time.thread_time() - c0
+            inst.detach()
+    step = _ratios(per, "crit_cpu")
+    wall = _ratios(per, "crit_wall")
+    whole = _ratios(per, "whole")
+    on = per["on"]
+    return {
+        "batch": batch,
+        "round_ms": _median([x["crit_cpu"] for x in per["bare"]]) * 1e3,
+        "step": step, "wall": wall, "whole": whole,
+        "step_us_req": _median([(x["crit_cpu"] - y["crit_cpu"]) / batch
+                                for x, y in zip(on, per["bare"], strict=True)]) * 1e6,
+        "flush_us_req": _median([x["flush"] for x in on]) / batch * 1e6,
+        # background: every round's plus the final hand-over, over every request and token
+        "bg_us_req": (sum(x["bg"] for x in on) + tail["on"]) / (batch * len(on)) * 1e6,
+        "bg_us_tok": (sum(x["bg"] for x in on) + tail["on"]) / sum(x["tokens"] for x in on) * 1e6,
+    }  # fmt: skip
+
+
 def _round(
-    engine: LLMEngine, prompts: Sequence[Sequence[int]], settle: Callable[[], object]
-) -> tuple[dict[str, float], list[tuple[int, ...]]]:
-    """One workload; its costs (seconds) and the tokens each request produced, in order."""
+    engine: LLMEngine, workloads: Sequence[Sequence[Sequence[int]]], settle: Callable[[], object]
+) -> tuple[float, list[tuple[int, ...]]]:
+    """Workloads one after another; the whole process's CPU seconds until ``settle`` returned,
+    and the tokens of every request in order."""
     tokens: dict[str, list[int]] = {}
-    crit_cpu = crit_wall = 0.0
-    bg0 = _thread_cpu()
+    ids: list[str] = []
     p0 = time.process_time()
-    c0, w0 = time.thread_time(), time.perf_counter()
-    ids = [engine.add_request(p, max_tokens=MAX_TOKENS) for p in prompts]
-    crit_cpu += time.thread_time() - c0
-    crit_wall += time.perf_counter() - w0
-    while engine.has_unfinished():
-        c0, w0 = time.thread_time(), time.perf_counter()
-        outs = engine.step()
-        crit_cpu += time.thread_time() - c0
-        crit_wall += time.perf_counter() - w0
-        for o in outs:
-            tokens.setdefault(o.request_id, []).extend(o.new_token_ids)
+    for prompts in workloads:
+        ids += [engine.add_request(p, max_tokens=MAX_TOKENS) for p in prompts]
+        while engine.has_unfinished():
+            for o in engine.step():
+                tokens.setdefault(o.request_id, []).extend(o.new_token_ids)
     settle()
-    proc = time.process_time() - p0
-    bg1 = _thread_cpu()
-    bg = sum(v - bg0.get(k, 0.0) for k, v in bg1.items() if k.startswith("fleetwatch"))
-    n_tokens = sum(len(v) for v in tokens.values())
-    cost = {"crit_cpu": crit_cpu, "crit_wall": crit_wall, "proc": proc, "bg": bg,
-            "tokens": float(n_tokens)}  # fmt: skip
-    return cost, [tuple(tokens[i]) for i in ids]
+    return time.process_time() - p0, [tuple(tokens[i]) for i in ids]
 
 
 def _median(xs: Sequence[float]) -> float:
     return statistics.median(xs)
 
 
-def engine_table(batch: int, endpoint: str, rounds: int = ROUNDS) -> dict[str, Any]:
-    """Interleaved rounds of the four arms on one engine; per-round ratios, medians over rounds."""
+def process_table(batch: int, endpoint: str, rounds: int = PROCESS_ROUNDS) -> dict[str, Any]:
+    """One engine, the four arms one after another in each round (order rotating): the whole
+    process's CPU (``time.process_time``, every thread) over ``REQUESTS`` requests (workloads
+    back to back) until telemetry has handed them all over (``Instrumentation.flush``: one
+    forced export and record file per arm-round, about what the 1 s export interval does), so
+    interference between threads is included."""
     rng = random.Random(batch)
     engine = _engine(batch)
     with tempfile.TemporaryDirectory() as tmp:
@@ -169,53 +261,31 @@ def engine_table(batch: int, endpoint: str, rounds: int = ROUNDS) -> dict[str, A
         inst.pause()
         per: dict[str, list[dict[str, float]]] = {a: [] for a in ARMS}
         for r in range(rounds + 1):
-            prompts = [[rng.randrange(1, 2000) for _ in range(PROMPT)] for _ in range(batch)]
-            order = ARMS[r % len(ARMS) :] + ARMS[: r % len(ARMS)]
+            workloads = [_prompts(rng, batch) for _ in range(max(1, REQUESTS // batch))]
+            order = ARMS[r % 4 :] + ARMS[: r % 4]
             answers: dict[str, list[tuple[int, ...]]] = {}
-            for arm in order if r % 2 == 0 else tuple(reversed(order)):
+            for arm in order if r % 8 < 4 else tuple(reversed(order)):
                 on = arm.startswith("on")
                 if on:
                     inst.resume()
-                cost, answers[arm] = _round(engine, prompts, inst.flush if on else lambda: None)
+                cpu, answers[arm] = _round(engine, workloads, inst.flush if on else lambda: None)
                 inst.pause()
                 if r > 0:  # round 0 warms up
-                    per[arm].append(cost)
-            first = answers[ARMS[0]]
-            assert all(a == first for a in answers.values()), "instrumented tokens differ from bare"
-        ok = inst.flush()
-        assert ok and inst.drops.total == 0, f"telemetry dropped {inst.drops.snapshot()}"
+                    per[arm].append({"proc": cpu})
+            assert all(v == answers["bare"] for v in answers.values()), "tokens differ from bare"
+        assert inst.flush() and inst.drops.total == 0, f"telemetry dropped {inst.drops.snapshot()}"
         reg = inst.registry
         assert reg is not None
         scrape = _scrape_ms(reg)
         inst.detach()
-
-    def ratio(a: str, b: str, key: str) -> float:
-        return _median([x[key] / y[key] for x, y in zip(per[a], per[b], strict=True)])
-
-    def extra(key: str, per_what: str) -> float:
-        diffs = [(x[key] - y[key]) / (batch if per_what == "request" else x["tokens"])
-                 for x, y in zip(per["on"], per["bare"], strict=True)]  # fmt: skip
-        return _median(diffs) * 1e6
-
-    bg = [x["bg"] for x in per["on"]]
+    extra = [x["proc"] - y["proc"] for x, y in zip(per["on"], per["bare"], strict=True)]
+    n = batch * len(workloads)
     return {
         "batch": batch,
-        "tokens": per["on"][0]["tokens"],
-        "bare_round_cpu_ms": _median([x["proc"] for x in per["bare"]]) * 1e3,
-        "step": ratio("on", "bare", "crit_cpu"),
-        "step_aa": ratio("bare2", "bare", "crit_cpu"),
-        "step_aa_on": ratio("on2", "on", "crit_cpu"),
-        "step_wall": ratio("on", "bare", "crit_wall"),
-        "step_wall_aa": ratio("bare2", "bare", "crit_wall"),
-        "proc": ratio("on", "bare", "proc"),
-        "proc_aa": ratio("bare2", "bare", "proc"),
-        "proc_aa_on": ratio("on2", "on", "proc"),
-        "extra_us_req": extra("proc", "request"),
-        "extra_us_tok": extra("proc", "token"),
-        "step_us_req": extra("crit_cpu", "request"),
-        "bg_us_req": _median(bg) / batch * 1e6,
-        "bg_us_tok": _median([x["bg"] / x["tokens"] for x in per["on"]]) * 1e6,
-        "bg_bare_us": _median([x["bg"] for x in per["bare"]]) * 1e6,
+        "requests": n,
+        "round_ms": _median([x["proc"] for x in per["bare"]]) * 1e3,
+        "proc": _ratios(per, "proc"),
+        "extra_us_req": _median(extra) / n * 1e6,
         "scrape_ms": scrape,
     }
 
@@ -235,38 +305,56 @@ def _verdict(value: float, goal: float) -> str:
     return f"short by {value - goal:.3f}"
 
 
+def _ratio_cells(t: tuple[float, float, float]) -> str:
+    return f"{t[0]:.4f} | {t[1]:.4f} | {t[2]:.4f}"
+
+
 def main() -> None:
     print(f"machine: {machine()}; Python {platform.python_version()}; {load()}")
     print(f"workload: B requests decoded together, {PROMPT}-token prompts, {MAX_TOKENS} output "
-          f"tokens each, greedy; {ROUNDS} measured rounds (+1 warm-up) of 4 interleaved arms; "
-          "default ModelConfig, CPU, torch 1 thread; on = metrics + spans over OTLP/HTTP to a "
-          "collector process + JSONL records + goodput")  # fmt: skip
-    rows = []
+          f"tokens each, greedy, seeded; {ROUNDS} measured rounds (+1 warm-up); default "
+          "ModelConfig, CPU, torch 1 thread. on = metrics + spans over OTLP/HTTP to a collector "
+          "process + JSONL record files + goodput; every arm's tokens asserted equal to bare's")  # fmt: skip
+    lock, proc = [], []
     with otlp_collector() as endpoint:
         for batch in BATCHES:
             t0 = time.perf_counter()
-            rows.append(engine_table(batch, endpoint))
+            lock.append(lockstep_table(batch, endpoint))
+            proc.append(process_table(batch, endpoint))
             print(f"(batch {batch}: {time.perf_counter() - t0:.0f} s, {load()})", flush=True)
     print()
-    print("| batch | bare round CPU (ms) | step loop CPU on/bare | A/A bare2/bare | A/A on2/on "
-          "| step loop wall on/bare | A/A wall | whole process CPU on/bare | A/A bare2/bare "
-          "| A/A on2/on | extra CPU µs/request | µs/token | of which step loop µs/request "
-          "| background threads µs/request | µs/token | scrape CPU (ms) |")  # fmt: skip
-    print("|---:" * 16 + "|")
-    for x in rows:
-        print(f"| {x['batch']} | {x['bare_round_cpu_ms']:.0f} | {x['step']:.4f} | "
-              f"{x['step_aa']:.4f} | {x['step_aa_on']:.4f} | {x['step_wall']:.4f} | "
-              f"{x['step_wall_aa']:.4f} | {x['proc']:.4f} | {x['proc_aa']:.4f} | "
-              f"{x['proc_aa_on']:.4f} | {x['extra_us_req']:.0f} | {x['extra_us_tok']:.2f} | "
-              f"{x['step_us_req']:.0f} | {x['bg_us_req']:.0f} | {x['bg_us_tok']:.2f} | "
-              f"{x['scrape_ms']:.2f} |")  # fmt: skip
+    print("Lockstep: four engines stepped in turn; per-thread CPU; ratios = median over rounds "
+          "of per-round ratios (A/A: identical arms)")  # fmt: skip
     print()
-    for x in rows:
-        print(f"telemetry at batch {x['batch']}: whole-process CPU {x['proc']:.3f}x bare "
-              f"(A/A {x['proc_aa']:.3f}x), goal <= {GOAL_PROCESS}x: "
-              f"{_verdict(x['proc'], GOAL_PROCESS)}; step loop {x['step']:.3f}x "
-              f"(A/A {x['step_aa']:.3f}x), goal <= {GOAL_STEP}x: {_verdict(x['step'], GOAL_STEP)}; "
-              f"background {x['bg_us_req']:.0f} µs/request, {x['bg_us_tok']:.2f} µs/token")  # fmt: skip
+    print("| batch | bare step loop CPU per round (ms) | step loop CPU on/bare | A/A bare2/bare "
+          "| A/A on2/on | step loop wall on/bare | A/A bare2/bare | A/A on2/on "
+          "| telemetry CPU, all threads, on/bare | A/A bare2/bare | A/A on2/on "
+          "| step loop µs/request | flush µs/request | background µs/request "
+          "| background µs/token |")  # fmt: skip
+    print("|---:" * 15 + "|")
+    for x in lock:
+        print(f"| {x['batch']} | {x['round_ms']:.0f} | {_ratio_cells(x['step'])} | "
+              f"{_ratio_cells(x['wall'])} | {_ratio_cells(x['whole'])} | "
+              f"{x['step_us_req']:.0f} | {x['flush_us_req']:.0f} | {x['bg_us_req']:.0f} | "
+              f"{x['bg_us_tok']:.2f} |")  # fmt: skip
+    print()
+    print("Whole process: one engine, arms one after another; time.process_time per round")
+    print()
+    print("| batch | bare round CPU (ms) | process CPU on/bare | A/A bare2/bare | A/A on2/on "
+          "| on−bare CPU µs/request | scrape CPU (ms) |")  # fmt: skip
+    print("|---:" * 7 + "|")
+    for y in proc:
+        print(f"| {y['batch']} | {y['round_ms']:.0f} | {_ratio_cells(y['proc'])} | "
+              f"{y['extra_us_req']:.0f} | {y['scrape_ms']:.2f} |")  # fmt: skip
+    print()
+    for x, y in zip(lock, proc, strict=True):
+        b, step, whole, pr = x["batch"], x["step"][0], x["whole"][0], y["proc"][0]
+        print(f"telemetry at batch {b}: step loop {step:.4f}x bare (A/A {x['step'][1]:.4f}x), "
+              f"goal <= {GOAL_STEP}x: {_verdict(step, GOAL_STEP)}; whole-process CPU "
+              f"{whole:.4f}x by thread (A/A {x['whole'][1]:.4f}x), {pr:.4f}x by process_time "
+              f"(A/A {y['proc'][1]:.4f}x), goal <= {GOAL_PROCESS}x: "
+              f"{_verdict(max(whole, pr), GOAL_PROCESS)}; background {x['bg_us_req']:.0f} "
+              f"µs/request, {x['bg_us_tok']:.2f} µs/token")  # fmt: skip
     print(f"(end: {load()})")
 
 
