@@ -1,20 +1,19 @@
 """Telemetry's cost told whole: the reference engine running, instrumented against bare.
 
-One engine per batch size; four arms run round-robin in a rotating order, so machine noise hits
-them alike: ``bare`` and ``bare2`` (no observer attached), ``on`` and ``on2`` (the telemetry
-observer attached: Prometheus metrics, OpenTelemetry spans exported over OTLP/HTTP to a collector
-in another process, request records to rotating JSONL files, goodput counter). ``bare2/bare``
-and ``on2/on`` are A/A controls: identical code, so their spread is this machine's noise floor.
+Four arms per batch size: ``bare`` and ``bare2`` (no observer attached), ``on`` and ``on2`` (the
+telemetry observer attached: Prometheus metrics, OpenTelemetry spans exported over OTLP/HTTP to a
+collector in another process, request records to rotating JSONL files, goodput counter).
+``bare2/bare`` and ``on2/on`` are A/A controls: identical code, so their spread is this run's
+noise floor, printed beside every ratio. Every arm gets the same seeded prompts and must produce
+the same tokens (asserted).
 
-A round is one seeded workload (``batch`` requests decoded together); every arm of a round gets
-the same prompts and must produce the same tokens (asserted). Per round:
-
-- step loop (critical path): the step-loop thread's CPU time inside ``add_request`` and
-  ``engine.step`` (observer callbacks included), and the wall time of the same calls;
-- whole process: ``time.process_time`` from the first ``add_request`` until telemetry has
-  handed everything over (``Instrumentation.flush``: histograms binned as a scrape would, spans
-  built and exported, records written), every thread included;
-- background: CPU of each telemetry thread over the round (``pthread_getcpuclockid``).
+- Lockstep (``lockstep_table``): four identical engines stepped in turn, the order rotating every
+  step. Step loop = the step-loop thread's CPU (and wall) inside ``add_request`` and
+  ``engine.step``, observer callbacks included. All telemetry CPU = step loop + the histogram
+  binning a scrape does + the CPU of the background threads each ``instrument`` call started
+  (per-thread clocks), running at their own pace.
+- Whole process (``process_table``): one engine, the arms one after another; the process's CPU
+  (``time.process_time``, every thread) until ``Instrumentation.flush`` handed everything over.
 
 Ratios are per round (arms of one round side by side), reported as the median over rounds.
 """
@@ -333,7 +332,7 @@ def main() -> None:
     print("| batch | bare step loop CPU per round (ms) | step loop CPU on/bare | A/A bare2/bare "
           "| A/A on2/on | step loop wall on/bare | A/A bare2/bare | A/A on2/on "
           "| telemetry CPU, all threads, on/bare | A/A bare2/bare | A/A on2/on "
-          "| step loop µs/request | flush µs/request | background µs/request "
+          "| step loop µs/request | binning µs/request | background µs/request "
           "| background µs/token |")  # fmt: skip
     print("|---:" * 15 + "|")
     for x in lock:
