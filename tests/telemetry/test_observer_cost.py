@@ -1,5 +1,6 @@
-"""What the step loop does and does not do: histogram binning waits for a scrape (bounded), and
-per-request gap counting happens only when something writes records."""
+"""What telemetry does and does not do to stay cheap: histogram binning waits for a scrape
+(bounded), per-request gap counting happens only when something writes records, and OTLP export
+goes out in batches."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from telemetry.instrument import TelemetryObserver, instrument
 from telemetry.metrics import ServingMetrics
 from telemetry.records.schema import ITL_BOUNDS
 from telemetry.sink import MemoryRecordSink
+from telemetry.spans.provider import otlp_export_interval_s, tracer_provider
 
 
 def _decode(obs: TelemetryObserver, ids: list[str], steps: int) -> None:
@@ -80,3 +82,16 @@ def test_gaps_are_counted_only_for_records() -> None:
     [record] = sink.records
     assert record.itl_buckets is not None and sum(record.itl_buckets) == 4
     assert len(record.itl_buckets) == len(ITL_BOUNDS) + 1
+
+
+def test_otlp_export_is_batched_every_5_s_unless_the_environment_says_otherwise() -> None:
+    assert otlp_export_interval_s({}) == 5.0
+    assert otlp_export_interval_s({"OTEL_BSP_SCHEDULE_DELAY": "250"}) == 0.25
+    for bad in ("soon", "0", "-1", "inf", ""):
+        assert otlp_export_interval_s({"OTEL_BSP_SCHEDULE_DELAY": bad}) == 5.0
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_BSP_SCHEDULE_DELAY": "750"}
+    provider = tracer_provider(env=env)
+    assert provider is not None
+    [processor] = provider._active_span_processor._span_processors
+    assert processor._worker.interval_s == 0.75  # type: ignore[attr-defined]
+    provider.shutdown()
