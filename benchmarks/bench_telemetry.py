@@ -43,7 +43,7 @@ from telemetry.sink import RotatingRecordSink
 BATCHES = (8, 32)
 PROMPT = 32
 MAX_TOKENS = 64
-ROUNDS = 15
+ROUNDS = 8
 PROCESS_ROUNDS = 8
 REQUESTS = 32
 ARMS = ("bare", "bare2", "on", "on2")
@@ -158,44 +158,53 @@ def _ratios(per: dict[str, list[dict[str, float]]], key: str) -> tuple[float, fl
 
 
 def lockstep_table(batch: int, endpoint: str, rounds: int = ROUNDS) -> dict[str, Any]:
-    """Four identical engines stepped in turn (order rotating every step), each arm's costs
-    summed per round: the step loop (``add_request`` + ``step``, this thread's CPU and wall),
-    the histogram binning a scrape would do, and the CPU of the background threads each
-    instrumentation started, running at their own pace (span export every 1 s, record files
-    every 2 s). Arms run milliseconds apart, so load changes hit them alike."""
+    """Four identical engines, each instrumented, stepped in turn (order rotating every step).
+    Each round the arms move one engine on (arm i runs on engine (i + round) mod 4; its
+    instrumentation resumed for an ``on`` arm, paused for a ``bare`` one), so an engine's own
+    speed (where its tensors landed in memory) cancels out. Per arm and round: the step loop
+    (``add_request`` + ``step``, this thread's CPU and wall), the hand-over at the round's end
+    (``Instrumentation.flush`` on this thread: binning, the last record file) and the CPU of the
+    instrumentation's background threads (span building, export, records)."""
     rng = random.Random(batch)
-    engines = {a: _engine(batch) for a in ARMS}
+    engines = [_engine(batch) for _ in ARMS]
     with tempfile.TemporaryDirectory() as tmp:
-        insts: dict[str, tuple[Instrumentation, list[Any]]] = {}
-        for a in ARMS:
-            if a.startswith("on"):
-                os.mkdir(os.path.join(tmp, a))
-                insts[a] = _instrumented(engines[a], os.path.join(tmp, a), endpoint)
+        insts = []
+        for j, eng in enumerate(engines):
+            os.mkdir(os.path.join(tmp, str(j)))
+            inst, threads = _instrumented(eng, os.path.join(tmp, str(j)), endpoint)
+            inst.pause()
+            insts.append((inst, threads))
         per: dict[str, list[dict[str, float]]] = {a: [] for a in ARMS}
-        tail: dict[str, float] = {}
         for r in range(rounds + 1):
-            prompts = _prompts(rng, batch)
+            role = {a: (i + r) % len(ARMS) for i, a in enumerate(ARMS)}
+            for a, j in role.items():
+                if a.startswith("on"):
+                    insts[j][0].resume()
             cost = {a: dict.fromkeys(("crit_cpu", "crit_wall", "flush", "bg"), 0.0) for a in ARMS}
             tokens: dict[str, dict[str, list[int]]] = {a: {} for a in ARMS}
-            ids: dict[str, list[str]] = {}
-            bg0 = {a: _cpu_of(th) for a, (_, th) in insts.items()}
-
-            for a in ARMS:
-                ids[a] = _timed(cost[a], partial(_add_all, engines[a], prompts))
-            k = 0
-            while any(e.has_unfinished() for e in engines.values()):
-                k += 1
-                order = ARMS[k % 4 :] + ARMS[: k % 4]
-                for a in order if k % 8 < 4 else tuple(reversed(order)):
-                    if engines[a].has_unfinished():
-                        for o in _timed(cost[a], engines[a].step):
-                            tokens[a].setdefault(o.request_id, []).extend(o.new_token_ids)
-            for a, (inst, threads) in insts.items():
-                assert inst.metrics is not None
-                c0 = time.thread_time()
-                inst.metrics.flush()  # the binning a scrape does
-                cost[a]["flush"] = time.thread_time() - c0
-                cost[a]["bg"] = _cpu_of(threads) - bg0[a]
+            ids: dict[str, list[str]] = {a: [] for a in ARMS}
+            bg0 = [_cpu_of(th) for _, th in insts]
+            for _ in range(max(1, REQUESTS // batch)):
+                prompts = _prompts(rng, batch)
+                for a in ARMS:
+                    ids[a] += _timed(cost[a], partial(_add_all, engines[role[a]], prompts))
+                k = 0
+                while any(e.has_unfinished() for e in engines):
+                    k += 1
+                    order = ARMS[k % 4 :] + ARMS[: k % 4]
+                    for a in order if k % 8 < 4 else tuple(reversed(order)):
+                        eng = engines[role[a]]
+                        if eng.has_unfinished():
+                            for o in _timed(cost[a], eng.step):
+                                tokens[a].setdefault(o.request_id, []).extend(o.new_token_ids)
+            for a, j in role.items():
+                if a.startswith("on"):
+                    inst, threads = insts[j]
+                    c0 = time.thread_time()
+                    assert inst.flush(), "telemetry did not hand over in time"
+                    cost[a]["flush"] = time.thread_time() - c0
+                    cost[a]["bg"] = _cpu_of(threads) - bg0[j]
+                    inst.pause()
             answers = {a: [tuple(tokens[a][i]) for i in ids[a]] for a in ARMS}
             assert all(v == answers["bare"] for v in answers.values()), "tokens differ from bare"
             if r > 0:  # round 0 warms up
@@ -203,26 +212,23 @@ def lockstep_table(batch: int, endpoint: str, rounds: int = ROUNDS) -> dict[str,
                     c = cost[a]
                     c["whole"] = c["crit_cpu"] + c["flush"] + c["bg"]
                     c["tokens"] = float(sum(len(v) for v in answers[a]))
+                    c["requests"] = float(len(answers[a]))
                     per[a].append(c)
-        for a, (inst, threads) in insts.items():
-            c0 = _cpu_of(threads) + time.thread_time()
-            assert inst.flush() and inst.drops.total == 0, f"dropped {inst.drops.snapshot()}"
-            tail[a] = _cpu_of(threads) + time.thread_time() - c0
+        for inst, _ in insts:
+            assert inst.drops.total == 0, f"telemetry dropped {inst.drops.snapshot()}"
             inst.detach()
-    step = _ratios(per, "crit_cpu")
-    wall = _ratios(per, "crit_wall")
-    whole = _ratios(per, "whole")
-    on = per["on"]
+    on, bare = per["on"], per["bare"]
     return {
         "batch": batch,
-        "round_ms": _median([x["crit_cpu"] for x in per["bare"]]) * 1e3,
-        "step": step, "wall": wall, "whole": whole,
-        "step_us_req": _median([(x["crit_cpu"] - y["crit_cpu"]) / batch
-                                for x, y in zip(on, per["bare"], strict=True)]) * 1e6,
-        "flush_us_req": _median([x["flush"] for x in on]) / batch * 1e6,
-        # background: every round's plus the final hand-over, over every request and token
-        "bg_us_req": (sum(x["bg"] for x in on) + tail["on"]) / (batch * len(on)) * 1e6,
-        "bg_us_tok": (sum(x["bg"] for x in on) + tail["on"]) / sum(x["tokens"] for x in on) * 1e6,
+        "round_ms": _median([x["crit_cpu"] for x in bare]) * 1e3,
+        "step": _ratios(per, "crit_cpu"),
+        "wall": _ratios(per, "crit_wall"),
+        "whole": _ratios(per, "whole"),
+        "step_us_req": _median([(x["crit_cpu"] - y["crit_cpu"]) / x["requests"]
+                                for x, y in zip(on, bare, strict=True)]) * 1e6,
+        "flush_us_req": _median([x["flush"] / x["requests"] for x in on]) * 1e6,
+        "bg_us_req": _median([x["bg"] / x["requests"] for x in on]) * 1e6,
+        "bg_us_tok": _median([x["bg"] / x["tokens"] for x in on]) * 1e6,
     }  # fmt: skip
 
 
@@ -326,13 +332,14 @@ def main() -> None:
             proc.append(process_table(batch, endpoint))
             print(f"(batch {batch}: {time.perf_counter() - t0:.0f} s, {load()})", flush=True)
     print()
-    print("Lockstep: four engines stepped in turn; per-thread CPU; ratios = median over rounds "
-          "of per-round ratios (A/A: identical arms)")  # fmt: skip
+    print("Lockstep: four engines stepped in turn, the arms moving one engine on each round; "
+          "per-thread CPU; ratios = median over rounds of per-round ratios (A/A: identical "
+          f"arms); {REQUESTS} requests per arm and round")  # fmt: skip
     print()
     print("| batch | bare step loop CPU per round (ms) | step loop CPU on/bare | A/A bare2/bare "
           "| A/A on2/on | step loop wall on/bare | A/A bare2/bare | A/A on2/on "
           "| telemetry CPU, all threads, on/bare | A/A bare2/bare | A/A on2/on "
-          "| step loop µs/request | binning µs/request | background µs/request "
+          "| step loop µs/request | hand-over µs/request | background µs/request "
           "| background µs/token |")  # fmt: skip
     print("|---:" * 15 + "|")
     for x in lock:
