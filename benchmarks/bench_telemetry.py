@@ -1,45 +1,99 @@
-"""Telemetry overhead: instrumented vs bare engine on the same workload, interleaved in one run.
+"""Telemetry's cost told whole: the reference engine running, instrumented against bare.
 
-Three arms per batch size on ONE engine, run round-robin in alternating order so machine noise
-hits them alike:
+Four arms per batch size: ``bare`` and ``bare2`` (no observer attached), ``on`` and ``on2`` (the
+telemetry observer attached: Prometheus metrics, OpenTelemetry spans exported over OTLP/HTTP to a
+collector in another process, request records to rotating JSONL files, goodput counter).
+``bare2/bare`` and ``on2/on`` are A/A controls: identical code, so their spread is this run's
+noise floor, printed beside every ratio. Every arm gets the same seeded prompts and must produce
+the same tokens (asserted).
 
-- ``bare``: no observer attached;
-- ``off``: telemetry paused (``Instrumentation.pause``): again no observer, the engine's single
-  ``is None`` check; ``off``/``bare`` is the noise floor of this machine;
-- ``on``: metrics + spans (bounded processor, in-memory exporter) + records (rotating JSONL).
+- Lockstep (``lockstep_table``): four identical engines stepped in turn, the order rotating every
+  step. Step loop = the step-loop thread's CPU (and wall) inside ``add_request`` and
+  ``engine.step``, observer callbacks included. All telemetry CPU = step loop + the histogram
+  binning a scrape does + the CPU of the background threads each ``instrument`` call started
+  (per-thread clocks), running at their own pace.
+- Whole process (``process_table``): one engine, the arms one after another; the process's CPU
+  (``time.process_time``, every thread) until ``Instrumentation.flush`` handed everything over.
 
-A round is one workload (``batch`` requests decoded together). Reported: median step wall time
-and step-thread CPU time, ratios to bare, the extra CPU per generated token in µs. A second table
-replays a recorded event trace straight into the observer and the span/record builders (no
-engine, no noise) to give the exact cost as a share of the measured step.
+Ratios are per round (arms of one round side by side), reported as the median over rounds.
 """
 
 from __future__ import annotations
 
+import os
+import platform
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry, generate_latest
 
 from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
-from telemetry.instrument import Instrumentation, RequestState, TelemetryObserver, instrument
-from telemetry.instrument.api import to_record
-from telemetry.metrics import ServingMetrics
-from telemetry.records import RequestRecord
-from telemetry.sink import MemoryRecordSink, RotatingRecordSink
-from telemetry.spans import BoundedSpanProcessor, SpanBuilder
+from telemetry.instrument import Instrumentation, instrument
+from telemetry.sink import RotatingRecordSink
 
-BATCHES = (1, 8, 32, 64)
+BATCHES = (8, 32)
 PROMPT = 32
 MAX_TOKENS = 64
-ROUNDS = 6
-ARMS = ("bare", "off", "on")
+ROUNDS = 8
+PROCESS_ROUNDS = 8
+REQUESTS = 32
+ARMS = ("bare", "bare2", "on", "on2")
+GOAL_PROCESS = 1.03
+GOAL_STEP = 1.01
+
+_COLLECTOR = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a collector does
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
+
+
+@contextmanager
+def otlp_collector() -> Iterator[str]:
+    """A minimal OTLP/HTTP receiver in its own process (its CPU is not ours); yields its URL."""
+    proc = subprocess.Popen([sys.executable, "-c", _COLLECTOR], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {os.cpu_count()} CPUs"
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def _engine(batch: int) -> LLMEngine:
@@ -51,203 +105,266 @@ def _engine(batch: int) -> LLMEngine:
     )  # fmt: skip
 
 
-def _instrument(engine: LLMEngine, tmp: str) -> tuple[Instrumentation, TracerProvider]:
-    provider = TracerProvider()
-    provider.add_span_processor(BoundedSpanProcessor(InMemorySpanExporter()))
-    inst = instrument(
+def _instrument(engine: LLMEngine, tmp: str, endpoint: str) -> Instrumentation:
+    return instrument(
         engine,
-        tracer_provider=provider,
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
         registry=CollectorRegistry(),
         record_sink=RotatingRecordSink(tmp, max_records=10_000),
         goodput=(1.0, 0.1),
     )
-    return inst, provider
+
+
+def _cpu_of(threads: Sequence[threading.Thread]) -> float:
+    """CPU seconds the given threads have used so far (per-thread clocks)."""
+    total = 0.0
+    for t in threads:
+        if t.ident is not None and t.is_alive():
+            total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+    return total
+
+
+def _instrumented(engine: LLMEngine, tmp: str, endpoint: str) -> tuple[Instrumentation, list[Any]]:
+    """Instrument ``engine``; also return the background threads that instrumenting started."""
+    before = set(threading.enumerate())
+    inst = _instrument(engine, tmp, endpoint)
+    return inst, [t for t in threading.enumerate() if t not in before]
+
+
+def _prompts(rng: random.Random, batch: int) -> list[list[int]]:
+    return [[rng.randrange(1, 2000) for _ in range(PROMPT)] for _ in range(batch)]
+
+
+def _timed(cost: dict[str, float], fn: Callable[[], Any]) -> Any:
+    """Call ``fn`` on the step loop; add its CPU and wall time to ``cost``."""
+    c0, w0 = time.thread_time(), time.perf_counter()
+    out = fn()
+    cost["crit_cpu"] += time.thread_time() - c0
+    cost["crit_wall"] += time.perf_counter() - w0
+    return out
+
+
+def _add_all(engine: LLMEngine, prompts: Sequence[Sequence[int]]) -> list[str]:
+    return [engine.add_request(p, max_tokens=MAX_TOKENS) for p in prompts]
+
+
+def _ratios(per: dict[str, list[dict[str, float]]], key: str) -> tuple[float, float, float]:
+    """Median over rounds of on/bare, bare2/bare and on2/on for ``key``."""
+
+    def r(a: str, b: str) -> float:
+        return _median([x[key] / y[key] for x, y in zip(per[a], per[b], strict=True)])
+
+    return r("on", "bare"), r("bare2", "bare"), r("on2", "on")
+
+
+def lockstep_table(batch: int, endpoint: str, rounds: int = ROUNDS) -> dict[str, Any]:
+    """Four identical engines, each instrumented, stepped in turn (order rotating every step).
+    Each round the arms move one engine on (arm i runs on engine (i + round) mod 4; its
+    instrumentation resumed for an ``on`` arm, paused for a ``bare`` one), so an engine's own
+    speed (where its tensors landed in memory) cancels out. Per arm and round: the step loop
+    (``add_request`` + ``step``, this thread's CPU and wall), the hand-over at the round's end
+    (``Instrumentation.flush`` on this thread: binning, the last record file) and the CPU of the
+    instrumentation's background threads (span building, export, records)."""
+    rng = random.Random(batch)
+    engines = [_engine(batch) for _ in ARMS]
+    with tempfile.TemporaryDirectory() as tmp:
+        insts = []
+        for j, eng in enumerate(engines):
+            os.mkdir(os.path.join(tmp, str(j)))
+            inst, threads = _instrumented(eng, os.path.join(tmp, str(j)), endpoint)
+            inst.pause()
+            insts.append((inst, threads))
+        per: dict[str, list[dict[str, float]]] = {a: [] for a in ARMS}
+        for r in range(rounds + 1):
+            role = {a: (i + r) % len(ARMS) for i, a in enumerate(ARMS)}
+            for a, j in role.items():
+                if a.startswith("on"):
+                    insts[j][0].resume()
+            cost = {a: dict.fromkeys(("crit_cpu", "crit_wall", "flush", "bg"), 0.0) for a in ARMS}
+            tokens: dict[str, dict[str, list[int]]] = {a: {} for a in ARMS}
+            ids: dict[str, list[str]] = {a: [] for a in ARMS}
+            bg0 = [_cpu_of(th) for _, th in insts]
+            for _ in range(max(1, REQUESTS // batch)):
+                prompts = _prompts(rng, batch)
+                for a in ARMS:
+                    ids[a] += _timed(cost[a], partial(_add_all, engines[role[a]], prompts))
+                k = 0
+                while any(e.has_unfinished() for e in engines):
+                    k += 1
+                    order = ARMS[k % 4 :] + ARMS[: k % 4]
+                    for a in order if k % 8 < 4 else tuple(reversed(order)):
+                        eng = engines[role[a]]
+                        if eng.has_unfinished():
+                            for o in _timed(cost[a], eng.step):
+                                tokens[a].setdefault(o.request_id, []).extend(o.new_token_ids)
+            for a, j in role.items():
+                if a.startswith("on"):
+                    inst, threads = insts[j]
+                    c0 = time.thread_time()
+                    assert inst.flush(), "telemetry did not hand over in time"
+                    cost[a]["flush"] = time.thread_time() - c0
+                    cost[a]["bg"] = _cpu_of(threads) - bg0[j]
+                    inst.pause()
+            answers = {a: [tuple(tokens[a][i]) for i in ids[a]] for a in ARMS}
+            assert all(v == answers["bare"] for v in answers.values()), "tokens differ from bare"
+            if r > 0:  # round 0 warms up
+                for a in ARMS:
+                    c = cost[a]
+                    c["whole"] = c["crit_cpu"] + c["flush"] + c["bg"]
+                    c["tokens"] = float(sum(len(v) for v in answers[a]))
+                    c["requests"] = float(len(answers[a]))
+                    per[a].append(c)
+        for inst, _ in insts:
+            assert inst.drops.total == 0, f"telemetry dropped {inst.drops.snapshot()}"
+            inst.detach()
+    on, bare = per["on"], per["bare"]
+    return {
+        "batch": batch,
+        "round_ms": _median([x["crit_cpu"] for x in bare]) * 1e3,
+        "step": _ratios(per, "crit_cpu"),
+        "wall": _ratios(per, "crit_wall"),
+        "whole": _ratios(per, "whole"),
+        "step_us_req": _median([(x["crit_cpu"] - y["crit_cpu"]) / x["requests"]
+                                for x, y in zip(on, bare, strict=True)]) * 1e6,
+        "flush_us_req": _median([x["flush"] / x["requests"] for x in on]) * 1e6,
+        "bg_us_req": _median([x["bg"] / x["requests"] for x in on]) * 1e6,
+        "bg_us_tok": _median([x["bg"] / x["tokens"] for x in on]) * 1e6,
+    }  # fmt: skip
 
 
 def _round(
-    engine: LLMEngine, prompts: Sequence[Sequence[int]], after: Callable[[], Any]
-) -> tuple[list[tuple[float, float]], float]:
-    """Run one workload; per step (wall s, this thread's CPU s), and the round's wall time."""
-    steps: list[tuple[float, float]] = []
-    t0 = time.perf_counter()
-    for p in prompts:
-        engine.add_request(p, max_tokens=MAX_TOKENS)
-    while engine.has_unfinished():
-        c0 = time.thread_time()
-        s0 = time.perf_counter()
-        engine.step()
-        steps.append((time.perf_counter() - s0, time.thread_time() - c0))
-    after()
-    return steps, time.perf_counter() - t0
+    engine: LLMEngine, workloads: Sequence[Sequence[Sequence[int]]], settle: Callable[[], object]
+) -> tuple[float, list[tuple[int, ...]]]:
+    """Workloads one after another; the whole process's CPU seconds until ``settle`` returned,
+    and the tokens of every request in order."""
+    tokens: dict[str, list[int]] = {}
+    ids: list[str] = []
+    p0 = time.process_time()
+    for prompts in workloads:
+        ids += [engine.add_request(p, max_tokens=MAX_TOKENS) for p in prompts]
+        while engine.has_unfinished():
+            for o in engine.step():
+                tokens.setdefault(o.request_id, []).extend(o.new_token_ids)
+    settle()
+    return time.process_time() - p0, [tuple(tokens[i]) for i in ids]
 
 
-def engine_table() -> list[dict[str, float]]:
-    """One engine per batch size; arms differ only in whether the observer is attached.
-
-    ``bare`` and ``off`` are the same code path (no observer): their ratio is the noise floor.
-    """
-    rng = random.Random(0)
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for batch in BATCHES:
-            engine = _engine(batch)
-            inst, provider = _instrument(engine, tmp)
-            inst.pause()
-            step_t: dict[str, list[float]] = {k: [] for k in ARMS}
-            cpu_t: dict[str, list[float]] = {k: [] for k in ARMS}
-            for r in range(ROUNDS + 1):
-                prompts = [[rng.randrange(1, 2000) for _ in range(PROMPT)] for _ in range(batch)]
-                for name in ARMS if r % 2 == 0 else tuple(reversed(ARMS)):
-                    if name == "on":
-                        inst.resume()
-                    steps, _ = _round(engine, prompts, lambda: None)
-                    inst.pause()
-                    if r > 0:  # round 0 warms up
-                        step_t[name].extend(w for w, _ in steps)
-                        cpu_t[name].extend(c for _, c in steps)
-            inst.flush()
-            assert inst.drops.total == 0
-            inst.detach()
-            provider.shutdown()
-            med = {k: statistics.median(v) for k, v in step_t.items()}
-            cpu = {k: statistics.median(v) for k, v in cpu_t.items()}
-            rows.append({
-                "batch": batch,
-                "bare_step_ms": med["bare"] * 1e3,
-                "off_ratio": med["off"] / med["bare"],
-                "on_ratio": med["on"] / med["bare"],
-                "cpu_off_ratio": cpu["off"] / cpu["bare"],
-                "cpu_on_ratio": cpu["on"] / cpu["bare"],
-                "us_per_token": (cpu["on"] - cpu["bare"]) / batch * 1e6,
-            })  # fmt: skip
-    return rows
+def _median(xs: Sequence[float]) -> float:
+    return statistics.median(xs)
 
 
-class _Recorder:
-    """Records the engine's observer calls so they can be replayed without the engine."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        def record(*args: Any) -> None:
-            self.calls.append((name, args))
-
-        return record
-
-
-def replay_table(batch: int, repeats: int = 5) -> dict[str, float]:
-    """Replay one recorded run's events: hot-path cost, then span+record building per request."""
+def process_table(batch: int, endpoint: str, rounds: int = PROCESS_ROUNDS) -> dict[str, Any]:
+    """One engine, the four arms one after another in each round (order rotating): the whole
+    process's CPU (``time.process_time``, every thread) over ``REQUESTS`` requests (workloads
+    back to back) until telemetry has handed them all over (``Instrumentation.flush``: one
+    forced export and record file per arm-round, about what the 1 s export interval does), so
+    interference between threads is included."""
+    rng = random.Random(batch)
     engine = _engine(batch)
-    rec = _Recorder()
-    engine.attach(rec)
-    rng = random.Random(1)
-    prompts = [[rng.randrange(1, 2000) for _ in range(PROMPT)] for _ in range(batch)]
-    steps, _ = _round(engine, prompts, lambda: None)
-    step_s = statistics.median(s for s, _ in steps)
-    n_tokens = sum(len(a[1]) for n, a in rec.calls if n == "on_tokens") + batch
-    n_steps = sum(1 for n, _ in rec.calls if n == "on_step")
-    best_obs = best_build = best_scrape = float("inf")
-    for _ in range(repeats):
-        finished: list[RequestState] = []
-        metrics = ServingMetrics("reference", "bench")
-        obs = TelemetryObserver(metrics, finished.append, goodput=(1.0, 0.1))
-        t0 = time.perf_counter()
-        for name, args in rec.calls:
-            getattr(obs, name)(*args)
-        best_obs = min(best_obs, time.perf_counter() - t0)
-        reg = CollectorRegistry()
-        reg.register(metrics)
-        t0 = time.perf_counter()
-        generate_latest(reg)
-        best_scrape = min(best_scrape, time.perf_counter() - t0)
-        provider = TracerProvider()
-        provider.add_span_processor(BoundedSpanProcessor(InMemorySpanExporter()))
-        builder = SpanBuilder(
-            provider.get_tracer("bench"), model="reference", replica="bench", offset_s=0.0
-        )
-        sink = MemoryRecordSink()
-        t0 = time.perf_counter()
-        for st in finished:
-            builder.emit(st)
-        sink.write([to_record(st, "reference", "bench") for st in finished])
-        best_build = min(best_build, time.perf_counter() - t0)
-        provider.shutdown()
-    per_req = best_build / batch
-    build_share = best_build / n_steps / step_s
+    with tempfile.TemporaryDirectory() as tmp:
+        inst = _instrument(engine, tmp, endpoint)
+        inst.pause()
+        per: dict[str, list[dict[str, float]]] = {a: [] for a in ARMS}
+        for r in range(rounds + 1):
+            workloads = [_prompts(rng, batch) for _ in range(max(1, REQUESTS // batch))]
+            order = ARMS[r % 4 :] + ARMS[: r % 4]
+            answers: dict[str, list[tuple[int, ...]]] = {}
+            for arm in order if r % 8 < 4 else tuple(reversed(order)):
+                on = arm.startswith("on")
+                if on:
+                    inst.resume()
+                cpu, answers[arm] = _round(engine, workloads, inst.flush if on else lambda: None)
+                inst.pause()
+                if r > 0:  # round 0 warms up
+                    per[arm].append({"proc": cpu})
+            assert all(v == answers["bare"] for v in answers.values()), "tokens differ from bare"
+        assert inst.flush() and inst.drops.total == 0, f"telemetry dropped {inst.drops.snapshot()}"
+        reg = inst.registry
+        assert reg is not None
+        scrape = _scrape_ms(reg)
+        inst.detach()
+    extra = [x["proc"] - y["proc"] for x, y in zip(per["on"], per["bare"], strict=True)]
+    n = batch * len(workloads)
     return {
         "batch": batch,
-        "step_ms": step_s * 1e3,
-        "observer_us_per_token": best_obs / n_tokens * 1e6,
-        "observer_share": best_obs / n_steps / step_s,
-        "build_us_per_request": per_req * 1e6,
-        "build_share": build_share,
-        "total_share": (best_obs + best_build) / n_steps / step_s,
-        "total_us_per_token": (best_obs + best_build) / n_tokens * 1e6,
-        "scrape_ms": best_scrape * 1e3,
+        "requests": n,
+        "round_ms": _median([x["proc"] for x in per["bare"]]) * 1e3,
+        "proc": _ratios(per, "proc"),
+        "extra_us_req": _median(extra) / n * 1e6,
+        "scrape_ms": scrape,
     }
 
 
-def record_file_cost(n: int = 10_000) -> float:
-    """Seconds per record to write one rotated JSONL file of ``n`` records (atomic, fsync)."""
-    finished = [
-        RequestRecord(request_id=f"r{i}", replica="bench", model="reference", arrival_s=float(i),
-                      scheduled_s=i + 0.01, first_token_s=i + 0.1, finished_s=i + 1.0,
-                      prompt_tokens=PROMPT, output_tokens=MAX_TOKENS)
-        for i in range(n)
-    ]  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp:
-        sink = RotatingRecordSink(tmp, max_records=n)
-        t0 = time.perf_counter()
-        sink.write(finished)
-        return (time.perf_counter() - t0) / n
+def _scrape_ms(reg: CollectorRegistry, n: int = 20) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.process_time()
+        generate_latest(reg)
+        times.append(time.process_time() - t0)
+    return _median(times) * 1e3
 
 
-class _Holder:
-    replica = "bench"
-    model_name = "reference"
+def _verdict(t: tuple[float, float, float], goal: float) -> str:
+    """Met or short, with the noise floor: the larger A/A deviation of the same measure."""
+    value, noise = t[0], max(abs(t[1] - 1.0), abs(t[2] - 1.0))
+    if value <= goal:
+        return f"met (A/A noise ±{noise:.3f})"
+    short = value - goal
+    within = "within" if short <= noise else "beyond"
+    return f"short by {short:.3f}, {within} this run's A/A noise ±{noise:.3f}"
 
-    def __init__(self) -> None:
-        self.observer: Any = None
 
-    def attach(self, observer: Any) -> Callable[[], None]:
-        self.observer = observer
-        return lambda: None
+def _ratio_cells(t: tuple[float, float, float]) -> str:
+    return f"{t[0]:.4f} | {t[1]:.4f} | {t[2]:.4f}"
 
 
 def main() -> None:
+    print(f"machine: {machine()}; Python {platform.python_version()}; {load()}")
     print(f"workload: B requests decoded together, {PROMPT}-token prompts, {MAX_TOKENS} output "
-          f"tokens each; {ROUNDS} measured rounds per arm, interleaved; default ModelConfig, "
-          "CPU, torch 1 thread")  # fmt: skip
+          f"tokens each, greedy, seeded; {ROUNDS} measured rounds (+1 warm-up); default "
+          "ModelConfig, CPU, torch 1 thread. on = metrics + spans over OTLP/HTTP to a collector "
+          "process + JSONL record files + goodput; every arm's tokens asserted equal to bare's")  # fmt: skip
+    lock, proc = [], []
+    with otlp_collector() as endpoint:
+        for batch in BATCHES:
+            t0 = time.perf_counter()
+            lock.append(lockstep_table(batch, endpoint))
+            proc.append(process_table(batch, endpoint))
+            print(f"(batch {batch}: {time.perf_counter() - t0:.0f} s, {load()})", flush=True)
     print()
-    print("Engine steps, median per step (wall and step-thread CPU), ratios to bare:")
+    print("Lockstep: four engines stepped in turn, the arms moving one engine on each round; "
+          "per-thread CPU; ratios = median over rounds of per-round ratios (A/A: identical "
+          f"arms); {REQUESTS} requests per arm and round")  # fmt: skip
     print()
-    print("| batch | bare step (ms) | off/bare wall | on/bare wall | off/bare CPU | on/bare CPU "
-          "| on−bare CPU per token (µs) |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for r in engine_table():
-        print(f"| {r['batch']} | {r['bare_step_ms']:.2f} | {r['off_ratio']:.3f} | "
-              f"{r['on_ratio']:.3f} | {r['cpu_off_ratio']:.3f} | {r['cpu_on_ratio']:.3f} | "
-              f"{r['us_per_token']:+.1f} |")  # fmt: skip
+    print("| batch | bare step loop CPU per round (ms) | step loop CPU on/bare | A/A bare2/bare "
+          "| A/A on2/on | step loop wall on/bare | A/A bare2/bare | A/A on2/on "
+          "| telemetry CPU, all threads, on/bare | A/A bare2/bare | A/A on2/on "
+          "| step loop µs/request | hand-over µs/request | background µs/request "
+          "| background µs/token |")  # fmt: skip
+    print("|---:" * 15 + "|")
+    for x in lock:
+        print(f"| {x['batch']} | {x['round_ms']:.0f} | {_ratio_cells(x['step'])} | "
+              f"{_ratio_cells(x['wall'])} | {_ratio_cells(x['whole'])} | "
+              f"{x['step_us_req']:.0f} | {x['flush_us_req']:.0f} | {x['bg_us_req']:.0f} | "
+              f"{x['bg_us_tok']:.2f} |")  # fmt: skip
     print()
-    print("Exact cost: one recorded run's events replayed (no engine), best of 5, against that "
-          "run's median step:")  # fmt: skip
+    print("Whole process: one engine, arms one after another; time.process_time per round")
     print()
-    print("| batch | step (ms) | hot path µs/token | hot path % of step "
-          "| spans+record µs/request | spans+record % of step | total % of step "
-          "| total µs/token | scrape (ms) |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for b in BATCHES:
-        x = replay_table(b)
-        print(f"| {b} | {x['step_ms']:.2f} | {x['observer_us_per_token']:.2f} | "
-              f"{x['observer_share']:.3%} | {x['build_us_per_request']:.0f} | "
-              f"{x['build_share']:.3%} | {x['total_share']:.3%} | "
-              f"{x['total_us_per_token']:.2f} | {x['scrape_ms']:.2f} |")  # fmt: skip
+    print("| batch | bare round CPU (ms) | process CPU on/bare | A/A bare2/bare | A/A on2/on "
+          "| on−bare CPU µs/request | scrape CPU (ms) |")  # fmt: skip
+    print("|---:" * 7 + "|")
+    for y in proc:
+        print(f"| {y['batch']} | {y['round_ms']:.0f} | {_ratio_cells(y['proc'])} | "
+              f"{y['extra_us_req']:.0f} | {y['scrape_ms']:.2f} |")  # fmt: skip
     print()
-    print(
-        f"Record files: {record_file_cost() * 1e6:.1f} µs per record to write a rotated "
-        "10,000-record JSONL file (background thread, atomic rename)."
-    )
+    for x, y in zip(lock, proc, strict=True):
+        print(f"telemetry at batch {x['batch']}: step loop {x['step'][0]:.4f}x bare, goal <= "
+              f"{GOAL_STEP}x: {_verdict(x['step'], GOAL_STEP)}; all telemetry CPU by thread "
+              f"{x['whole'][0]:.4f}x, goal <= {GOAL_PROCESS}x: "
+              f"{_verdict(x['whole'], GOAL_PROCESS)}; whole process by process_time "
+              f"{y['proc'][0]:.4f}x: {_verdict(y['proc'], GOAL_PROCESS)}; background "
+              f"{x['bg_us_req']:.0f} µs/request, {x['bg_us_tok']:.2f} µs/token")  # fmt: skip
+    print(f"(end: {load()})")
 
 
 if __name__ == "__main__":

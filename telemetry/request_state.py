@@ -43,7 +43,9 @@ class RequestState:
         "text",
     )
 
-    def __init__(self, t: float, info: RequestInfo, series: Series | None) -> None:
+    def __init__(
+        self, t: float, info: RequestInfo, series: Series | None, *, gaps: bool = True
+    ) -> None:
         self.info = info
         self.series = series
         self.arrival = t
@@ -58,9 +60,10 @@ class RequestState:
         self.preempted_at: float | None = None
         self.stall = 0.0
         self.max_itl: float | None = None
-        self.gaps = [0] * (len(ITL_BOUNDS) + 1)
-        """Inter-token gaps per ``ITL_BOUNDS`` bucket (the record's ``itl_buckets``)."""
-        self.recent_gaps: deque[int] = deque(maxlen=RECENT_GAPS)
+        self.gaps: list[int] = [0] * (len(ITL_BOUNDS) + 1) if gaps else []
+        """Inter-token gaps per ``ITL_BOUNDS`` bucket (the record's ``itl_buckets``); empty
+        when not counted (nothing writes records)."""
+        self.recent_gaps: deque[int] = deque(maxlen=RECENT_GAPS) if gaps else _NO_GAPS
         """Buckets of the latest gaps, newest last: a request an engine ends early (a stop
         string found after more tokens were generated) keeps only the gaps of the tokens it
         reports (``record_gaps``)."""
@@ -96,12 +99,16 @@ class RequestState:
 
 RECENT_GAPS = 64
 """How many of a request's latest gap buckets are kept to trim undelivered tokens' gaps."""
+_NO_GAPS: deque[int] = deque(maxlen=0)
 
 
-def record_gaps(s: RequestState) -> tuple[int, ...]:
-    """``itl_buckets`` for the record: the gaps of the ``output_tokens`` it reports. Gaps of tokens
-    generated past an early end (which the exporter's histogram did observe) are taken off,
-    newest first; past ``RECENT_GAPS`` of them, from the highest buckets."""
+def record_gaps(s: RequestState) -> tuple[int, ...] | None:
+    """``itl_buckets`` for the record: the gaps of the ``output_tokens`` it reports (None when
+    they were not counted). Gaps of tokens generated past an early end (which the exporter's
+    histogram did observe) are taken off, newest first; past ``RECENT_GAPS`` of them, from the
+    highest buckets."""
+    if not s.gaps:
+        return None
     gaps = list(s.gaps)
     excess = sum(gaps) - max(s.output_tokens - 1, 0)
     recent = list(s.recent_gaps)

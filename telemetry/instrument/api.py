@@ -298,7 +298,10 @@ def instrument(
             on_idle=(lambda: record_sink.write(())) if record_sink is not None else None,
         )
     observer = TelemetryObserver(
-        serving, worker.submit if worker is not None else None, goodput=goodput
+        serving,
+        worker.submit if worker is not None else None,
+        goodput=goodput,
+        gaps=record_sink is not None,
     )
     detach = engine.attach(observer)
     return Instrumentation(

@@ -24,7 +24,12 @@ class TelemetryObserver:
 
     ``metrics`` may be None (metrics off); ``on_finished`` receives each finished request's state
     (None: nobody wants spans or records). ``goodput`` is (TTFT target s, TPOT target s).
-    ``flush_every_steps`` bins pending histogram observations every so many steps.
+    ``gaps``: count each request's inter-token gaps per bucket (what a record's ``itl_buckets``
+    needs; off when nothing writes records).
+
+    Histogram observations wait in ``pending`` lists until a scrape bins them (off the step
+    loop); the step loop bins them itself only to bound memory: after ``flush_every_steps``
+    steps or ``flush_every_tokens`` tokens since the last time.
     Unknown request ids (events for requests that arrived before attaching) are ignored.
     """
 
@@ -34,19 +39,24 @@ class TelemetryObserver:
         on_finished: Callable[[RequestState], None] | None,
         *,
         goodput: tuple[float, float] | None = None,
-        flush_every_steps: int = 64,
+        gaps: bool = True,
+        flush_every_steps: int = 4096,
+        flush_every_tokens: int = 65536,
     ) -> None:
         self.metrics = metrics
         self.on_finished = on_finished
         self.goodput = goodput
+        self.gaps = gaps
         self.flush_every_steps = max(1, flush_every_steps)
+        self.flush_every_tokens = max(1, flush_every_tokens)
         self.requests: dict[str, RequestState] = {}
         self._steps = 0
+        self._tokens = 0
 
     def on_request_arrived(self, t: float, info: RequestInfo) -> None:
         m = self.metrics
         series = m.series(info.traffic_class, info.tenant) if m is not None else None
-        self.requests[info.request_id] = RequestState(t, info, series)
+        self.requests[info.request_id] = RequestState(t, info, series, gaps=self.gaps)
 
     def on_request_scheduled(self, t: float, request_id: str, batch_size: int) -> None:
         s = self.requests.get(request_id)
@@ -75,6 +85,8 @@ class TelemetryObserver:
 
     def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
         table = self.requests
+        gaps = self.gaps
+        self._tokens += len(request_ids)
         for rid in request_ids:
             s = table.get(rid)
             if s is None:
@@ -83,10 +95,11 @@ class TelemetryObserver:
             s.last_token = t
             if s.max_itl is None or itl > s.max_itl:
                 s.max_itl = itl
-            # the bucket a le-inclusive histogram puts it in, as the exporter's ITL histogram
-            bucket = bisect_left(ITL_BOUNDS, itl)
-            s.gaps[bucket] += 1
-            s.recent_gaps.append(bucket)
+            if gaps:
+                # the bucket a le-inclusive histogram puts it in, as the exporter's ITL histogram
+                bucket = bisect_left(ITL_BOUNDS, itl)
+                s.gaps[bucket] += 1
+                s.recent_gaps.append(bucket)
             if s.series is not None:
                 s.series.itl.pending.append(itl)
 
@@ -160,5 +173,6 @@ class TelemetryObserver:
         if stats.is_state_report:
             return
         self._steps += 1
-        if self._steps % self.flush_every_steps == 0:
+        if self._steps >= self.flush_every_steps or self._tokens >= self.flush_every_tokens:
+            self._steps = self._tokens = 0
             m.flush()

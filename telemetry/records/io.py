@@ -186,10 +186,15 @@ def write_records(
 ) -> int:
     """Write records atomically (JSONL or Parquet by suffix); return the number written."""
     p = Path(path)
+    suffix = p.suffix.lower()
+    if not isinstance(records, pd.DataFrame) and suffix in _JSONL_SUFFIXES:
+        # Records were checked when built (frozen): straight to JSON lines, no frame.
+        with atomic_path(p) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            fh.writelines(_json_line(r) for r in records)
+        return len(records)
     df = records if isinstance(records, pd.DataFrame) else to_frame(records)
     validate_frame(df, path=str(p))
     stored = df[[spec.name for spec in FIELDS if spec.name in df.columns]]
-    suffix = p.suffix.lower()
     if suffix not in _JSONL_SUFFIXES + _PARQUET_SUFFIXES:
         raise RecordError("unknown record format: use .jsonl or .parquet", path=str(p))
     with atomic_path(p) as tmp:
@@ -219,3 +224,20 @@ def _json_rows(df: pd.DataFrame) -> Iterable[dict[str, Any]]:
                 v = int(v) if kind is int else float(v) if kind is float else str(v)
             row[name] = v
         yield row
+
+
+_KINDS: Final = tuple((spec.name, spec.kind) for spec in FIELDS)
+
+
+def _json_line(r: RequestRecord) -> str:
+    """One record as the line ``_json_rows`` writes for it (same fields, order and types)."""
+    row: dict[str, Any] = {}
+    for name, kind in _KINDS:
+        v = getattr(r, name)
+        if v is not None:
+            if kind is tuple:
+                v = [int(x) for x in v]
+            else:
+                v = int(v) if kind is int else float(v) if kind is float else str(v)
+        row[name] = v
+    return json.dumps(row, separators=(",", ":")) + "\n"

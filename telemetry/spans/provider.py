@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from opentelemetry.environment_variables import OTEL_TRACES_EXPORTER
 from opentelemetry.sdk.environment_variables import (
+    OTEL_BSP_SCHEDULE_DELAY,
     OTEL_EXPORTER_OTLP_ENDPOINT,
     OTEL_EXPORTER_OTLP_HEADERS,
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
@@ -28,7 +29,12 @@ from telemetry.metrics.drops import DropCounter
 from telemetry.spans.jsonl import JsonLinesSpanExporter
 from telemetry.spans.processor import BoundedSpanProcessor
 
-__all__ = ["otlp_configured", "tracer_provider"]
+__all__ = ["otlp_configured", "otlp_export_interval_s", "tracer_provider"]
+
+OTLP_EXPORT_INTERVAL_S = 5.0
+"""Seconds between OTLP exports unless ``OTEL_BSP_SCHEDULE_DELAY`` (milliseconds) says otherwise:
+the SDK's batch processor default. Each export is one HTTP request whatever its size, so fewer,
+larger batches cost less CPU per span."""
 
 
 def otlp_configured(env: Mapping[str, str]) -> bool:
@@ -39,6 +45,17 @@ def otlp_configured(env: Mapping[str, str]) -> bool:
     if "none" in exporters or "otlp" not in exporters:
         return False
     return bool(env.get(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or env.get(OTEL_EXPORTER_OTLP_ENDPOINT))
+
+
+def otlp_export_interval_s(env: Mapping[str, str]) -> float:
+    """``OTEL_BSP_SCHEDULE_DELAY`` in seconds; the default for a missing, unparsable or
+    non-positive value (as the SDK's batch processor treats it)."""
+    raw = env.get(OTEL_BSP_SCHEDULE_DELAY, "").strip()
+    try:
+        ms = float(raw)
+    except ValueError:
+        return OTLP_EXPORT_INTERVAL_S
+    return ms / 1000.0 if 0 < ms < float("inf") else OTLP_EXPORT_INTERVAL_S
 
 
 def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
@@ -76,8 +93,9 @@ def tracer_provider(
     ``span_file`` is given, both behind ``BoundedSpanProcessor``s; None when neither applies
     (then no span is ever built). Endpoint, headers and ``OTEL_SERVICE_NAME`` come from ``env``
     (``os.environ`` by default); the exporter's other settings (timeout, compression, TLS) and
-    ``OTEL_RESOURCE_ATTRIBUTES`` are read from the process environment. Each processor's
-    shutdown is bounded by ``shutdown_timeout_s``."""
+    ``OTEL_RESOURCE_ATTRIBUTES`` are read from the process environment. OTLP exports go out in
+    batches every ``OTEL_BSP_SCHEDULE_DELAY`` ms (5 s by default), a span file every 1 s. Each
+    processor's shutdown is bounded by ``shutdown_timeout_s``."""
     env = os.environ if env is None else env
     use_otlp = otlp_configured(env)
     if not use_otlp and span_file is None:
@@ -89,6 +107,7 @@ def tracer_provider(
             BoundedSpanProcessor(
                 _otlp_exporter(env),
                 drops=drops,
+                interval_s=otlp_export_interval_s(env),
                 max_queue=max_queue,
                 shutdown_timeout_s=shutdown_timeout_s,
             )

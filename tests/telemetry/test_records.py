@@ -97,6 +97,18 @@ def test_round_trip_preserves_every_field(tmp_path: Path, suffix: str) -> None:
     pd.testing.assert_frame_equal(df, to_frame(RECORDS))
 
 
+def test_records_and_their_frame_write_the_same_json_lines(tmp_path: Path) -> None:
+    # int-valued floats, float-valued ints, lists for gap counts: written as the frame writes them
+    odd = _record(8, arrival_s=100, prompt_tokens=64.0, itl_buckets=[0] * 22 + [4])
+    records = [*RECORDS, odd]
+    write_records(tmp_path / "direct.jsonl", records)
+    write_records(tmp_path / "frame.jsonl", to_frame(records))
+    direct = (tmp_path / "direct.jsonl").read_bytes()
+    assert direct == (tmp_path / "frame.jsonl").read_bytes()
+    assert json.loads(direct.splitlines()[-1])["arrival_s"] == 100.0
+    assert from_frame(read_records(tmp_path / "direct.jsonl")) == records
+
+
 def _write_lines(path: Path, rows: list[dict[str, object]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

@@ -63,7 +63,7 @@ class _VllmState(RequestState):
     __slots__ = ("extra",)
 
     def __init__(self, t: float, info: RequestInfo) -> None:
-        super().__init__(t, info, None)
+        super().__init__(t, info, None, gaps=False)
         self.extra: dict[str, AttributeValue] = {}
 
 
