@@ -1,7 +1,8 @@
-"""Context for a flagged replica beyond its numbers: workload skew, config drift, like-for-like.
+"""Context for a flagged replica beyond its numbers: workload skew, config drift, like-for-like,
+its host.
 
 How its workload differs from the fleet's, which configuration it runs that the majority does
-not, and its like-for-like latency per prompt-length bucket.
+not, its like-for-like latency per prompt-length bucket, and whether its host is contended.
 
 Each is computed only for the replicas that need it (``wanted``), so a healthy fleet pays nothing.
 """
@@ -13,12 +14,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleet.outliers.causes import Cause
+from fleet.outliers.causes import CPU_WAIT, HOST_SHARE, Cause
 from fleet.outliers.config import DetectorConfig
-from fleet.outliers.score import score_cells
+from fleet.outliers.score import effect_mask, score_cells
+from fleet.outliers.signals import SignalSpec
+from fleet.outliers.stats import RobustColumns, signal_level
 from fleet.outliers.table import FleetTable
 
-__all__ = ["config_drift", "matched_context", "workload_context"]
+__all__ = ["config_drift", "host_context", "matched_context", "workload_context"]
 
 
 def workload_context(
@@ -108,7 +111,8 @@ def matched_context(
     if not cols:
         return {}
     specs = [cfg.spec(c) for c in cols]
-    rc, oz, _ = score_cells(m[cols].astype("float64"), None, specs, cfg.alpha)
+    level = signal_level(cfg.alpha, len(cols))
+    rc, oz, _ = score_cells(m[cols].astype("float64"), None, specs, level)
     x = m[cols].to_numpy(dtype=np.float64, na_value=np.nan)
     out: dict[tuple[str, str], tuple[bool | None, tuple[str, ...]]] = {}
     for r in wanted:
@@ -126,13 +130,68 @@ def matched_context(
                 )
                 continue
             rel = x[i, j] / rc.median[j] if rc.median[j] > 0 else math.nan
-            slow = bool(rel >= cfg.matched_effect and oz[i, j] > rc.cutoff[j])
+            # Slow when large and beyond the cutoff, normal when small; large but within the
+            # fleet's spread decides nothing.
+            big = bool(rel >= cfg.matched_effect)
+            slow = big and bool(oz[i, j] > rc.cutoff[j])
             out[(r, c)] = (
-                slow,
+                slow if slow or not big else None,
                 (
                     f"like-for-like {c} (per prompt-length bucket, weighted by its requests): "
                     f"{x[i, j]:.2f}x the fleet's bucket medians (fleet median of this ratio "
-                    f"{rc.median[j]:.2f}, robust z {oz[i, j]:.1f})",
+                    f"{rc.median[j]:.2f}, robust z {oz[i, j]:.1f}"
+                    + (
+                        f" within the cutoff {rc.cutoff[j]:.3g}: not conclusive)"
+                        if big and not slow
+                        else ")"
+                    ),
                 ),
             )
+    return out
+
+
+def host_context(
+    table: FleetTable,
+    whole: FleetTable,
+    rc: RobustColumns,
+    specs: list[SignalSpec],
+    cells: list[tuple[int, int]],
+) -> dict[tuple[int, int], tuple[str, ...]]:
+    """Evidence of host contention for flagged ``cells`` (row, column) of latency and
+    throughput signals in ``table``: every replica on the host slow together, or its process
+    CPU-starved. Host-mates are looked up in ``whole`` (the fleet before any replica was set
+    aside) and compared with this judgement's medians."""
+    out: dict[tuple[int, int], tuple[str, ...]] = {}
+    perf = [(i, j) for i, j in cells if specs[j].family in ("latency", "throughput")]
+    if not perf:
+        return out
+    judged = table.replicas
+    wait = whole.cpu_wait if whole.cpu_wait is not None else table.cpu_wait
+    waits = {} if wait is None else wait.dropna().astype(float).to_dict()
+    host = whole.host if whole.host is not None else table.host
+    hosts = {} if host is None else host.dropna().astype(str).to_dict()
+    for i, j in perf:
+        r, spec = str(judged[i]), specs[j]
+        lines = []
+        if waits.get(r, 0.0) >= CPU_WAIT:
+            lines.append(
+                f"its process waited for a CPU {waits[r]:.0%} of the time (starved from "
+                f"{CPU_WAIT:.0%}): the host is short of CPU"
+            )
+        h = hosts.get(r)
+        if h is not None and spec.name in whole.values.columns and r in whole.values.index:
+            mates = [m for m, hm in hosts.items() if hm == h and m in whole.values.index]
+            v = whole.values.loc[mates, spec.name].astype("float64").dropna()
+            med = rc.median[j : j + 1]
+            worse = effect_mask(v.to_numpy()[:, None], med, [spec])[:, 0]
+            own = np.sign(v.to_numpy()[v.index == r] - med[0])
+            worse &= np.sign(v.to_numpy() - med[0]) == own
+            if len(v) >= 2 and worse.sum() >= HOST_SHARE * len(v):
+                ratios = ", ".join(f"{m} {x / med[0]:.2f}x" for m, x in v.items())
+                lines.append(
+                    f"host {h}: {int(worse.sum())} of its {len(v)} replicas are off the fleet "
+                    f"on {spec.name} together ({ratios}): host contention"
+                )
+        if lines:
+            out[(i, j)] = tuple(lines)
     return out

@@ -10,6 +10,7 @@ Records give the most of any source: the like-with-like ratios use fleet-wide bu
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -112,13 +113,16 @@ def table_from_records(
     buckets: int = 8,
     min_bucket: int = 3,
     fingerprint: pd.DataFrame | None = None,
+    host: Mapping[str, str] | pd.Series | None = None,
     where: str = "records",
 ) -> FleetTable:
     """Per-replica signals from request records (``telemetry.records`` frame).
 
     Latency signals are the ``quantile`` of ok requests; error rate is the share of requests with
     status ``error``; throughput is output tokens per second over the replica's active span.
-    ``fingerprint``: optional frame indexed by replica with configuration columns.
+    ``fingerprint``: optional frame indexed by replica with configuration columns. ``host``: the
+    machine of each replica (a mapping, or a ``host`` column in the records, its most common value
+    per replica), so replicas slowed together on one host are host contention, not blamed.
     """
     if not 0.0 < quantile < 1.0:
         raise AnalysisError(f"quantile must be in (0, 1), got {quantile}")
@@ -181,6 +185,8 @@ def table_from_records(
             for name, col in _LATENCY.items()
         }
     )
+    if host is None and "host" in df.columns:
+        host = df.groupby(replica.to_numpy())["host"].agg(lambda h: h.mode().iloc[0])
     return FleetTable(
         values=values,
         volume=volume,
@@ -188,5 +194,6 @@ def table_from_records(
         matched=matched,
         workload=workload,
         fingerprint=fingerprint,
+        host=None if host is None else pd.Series(host, dtype=object).reindex(volume.index),
         source=where,
     )

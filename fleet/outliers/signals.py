@@ -1,10 +1,13 @@
 """The signals a replica is judged on, with the direction that is bad and the smallest effect
 worth reporting.
 
-Two gates decide a finding: statistical (robust z beyond the n-aware cutoff) and practical (the
-effect is at least ``min_effect``: a ratio to the fleet median for latencies and rates, an absolute
-difference for shares such as the error rate). A fleet of near-identical replicas has a tiny MAD,
-so the practical gate stops a 3 % difference from being reported as an outage.
+A finding needs the statistical test (robust z beyond the cutoff for the largest z of the fleet,
+at a stated family-wise level, one-sided in the ``worse`` direction or two-sided for "both"; see
+``stats``) and, as second conditions, practical ones: the deviation is at least 3.5 spread floors
+(``rel_floor`` of the median, or ``abs_floor``), and the effect is at least ``min_effect`` (a ratio
+to the fleet median for latencies and rates, an absolute difference for shares such as the error
+rate). A fleet of near-identical replicas has a tiny MAD, so the practical conditions stop a 3 %
+difference from being reported as an outage; they only ever remove findings.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ class SignalSpec:
 
     ``min_effect``: for ``gate="ratio"`` the ratio to the fleet median (1.25 = 25 % worse); for
     ``gate="absolute"`` the difference from the median in the signal's unit. ``rel_floor`` and
-    ``abs_floor`` bound the spread from below (see ``stats``).
+    ``abs_floor`` set the spread floor a finding must clear 3.5 times (see ``stats``).
     """
 
     name: str
