@@ -14,7 +14,6 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -227,12 +226,7 @@ def _stat_specs(floors: bool) -> list[SignalSpec]:
     from fleetwatch.scenarios.healthy_tables import SIGNALS as HEALTHY
 
     specs = [DetectorConfig().spec(s) for s in HEALTHY]
-    if floors:
-        return specs
-    return [
-        replace(s, rel_floor=0.0, abs_floor=0.0, min_effect=0.0 if s.gate == "absolute" else 1.0)
-        for s in specs
-    ]
+    return specs if floors else [s.ungated() for s in specs]
 
 
 def _fleets_with_finding(values: np.ndarray, specs: list[SignalSpec], chunk: int) -> np.ndarray:

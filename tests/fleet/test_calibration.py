@@ -13,7 +13,6 @@ against fresh simulations.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -40,12 +39,7 @@ K = len(NAMES)
 
 def _specs(floors: bool) -> list[SignalSpec]:
     specs = [DetectorConfig().spec(s) for s in NAMES]
-    if floors:
-        return specs
-    return [
-        replace(s, rel_floor=0.0, abs_floor=0.0, min_effect=0.0 if s.gate == "absolute" else 1.0)
-        for s in specs
-    ]
+    return specs if floors else [s.ungated() for s in specs]
 
 
 def _config(floors: bool, alpha: float = ALPHA) -> DetectorConfig:
