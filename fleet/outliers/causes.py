@@ -17,7 +17,11 @@ hardware, which stay with the replica:
 
 - every replica on its host slowed together: at least two of them run there, and at least
   ``HOST_SHARE`` of them are worse than the fleet median by the signal's effect size;
-- its process waited for a CPU at least ``CPU_WAIT`` of the time (``FleetTable.cpu_wait``);
+- its process waited for a CPU at least ``CPU_WAIT`` of the time (``FleetTable.cpu_wait``), and
+  more than its peers by enough to explain the deviation: waiting a share w of the time against
+  peers' w_med makes it ``(1 − w_med)/(1 − w)`` slower, and what is left is under the effect
+  size. Replicas that all wait alike (one busy machine) are slowed alike and compared with each
+  other; the wait then explains nothing, and a replica far slower than its peers stays blamed;
 - GPU counters present and in line with the fleet while the replica is slow: the GPU is waiting
   on the host.
 """

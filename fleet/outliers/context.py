@@ -156,15 +156,18 @@ def host_context(
     rc: RobustColumns,
     specs: list[SignalSpec],
     cells: list[tuple[int, int]],
-) -> dict[tuple[int, int], tuple[str, ...]]:
+) -> tuple[dict[tuple[int, int], tuple[str, ...]], dict[tuple[int, int], tuple[str, ...]]]:
     """Evidence of host contention for flagged ``cells`` (row, column) of latency and
     throughput signals in ``table``: every replica on the host slow together, or its process
-    CPU-starved. Host-mates are looked up in ``whole`` (the fleet before any replica was set
-    aside) and compared with this judgement's medians."""
+    CPU-starved beyond its peers by enough to explain the deviation (``_wait_line``).
+    Host-mates are looked up in ``whole`` (the fleet before any replica was set aside) and
+    compared with this judgement's medians. Returns (host evidence, notes): notes say the host
+    was busy where that does not explain the finding."""
     out: dict[tuple[int, int], tuple[str, ...]] = {}
+    notes: dict[tuple[int, int], tuple[str, ...]] = {}
     perf = [(i, j) for i, j in cells if specs[j].family in ("latency", "throughput")]
     if not perf:
-        return out
+        return out, notes
     judged = table.replicas
     wait = whole.cpu_wait if whole.cpu_wait is not None else table.cpu_wait
     waits = {} if wait is None else wait.dropna().astype(float).to_dict()
@@ -174,10 +177,11 @@ def host_context(
         r, spec = str(judged[i]), specs[j]
         lines = []
         if waits.get(r, 0.0) >= CPU_WAIT:
-            lines.append(
-                f"its process waited for a CPU {waits[r]:.0%} of the time (starved from "
-                f"{CPU_WAIT:.0%}): the host is short of CPU"
-            )
+            line, explains = _wait_line(r, waits, judged, float(rc.ratio[i, j]), spec)
+            if explains:
+                lines.append(line)
+            else:
+                notes[(i, j)] = (line,)
         h = hosts.get(r)
         if h is not None and spec.name in whole.values.columns and r in whole.values.index:
             mates = [m for m, hm in hosts.items() if hm == h and m in whole.values.index]
@@ -194,4 +198,30 @@ def host_context(
                 )
         if lines:
             out[(i, j)] = tuple(lines)
-    return out
+    return out, notes
+
+
+def _wait_line(
+    r: str, waits: dict[str, float], judged: pd.Index, ratio: float, spec: SignalSpec
+) -> tuple[str, bool]:
+    """Whether the replica's own CPU wait explains how far it is off the fleet: a process that
+    waits a share w of the time runs ``1 / (1 − w)`` slower than with the CPU to itself, so
+    against peers that waited ``w_med`` it is ``(1 − w_med) / (1 − w)`` slower from waiting
+    alone. What is left beyond that must still reach the signal's effect size to be its own."""
+    w = waits[r]
+    peers = [waits[str(m)] for m in judged if str(m) in waits]
+    w_med = float(np.median(peers)) if peers else 0.0
+    explained = (1.0 - w_med) / max(1.0 - w, 1e-9)
+    off = ratio if spec.worse != "lower" else (1.0 / ratio if ratio > 0 else math.inf)
+    left = off / explained if math.isfinite(off) else math.inf
+    head = (
+        f"its process waited for a CPU {w:.0%} of the time (fleet median {w_med:.0%}; starved "
+        f"from {CPU_WAIT:.0%}): waiting explains {explained:.2f}x of its {off:.2f}x"
+    )
+    if left < spec.min_effect:
+        return f"{head}, which explains it: the host is short of CPU", True
+    return (
+        f"{head}; the {left:.2f}x left is its own (at least {spec.min_effect:g}x): the host is "
+        "busy, but that is not why this replica stands out",
+        False,
+    )

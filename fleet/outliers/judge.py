@@ -2,7 +2,9 @@
 
 Each flagged cell becomes a ``Finding`` with its cause and evidence. The pass tests its signals at
 ``alpha / (k · passes)`` each (see ``stats``): k signals with at least three values, not all
-equal, and ``passes`` the number of passes that share the family-wise level.
+equal, and ``passes`` the number of passes that share the family-wise level. Where the table has
+per-request samples, the signals with samples are also tested request by request (``ranks``),
+each test at half the signal's level (``score``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from fleet.outliers.causes import Cause, ReplicaContext, Side, classify
 from fleet.outliers.config import DetectorConfig
 from fleet.outliers.context import config_drift, host_context, matched_context, workload_context
+from fleet.outliers.ranks import rank_p_values
 from fleet.outliers.report import Finding, Pass, finite_or_none
 from fleet.outliers.score import score_cells
 from fleet.outliers.signals import SignalSpec
@@ -51,14 +54,25 @@ def _spread_line(
     return f"spread {_fmt(float(rc.scale_mad[j]), spec.unit)} (1.4826·b(n)·MAD, n={n}); {floor}"
 
 
-def _test_line(rc: RobustColumns, oz: float, j: int, spec: SignalSpec, level: float) -> str:
+def _test_line(
+    rc: RobustColumns, oz: float, i: int, j: int, spec: SignalSpec, count: float
+) -> str:
     n = int(rc.n[j])
     two = spec.worse == "both"
     p = float(max_z_sf(oz, n, two))
+    beyond = oz > rc.cutoff[j]
+    line = (
+        f"robust z {oz:.1f} {'beyond' if beyond else 'within'} {rc.cutoff[j]:.3g}, the cutoff for "
+        f"the largest {'|z|' if two else 'z'} of {n} healthy replicas"
+        + (f" (p = {p:.2g} as the largest)" if beyond and math.isfinite(p) and p > 0 else "")
+    )
+    if rc.rank_p is None or rc.rank_level is None or math.isnan(rc.rank_p[i, j]):
+        return line
+    rp, rl = float(rc.rank_p[i, j]), float(rc.rank_level[j])
     return (
-        f"robust z {oz:.1f} beyond {rc.cutoff[j]:.3g}, the cutoff for the largest "
-        f"{'|z|' if two else 'z'} of {n} healthy replicas at {level:.2g} per signal"
-        + (f" (p = {p:.2g} as the largest)" if math.isfinite(p) and p > 0 else "")
+        f"its {count:.0f} requests against the rest of the fleet's (Mann–Whitney, "
+        f"{'two-sided' if two else 'one-sided'}): p = {rp:.2g}, "
+        f"{'below' if rp <= rl else 'above'} the level {rl:.2g} per replica; " + line
     )
 
 
@@ -95,7 +109,13 @@ def judge(
         varied = np.nanmax(x, axis=0) > np.nanmin(x, axis=0) if x.size else np.zeros(0, bool)
     tested = int(((~np.isnan(x)).sum(axis=0) >= 3)[varied].sum())
     level = signal_level(cfg.alpha, tested, passes)
-    rc, oz, flag = score_cells(values, table.stderr, specs, level)
+    signs = np.array([{"higher": 1.0, "lower": -1.0, "both": 0.0}[s.worse] for s in specs])
+    rank_p = None
+    counts: dict[str, float] = {}
+    if table.samples is not None and len(table.samples):
+        rank_p = rank_p_values(table.samples, judged, cols, signs)
+        counts = table.samples["replica"].astype(str).value_counts().astype(float).to_dict()
+    rc, oz, flag = score_cells(values, table.stderr, specs, level, rank_p)
 
     fleet = {
         c: {
@@ -104,6 +124,11 @@ def judge(
             "n": float(rc.n[j]),
             "cutoff": finite_or_none(float(rc.cutoff[j])),
             "level": level,
+            **(
+                {"rank_level": finite_or_none(float(rc.rank_level[j]))}
+                if rc.rank_level is not None
+                else {}
+            ),
         }
         for j, c in enumerate(cols)
     }
@@ -137,7 +162,7 @@ def judge(
         and matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is not False
     }
     cells = list(zip(rows.tolist(), colidx.tolist(), strict=True))
-    host = host_context(table, whole if whole is not None else table, rc, specs, cells)
+    host, busy = host_context(table, whole if whole is not None else table, rc, specs, cells)
     findings: list[Finding] = []
     for i, j in cells:
         r = str(judged[i])
@@ -161,7 +186,7 @@ def judge(
             f"{spec.description or spec.name}: {_fmt(float(x[i, j]), spec.unit)} vs fleet median "
             f"{_fmt(med, spec.unit)}"
             + (f" ({rc.ratio[i, j]:.2f}x)" if math.isfinite(rc.ratio[i, j]) else ""),
-            _test_line(rc, float(oz[i, j]), j, spec, level)
+            _test_line(rc, float(oz[i, j]), i, j, spec, counts.get(r, math.nan))
             + (
                 f"; {rc.z_own[i, j]:.3g} of its own standard errors from the median"
                 if math.isfinite(rc.z_own[i, j])
@@ -169,6 +194,7 @@ def judge(
             ),
             _spread_line(rc, i, j, spec, x[:, j]),
             *why,
+            *busy.get((i, j), ()),
             how,
         )
         findings.append(

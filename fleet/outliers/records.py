@@ -1,7 +1,8 @@
 """Request records -> ``FleetTable``, with sampling errors and like-with-like latency ratios.
 
 Per replica: latency quantiles with their sampling error, error rate, throughput, workload, and
-like-with-like latency ratios per prompt-length bucket.
+like-with-like latency ratios per prompt-length bucket, and every ok request's latencies
+(``FleetTable.samples``) for the per-request rank test.
 
 Records give the most of any source: the like-with-like ratios use fleet-wide buckets of
 *uncached* prompt tokens (what prefill time depends on), so prefix-cache hits are accounted for.
@@ -185,6 +186,8 @@ def table_from_records(
             for name, col in _LATENCY.items()
         }
     )
+    samples = pd.DataFrame({name: lat[col].to_numpy(dtype=np.float64) for name, col in _LATENCY.items()})
+    samples.insert(0, "replica", lat["replica"].astype(str).to_numpy())
     if host is None and "host" in df.columns:
         host = df.groupby(replica.to_numpy())["host"].agg(lambda h: h.mode().iloc[0])
     return FleetTable(
@@ -195,5 +198,6 @@ def table_from_records(
         workload=workload,
         fingerprint=fingerprint,
         host=None if host is None else pd.Series(host, dtype=object).reindex(volume.index),
+        samples=samples,
         source=where,
     )

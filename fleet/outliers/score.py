@@ -1,22 +1,37 @@
 """Score a whole table at once: each cell's oriented robust z and which cells pass every test.
 
 The z is oriented so that positive is worse (its absolute value for signals bad either way). A cell
-is flagged when the statistical test passes (the largest-z cutoff at the given per-signal level,
-see ``stats``) and so do the second conditions: the spread floor, the replica's own sampling error
-and the effect size (see ``signals``). Everything is vectorised over cells, so many simulated
-fleets can be scored as the columns of one matrix.
+is flagged when the statistical test passes and so do the second conditions: the spread floor, the
+replica's own sampling error and the effect size (see ``signals``). Everything is vectorised over
+cells, so many simulated fleets can be scored as the columns of one matrix.
+
+The statistical test, per signal at its level (the family-wise ``alpha`` over signals × passes):
+
+- without per-request samples, the robust z beyond the cutoff for the largest z of the fleet
+  (``stats``) at the whole level;
+- with them (records), either of two tests, each at half the level: that cutoff, or the replica's
+  requests against the rest's (``ranks``, Mann–Whitney) at half the level over the replicas
+  tested (Bonferroni). The rank test gives small fleets power; the cutoff holds when healthy
+  replicas differ by more than their requests' noise (a large fleet of like hardware).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fleet.outliers.signals import SignalSpec
-from fleet.outliers.stats import FLOOR_CUTOFF, OWN_CUTOFF, RobustColumns, robust_columns
+from fleet.outliers.stats import (
+    FLOOR_CUTOFF,
+    OWN_CUTOFF,
+    RobustColumns,
+    n_aware_cutoff,
+    robust_columns,
+)
 
 __all__ = ["effect_mask", "score_cells", "score_matrix"]
 
@@ -28,11 +43,14 @@ def score_matrix(
     specs: Sequence[SignalSpec],
     level: float,
     stderr: np.ndarray[Any, Any] | None = None,
+    rank_p: np.ndarray[Any, Any] | None = None,
 ) -> tuple[RobustColumns, np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Robust statistics, oriented z and the finding mask for ``x`` (replicas × signals).
 
     ``level``: the per-signal level of the statistical test (the detector passes its family-wise
-    ``alpha`` divided by signals × passes).
+    ``alpha`` divided by signals × passes). ``rank_p``: per cell the rank test's p-value
+    (``ranks.rank_p_values``), NaN where a column has no samples; the columns with any are
+    tested both ways at half the level each (module docstring).
     """
     sign = np.array([_SIGN[s.worse] for s in specs])
     two = sign == 0.0
@@ -44,10 +62,25 @@ def score_matrix(
         alpha=level,
         two_sided=two,
     )
+    stat = None
+    if rank_p is not None:
+        rank_p = np.asarray(rank_p, dtype=np.float64)
+        tested = (~np.isnan(rank_p)).sum(axis=0)
+        ranked = tested > 0
+        if ranked.any():
+            cutoff = rc.cutoff.copy()
+            cutoff[ranked] = n_aware_cutoff(rc.n[ranked], level / 2.0, two[ranked])
+            rank_level = np.where(ranked, level / (2.0 * np.maximum(tested, 1)), np.nan)
+            rc = replace(rc, cutoff=cutoff, rank_p=rank_p, rank_level=rank_level)
+            with np.errstate(invalid="ignore"):
+                stat = rank_p <= rank_level
     with np.errstate(invalid="ignore"):
         oz = np.where(two, np.abs(rc.z), sign * rc.z)
+        beyond = oz > rc.cutoff
+        if stat is not None:
+            beyond = beyond | stat
         candidate = (
-            (oz > rc.cutoff)
+            beyond
             & (np.abs(rc.z_floor) >= FLOOR_CUTOFF)
             & (rc.z_own >= OWN_CUTOFF)
             & ~np.isnan(x)
@@ -97,7 +130,11 @@ def effect_mask(
 
 
 def score_cells(
-    frame: pd.DataFrame, stderr: pd.DataFrame | None, specs: list[SignalSpec], level: float
+    frame: pd.DataFrame,
+    stderr: pd.DataFrame | None,
+    specs: list[SignalSpec],
+    level: float,
+    rank_p: np.ndarray[Any, Any] | None = None,
 ) -> tuple[RobustColumns, np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Robust statistics and the finding mask for every cell of ``frame`` (see ``score_matrix``)."""
     x = frame.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -106,4 +143,4 @@ def score_cells(
         se = stderr.reindex(index=frame.index, columns=frame.columns).to_numpy(
             dtype=np.float64, na_value=np.nan
         )
-    return score_matrix(x, specs, level, se)
+    return score_matrix(x, specs, level, se, rank_p)

@@ -260,6 +260,11 @@ class RobustColumns:
     z_floor: Array
     z_own: Array
     ratio: Array
+    rank_p: Array | None = None
+    """Per cell, the p-value of the replica's requests against the rest's (``ranks``); NaN or
+    None where the source has no per-request samples."""
+    rank_level: Array | None = None
+    """Per column, the level each cell's ``rank_p`` is held to (NaN where not tested)."""
 
 
 def _median(a: Array) -> Array:

@@ -13,6 +13,9 @@ A ``FleetTable`` holds one row per replica:
 - ``fingerprint``: configuration strings (engine version, model revision, flags);
 - ``host``: the machine each replica runs on, so replicas that slowed together on one host are
   reported as host contention, not blamed one by one;
+- ``samples``: one row per ok request, a ``replica`` column and latency signal columns (seconds),
+  where the source has every request (records): each replica's requests are then also tested
+  against the rest of the fleet's (``ranks``), which gives small fleets their power;
 - ``cpu_wait``: the share of wall time (0..1) the replica's process was runnable but waiting for
   a CPU (``/proc/<pid>/schedstat`` run delay, or the cgroup's throttled time, over the window).
 """
@@ -49,6 +52,7 @@ class FleetTable:
     fingerprint: pd.DataFrame | None = None
     host: pd.Series | None = None
     cpu_wait: pd.Series | None = None
+    samples: pd.DataFrame | None = None
     source: str = "records"
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -99,6 +103,9 @@ class FleetTable:
             fingerprint=rows(self.fingerprint),
             host=items(self.host),
             cpu_wait=items(self.cpu_wait),
+            samples=None
+            if self.samples is None
+            else self.samples.loc[self.samples["replica"].astype(str).isin(keep).to_numpy()],
         )
 
 
