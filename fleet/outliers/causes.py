@@ -81,7 +81,8 @@ class ReplicaContext:
     drift: tuple[str, ...] = ()
     low_request_rate: bool = False
     decode_slow: bool = False
-    """The replica is also slow on a prompt-insensitive signal (TPOT)."""
+    """The replica is also slow like-for-like on a prompt-insensitive signal (TPOT): per
+    prompt-length bucket, or raw where its traffic is like the fleet's."""
     host: tuple[str, ...] = ()
     """Evidence that its host is contended: host-mates slow together, its process starved."""
     extra: tuple[str, ...] = field(default_factory=tuple)
@@ -133,14 +134,21 @@ def classify(spec: SignalSpec, ctx: ReplicaContext) -> tuple[Side, Cause, tuple[
         return side, cause, (*evidence, *why)
     matched = ctx.matched_slow
     if matched is None and not spec.prompt_sensitive:
-        evidence.append(
-            f"{spec.name} barely depends on prompt length: its raw value is already like-for-like"
-        )
-        matched = True
+        if ctx.workload:
+            evidence.append(
+                f"{spec.name} includes the stalls of the replica's own prefills in a batched "
+                "engine: with traffic unlike the fleet's its raw value is not like-for-like"
+            )
+        else:
+            evidence.append(
+                f"{spec.name} barely depends on prompt length and its traffic is like the fleet's: "
+                "its raw value is already like-for-like"
+            )
+            matched = True
     if matched is None and ctx.decode_slow:
         evidence.append(
-            "its time per output token, which barely depends on prompt length, is slow too: "
-            "replica-side even though its workload differs"
+            "its time per output token is slow like-for-like too: replica-side"
+            + (" even though its workload differs" if ctx.workload else "")
         )
         matched = True
     if matched is True:

@@ -3,8 +3,8 @@
 Each flagged cell becomes a ``Finding`` with its cause and evidence. The pass tests its signals at
 ``alpha / (k · passes)`` each (see ``stats``): k signals with at least three values, not all
 equal, and ``passes`` the number of passes that share the family-wise level. Where the table has
-per-request samples, the signals with samples are also tested request by request (``ranks``),
-each test at half the signal's level (``score``).
+per-request samples, the signals with samples are tested request by request instead
+(``ranks``, ``score``).
 """
 
 from __future__ import annotations
@@ -72,7 +72,9 @@ def _test_line(
     return (
         f"its {count:.0f} requests against the rest of the fleet's (Mann–Whitney, "
         f"{'two-sided' if two else 'one-sided'}): p = {rp:.2g}, "
-        f"{'below' if rp <= rl else 'above'} the level {rl:.2g} per replica; " + line
+        f"{'below' if rp <= rl else 'above'} the level {rl:.2g} per replica (for reference, "
+        + line
+        + ")"
     )
 
 
@@ -154,12 +156,21 @@ def judge(
                     f"{_fmt(float(rc.median[j]), s.unit)}"
                 )
 
+    # Slow on TPOT like-for-like: per prompt-length bucket, or raw where its traffic is like the
+    # fleet's (TPOT includes the stalls of the replica's own prefills in a batched engine, so a
+    # replica sent longer prompts has a higher raw TPOT on the same hardware).
     decode_slow = {
         str(judged[int(i)])
         for i, j in zip(rows.tolist(), colidx.tolist(), strict=True)
         if specs[j].family == "latency"
         and not specs[j].prompt_sensitive
-        and matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is not False
+        and (
+            matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is True
+            or (
+                matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is None
+                and not workload.get(str(judged[int(i)]), ((), (), False))[0]
+            )
+        )
     }
     cells = list(zip(rows.tolist(), colidx.tolist(), strict=True))
     host, busy = host_context(table, whole if whole is not None else table, rc, specs, cells)

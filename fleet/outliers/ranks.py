@@ -16,8 +16,8 @@ exact distribution has lighter tails than the normal, so the approximation errs 
 conservative side at the small levels used here.
 
 Family-wise: every replica is tested on every signal with samples, in every pass; the detector
-gives this test half of each signal's share of ``alpha`` and splits it over the replicas
-(Bonferroni), so the whole report's false-alarm rate stays at ``alpha`` (see ``score``).
+splits each signal's share of ``alpha`` over the replicas (Bonferroni), so the whole report's
+false-alarm rate stays at ``alpha`` (see ``score``).
 
 What it does not cover: requests of one replica are not independent when they share batches,
 and healthy replicas of a real fleet differ a little. The rank test calls such a difference
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import special as _sp
 
-__all__ = ["SAMPLE_COLUMNS", "rank_p_values", "rank_z"]
+__all__ = ["SAMPLE_COLUMNS", "p_values", "rank_p_values", "rank_z", "rank_z_columns"]
 
 SAMPLE_COLUMNS = ("ttft", "tpot", "e2e")
 """Signals a per-request sample frame may carry (seconds, one row per ok request)."""
@@ -43,45 +43,68 @@ SAMPLE_COLUMNS = ("ttft", "tpot", "e2e")
 Array = np.ndarray[Any, np.dtype[np.float64]]
 
 
-def _ranks(v: Array) -> tuple[Array, float]:
-    """Average ranks (1-based) of ``v`` and the tie term Σ(t³ − t)."""
-    order = np.argsort(v, kind="stable")
-    s = v[order]
-    new = np.empty(s.size, dtype=bool)
-    new[:1] = True
-    np.not_equal(s[1:], s[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    sizes = np.diff(np.append(starts, s.size)).astype(np.float64)
-    avg = starts + (sizes + 1.0) / 2.0
-    ranks = np.empty(s.size)
-    ranks[order] = np.repeat(avg, sizes.astype(np.int64))
-    return ranks, float((sizes**3 - sizes).sum())
+def rank_z_columns(values: Array, groups: np.ndarray[Any, Any], k: int) -> Array:
+    """Mann–Whitney z of each group's values against all other values, per column.
+
+    ``values``: (samples, columns) without NaN, every column an independent set sharing the
+    groups (signals, or many simulated fleets at once); ``groups``: group index 0..k−1 of each
+    row. Returns z (k, columns): > 0 where the group ranks higher than the rest, with a
+    continuity correction of ½ toward 0; NaN where a group or its rest is empty or all tie.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    big, cols = v.shape
+    g = np.asarray(groups, dtype=np.int64)
+    count = np.bincount(g, minlength=k).astype(np.float64)
+    if big < 2:
+        return np.full((k, cols), np.nan)
+    vt = np.ascontiguousarray(v.T)  # one row per column: sorting along contiguous memory
+    order = np.argsort(vt, axis=1)
+    srt = np.take_along_axis(vt, order, axis=1)
+    new = np.ones_like(srt, dtype=bool)
+    new[:, 1:] = srt[:, 1:] != srt[:, :-1]
+    pos = np.arange(big, dtype=np.float64)[None, :]
+    if new.all():  # no ties (continuous latencies): ranks are positions
+        avg = np.broadcast_to(pos + 1.0, srt.shape)
+        ties = np.zeros(cols)
+    else:
+        # Tied runs: each value's run start and size, row by row, without a Python loop.
+        start = np.maximum.accumulate(np.where(new, pos, 0.0), axis=1)
+        last = np.hstack([new[:, 1:], np.ones((cols, 1), bool)])
+        end = np.minimum.accumulate(np.where(last, pos + 1.0, np.inf)[:, ::-1], axis=1)[:, ::-1]
+        size = end - start
+        avg = start + (size + 1.0) / 2.0
+        ties = np.where(new, size**3 - size, 0.0).sum(axis=1)
+    # Rank sum per group: each sorted position's rank added to its group, one bincount.
+    flat = g[order] + (np.arange(cols, dtype=np.int64) * k)[:, None]
+    r = np.bincount(flat.ravel(), weights=avg.ravel(), minlength=cols * k).reshape(cols, k).T
+    rest = big - count
+    c, m = count[:, None], rest[:, None]
+    u = r - c * (c + 1.0) / 2.0
+    mu = c * m / 2.0
+    var = c * m / 12.0 * ((big + 1.0) - ties[None, :] / (big * (big - 1.0)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = u - mu
+        z = np.sign(d) * np.maximum(np.abs(d) - 0.5, 0.0) / np.sqrt(var)
+    return np.asarray(np.where((c > 0) & (m > 0) & (var > 0), z, np.nan))
 
 
 def rank_z(values: Array, groups: np.ndarray[Any, Any], k: int) -> tuple[Array, Array]:
-    """Mann–Whitney z of each group's values against all other values (one signal).
-
-    ``values``: samples (NaN dropped); ``groups``: group index 0..k−1 of each sample. Returns
-    (z, count): z > 0 where the group's values rank higher than the rest's, with a continuity
-    correction of ½ toward 0; NaN where a group or its rest has no sample or all values tie.
-    """
+    """Mann–Whitney z of each group's values against all other values (one signal; NaN values
+    dropped), and each group's count (see ``rank_z_columns``)."""
     values = np.asarray(values, dtype=np.float64)
     keep = ~np.isnan(values)
     v, g = values[keep], np.asarray(groups)[keep]
     count = np.bincount(g, minlength=k).astype(np.float64)
-    big = float(v.size)
-    if big < 2:
-        return np.full(k, np.nan), count
-    ranks, ties = _ranks(v)
-    r = np.bincount(g, weights=ranks, minlength=k)
-    rest = big - count
-    u = r - count * (count + 1.0) / 2.0
-    mu = count * rest / 2.0
-    var = count * rest / 12.0 * ((big + 1.0) - ties / (big * (big - 1.0)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        d = u - mu
-        z = np.sign(d) * np.maximum(np.abs(d) - 0.5, 0.0) / np.sqrt(var)
-    return np.where((count > 0) & (rest > 0) & (var > 0), z, np.nan), count
+    return rank_z_columns(v[:, None], g, k)[:, 0], count
+
+
+def p_values(z: Array, sign: float) -> Array:
+    """P-values of rank z: one-sided in the bad direction (``sign`` +1 higher is worse, −1
+    lower is worse) or two-sided (``sign`` 0). Equal to scipy's asymptotic ``mannwhitneyu``
+    two-sided, and one-sided wherever p < ½ (the continuity correction is taken toward 0)."""
+    with np.errstate(invalid="ignore"):
+        p = 2.0 * _sp.ndtr(-np.abs(z)) if sign == 0 else _sp.ndtr(-sign * z)
+    return np.asarray(np.minimum(p, 1.0))
 
 
 def rank_p_values(
@@ -103,7 +126,5 @@ def rank_p_values(
         if c not in samples.columns:
             continue
         z, _ = rank_z(samples[c].to_numpy(dtype=np.float64)[mine], codes[mine], len(replicas))
-        s = signs[j]
-        with np.errstate(invalid="ignore"):
-            out[:, j] = 2.0 * _sp.ndtr(-np.abs(z)) if s == 0 else _sp.ndtr(-s * z)
-    return np.minimum(out, 1.0)
+        out[:, j] = p_values(z, float(signs[j]))
+    return out

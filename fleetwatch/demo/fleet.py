@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from engine_probe.probe.measure import RequestResult
+from fleetwatch.demo.host import HostLoad, HostProbe, engine_threads
 from fleetwatch.demo.progress import Progress, SilentProgress
 from fleetwatch.demo.scenario import DemoConfig, PlannedRequest, ReplicaRole, roles, traffic_plan
 from telemetry.stats import percentile
@@ -55,6 +56,8 @@ class FleetRun:
     """Ground truth: each replica's active faults during the run (outside the burst)."""
     dropped: int
     """Telemetry items dropped by the bounded queues (0 expected)."""
+    host: HostLoad | None = None
+    """The machine during the traffic: load, steal, each replica's CPU wait (``host``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,7 @@ async def run_fleet(
     engines = [_engine(r, config, model_config, threads) for r in fleet_roles]
     handles = []
     burst: asyncio.Task[None] | None = None
+    sampler: asyncio.Task[None] | None = None
     try:
         for engine, sink in zip(engines, sinks, strict=True):
             handles.append(
@@ -181,6 +185,8 @@ async def run_fleet(
         t0 = clock() + lead
         start_wall = time.time() + lead
         burst = asyncio.create_task(_burst(engines, config, t0, clock, switched))
+        probe = HostProbe(engine_threads([r.name for r in fleet_roles]))
+        sampler = asyncio.create_task(_sample_load(probe))
         async with _ProberGroup([h.url for h in handles], total) as probers:
             results = await asyncio.gather(
                 *(
@@ -195,11 +201,15 @@ async def run_fleet(
             )
         await burst
         end_wall = time.time()
+        sampler.cancel()
+        host = probe.end()
         if grace_s > 0:
             await asyncio.sleep(grace_s)
     finally:
         if burst is not None and not burst.done():
             burst.cancel()
+        if sampler is not None:
+            sampler.cancel()
         for h in handles:
             await h.stop(drain_timeout_s=5.0)
         if provider is not None:
@@ -220,7 +230,14 @@ async def run_fleet(
         planned=total,
         faults=faults,
         dropped=dropped,
+        host=host,
     )
+
+
+async def _sample_load(probe: HostProbe, every_s: float = 1.0) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        probe.sample()
 
 
 class _ProberGroup:

@@ -14,6 +14,9 @@ differ from the fleet's base values only by noise, independent across replicas a
 In the last three, shares of rare events (``SHARES``: the error rate, the share of samples with a
 clock-event reason) are what they are in a window: binomial counts over requests or samples.
 
+``request_values`` draws every request of healthy fleets instead (the latencies in ``SAMPLED``,
+each replica's requests from the same distribution), for the per-request rank test.
+
 ``fleet_values`` returns an array of shape (replicas, fleets, signals), signals in ``SIGNALS``
 order; ``as_columns`` flattens fleets × signals into the columns of one matrix, so the detector's
 vectorised scoring judges every fleet at once.
@@ -28,7 +31,18 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-__all__ = ["SHAPES", "SHARES", "SIGNALS", "T_DF", "as_columns", "fleet_table", "fleet_values"]
+__all__ = [
+    "REQUEST_SHAPES",
+    "SAMPLED",
+    "SHAPES",
+    "SHARES",
+    "SIGNALS",
+    "T_DF",
+    "as_columns",
+    "fleet_table",
+    "fleet_values",
+    "request_values",
+]
 
 Shape = Literal["normal", "lognormal", "bimodal", "heavy"]
 SHAPES: Final[tuple[Shape, ...]] = ("normal", "lognormal", "bimodal", "heavy")
@@ -94,3 +108,35 @@ def fleet_table(values: np.ndarray[Any, Any], fleet: int) -> pd.DataFrame:
     """One fleet of ``fleet_values`` as a frame indexed ``r0``, ``r1``, … with signal columns."""
     idx = pd.Index([f"r{i}" for i in range(values.shape[0])])
     return pd.DataFrame(values[:, fleet, :], index=idx, columns=list(SIGNALS))
+
+
+RequestShape = Literal["lognormal", "bimodal", "heavy"]
+REQUEST_SHAPES: Final[tuple[RequestShape, ...]] = ("lognormal", "bimodal", "heavy")
+SAMPLED: Final[tuple[str, ...]] = ("ttft", "tpot", "e2e")
+"""Signals with per-request samples (as from records)."""
+
+
+def request_values(
+    fleets: int, replicas: int, per_replica: int, shape: RequestShape, *, seed: int
+) -> tuple[np.ndarray[Any, np.dtype[np.float64]], np.ndarray[Any, np.dtype[np.int64]]]:
+    """Every request of ``fleets`` healthy fleets: (samples, groups).
+
+    ``samples`` has shape (replicas · per_replica, fleets · 3): fleet f's ``SAMPLED[j]`` is column
+    ``f · 3 + j``; ``groups`` the replica of each row. Per-request latency shapes, in units of the
+    signal's base value: ``lognormal`` (σ 0.5); ``bimodal``, prefix-cache hits and misses (70 %
+    at 1, 30 % at 3, each lognormal σ 0.2); ``heavy``, 1 + Pareto with tail index 1.5 (infinite
+    variance).
+    """
+    rng = np.random.default_rng(seed)
+    size = (replicas * per_replica, fleets * len(SAMPLED))
+    if shape == "lognormal":
+        out = rng.lognormal(0.0, 0.5, size)
+    elif shape == "bimodal":
+        out = np.where(rng.random(size) < 0.7, 1.0, 3.0) * rng.lognormal(0.0, 0.2, size)
+    elif shape == "heavy":
+        out = 1.0 + rng.pareto(1.5, size)
+    else:
+        raise ValueError(f"unknown shape {shape!r}")
+    base = np.tile([SIGNALS[s][0] for s in SAMPLED], fleets)
+    groups = np.repeat(np.arange(replicas, dtype=np.int64), per_replica)
+    return np.asarray(out * base), groups
