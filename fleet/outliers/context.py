@@ -170,7 +170,7 @@ def host_context(
         return out, notes
     judged = table.replicas
     wait = whole.cpu_wait if whole.cpu_wait is not None else table.cpu_wait
-    waits = {} if wait is None else wait.dropna().astype(float).to_dict()
+    waits = {} if wait is None else {str(k): float(v) for k, v in wait.dropna().items()}
     host = whole.host if whole.host is not None else table.host
     hosts = {} if host is None else host.dropna().astype(str).to_dict()
     for i, j in perf:

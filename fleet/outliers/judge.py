@@ -54,9 +54,7 @@ def _spread_line(
     return f"spread {_fmt(float(rc.scale_mad[j]), spec.unit)} (1.4826·b(n)·MAD, n={n}); {floor}"
 
 
-def _test_line(
-    rc: RobustColumns, oz: float, i: int, j: int, spec: SignalSpec, count: float
-) -> str:
+def _test_line(rc: RobustColumns, oz: float, i: int, j: int, spec: SignalSpec, count: float) -> str:
     n = int(rc.n[j])
     two = spec.worse == "both"
     p = float(max_z_sf(oz, n, two))
@@ -116,7 +114,9 @@ def judge(
     counts: dict[str, float] = {}
     if table.samples is not None and len(table.samples):
         rank_p = rank_p_values(table.samples, judged, cols, signs)
-        counts = table.samples["replica"].astype(str).value_counts().astype(float).to_dict()
+        counts = {
+            str(k): float(v) for k, v in table.samples["replica"].astype(str).value_counts().items()
+        }
     rc, oz, flag = score_cells(values, table.stderr, specs, level, rank_p)
 
     fleet = {

@@ -119,7 +119,7 @@ def rank_p_values(
     out = np.full((len(replicas), len(columns)), np.nan)
     if samples is None or samples.empty:
         return out
-    names = samples["replica"].astype(str).to_numpy()
+    names = pd.Index(samples["replica"].astype(str).to_numpy())
     codes = pd.Index([str(r) for r in replicas.tolist()]).get_indexer(names).astype(np.int64)
     mine = codes >= 0
     for j, c in enumerate(columns):

@@ -186,7 +186,9 @@ def table_from_records(
             for name, col in _LATENCY.items()
         }
     )
-    samples = pd.DataFrame({name: lat[col].to_numpy(dtype=np.float64) for name, col in _LATENCY.items()})
+    samples = pd.DataFrame(
+        {name: lat[col].to_numpy(dtype=np.float64) for name, col in _LATENCY.items()}
+    )
     samples.insert(0, "replica", lat["replica"].astype(str).to_numpy())
     if host is None and "host" in df.columns:
         host = df.groupby(replica.to_numpy())["host"].agg(lambda h: h.mode().iloc[0])

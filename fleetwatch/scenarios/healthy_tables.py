@@ -41,6 +41,7 @@ __all__ = [
     "as_columns",
     "fleet_table",
     "fleet_values",
+    "request_fleets",
     "request_values",
 ]
 
@@ -140,3 +141,39 @@ def request_values(
     base = np.tile([SIGNALS[s][0] for s in SAMPLED], fleets)
     groups = np.repeat(np.arange(replicas, dtype=np.int64), per_replica)
     return np.asarray(out * base), groups
+
+
+def request_fleets(
+    fleets: int,
+    replicas: int,
+    per_replica: int,
+    shape: RequestShape,
+    *,
+    seed: int,
+    slow: float = 1.0,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Healthy fleets as the detector sees records: (values, stderr, rank p-values), each of
+    shape (replicas, fleets · signals) like ``as_columns``.
+
+    The ``SAMPLED`` signals are the medians of ``request_values`` (with the order-statistic
+    standard error ``table_from_records`` gives them) and their rank p-values (one-sided, higher
+    is worse); the other signals are ``fleet_values``' normal summaries (p-value NaN). ``slow``
+    multiplies replica 0's requests (a planted slow replica).
+    """
+    from fleet.outliers.ranks import p_values, rank_z_columns
+
+    samples, groups = request_values(fleets, replicas, per_replica, shape, seed=seed)
+    if slow != 1.0:
+        samples[groups == 0] *= slow
+    cols = [list(SIGNALS).index(s) for s in SAMPLED]
+    x = fleet_values(fleets, replicas, "normal", seed=seed + 1)
+    by = samples.reshape(replicas, per_replica, fleets, len(SAMPLED))
+    half = 1.959964 * np.sqrt(0.25 / per_replica)
+    lo, med, hi = np.quantile(by, [0.5 - half, 0.5, 0.5 + half], axis=1)
+    x[:, :, cols] = med
+    se = np.full(x.shape, np.nan)
+    se[:, :, cols] = (hi - lo) / (2 * 1.959964)
+    p = np.full(x.shape, np.nan)
+    z = rank_z_columns(samples, groups, replicas).reshape(replicas, fleets, len(SAMPLED))
+    p[:, :, cols] = p_values(z, 1.0)
+    return as_columns(x), as_columns(se), as_columns(p)

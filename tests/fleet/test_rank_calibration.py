@@ -24,7 +24,7 @@ from fleetwatch.scenarios.healthy_tables import (
     REQUEST_SHAPES,
     SAMPLED,
     SIGNALS,
-    fleet_values,
+    request_fleets,
     request_values,
 )
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
@@ -41,24 +41,7 @@ def _specs(floors: bool):
 
 
 def _fleets(fleets: int, n: int, per: int, shape: str, seed: int, slow: float = 1.0):
-    """Summaries, their standard errors and rank p-values, each (replicas, fleets·K): medians of
-    the sampled signals (with the order-statistic error ``table_from_records`` gives them)
-    replace those summary columns; ``slow`` multiplies replica 0's requests."""
-    samples, groups = request_values(fleets, n, per, shape, seed=seed)
-    if slow != 1.0:
-        samples[groups == 0] *= slow
-    x = fleet_values(fleets, n, "normal", seed=seed + 1)  # (n, fleets, K)
-    by = samples.reshape(n, per, fleets, len(SAMPLED))
-    half = 1.959964 * np.sqrt(0.25 / per)
-    lo, med, hi = np.quantile(by, [0.5 - half, 0.5, 0.5 + half], axis=1)
-    x[:, :, COLS] = med
-    se = np.full(x.shape, np.nan)
-    se[:, :, COLS] = (hi - lo) / (2 * 1.959964)
-    p = np.full(x.shape, np.nan)
-    z = rank_z_columns(samples, groups, n).reshape(n, fleets, len(SAMPLED))
-    p[:, :, COLS] = p_values(z, 1.0)
-    shape2 = (n, fleets * K)
-    return x.reshape(shape2), se.reshape(shape2), p.reshape(shape2)
+    return request_fleets(fleets, n, per, shape, seed=seed, slow=slow)
 
 
 def _flags(fleets: int, n: int, per: int, shape: str, seed: int, floors: bool, slow: float = 1.0):
