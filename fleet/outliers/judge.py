@@ -54,10 +54,11 @@ def _spread_line(
     return f"spread {_fmt(float(rc.scale_mad[j]), spec.unit)} (1.4826·b(n)·MAD, n={n}); {floor}"
 
 
-def _test_line(rc: RobustColumns, oz: float, i: int, j: int, spec: SignalSpec, count: float) -> str:
+def _test_line(
+    rc: RobustColumns, oz: float, i: int, j: int, spec: SignalSpec, count: float, p: float
+) -> str:
     n = int(rc.n[j])
     two = spec.worse == "both"
-    p = float(max_z_sf(oz, n, two))
     beyond = oz > rc.cutoff[j]
     line = (
         f"robust z {oz:.1f} {'beyond' if beyond else 'within'} {rc.cutoff[j]:.3g}, the cutoff for "
@@ -173,6 +174,11 @@ def judge(
         )
     }
     cells = list(zip(rows.tolist(), colidx.tolist(), strict=True))
+    # Each flagged cell's p-value as the largest z, one call per column.
+    p_max = np.full(x.shape, np.nan)
+    for j in np.unique(colidx).tolist():
+        at = rows[colidx == j]
+        p_max[at, j] = max_z_sf(oz[at, j], int(rc.n[j]), specs[j].worse == "both")
     host, busy = host_context(table, whole if whole is not None else table, rc, specs, cells)
     findings: list[Finding] = []
     for i, j in cells:
@@ -197,7 +203,7 @@ def judge(
             f"{spec.description or spec.name}: {_fmt(float(x[i, j]), spec.unit)} vs fleet median "
             f"{_fmt(med, spec.unit)}"
             + (f" ({rc.ratio[i, j]:.2f}x)" if math.isfinite(rc.ratio[i, j]) else ""),
-            _test_line(rc, float(oz[i, j]), i, j, spec, counts.get(r, math.nan))
+            _test_line(rc, float(oz[i, j]), i, j, spec, counts.get(r, math.nan), float(p_max[i, j]))
             + (
                 f"; {rc.z_own[i, j]:.3g} of its own standard errors from the median"
                 if math.isfinite(rc.z_own[i, j])

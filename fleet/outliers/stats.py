@@ -147,6 +147,19 @@ def _asymptotic_sf(c: float, n: int, two_sided: bool) -> float:
     return float((w * -np.expm1(n * log_in)).sum())
 
 
+def _asymptotic_sf_many(c: Array, n: int, two_sided: bool) -> Array:
+    """``_asymptotic_sf`` for every value of ``c`` at once."""
+    m = (_NODES[:, None] * math.sqrt(math.pi / (2.0 * n)))[None]
+    t = c[:, None, None] * np.exp(_NODES[None, :] * math.sqrt(_MAD_VAR / n))[None]
+    if two_sided:
+        inside = _sp.ndtr(m + t) - _sp.ndtr(m - t)
+        log_in = np.log(np.maximum(inside, 1e-300))
+    else:
+        log_in = _sp.log_ndtr(m + t)
+    w = (_WEIGHTS[:, None] * _WEIGHTS[None, :])[None]
+    return np.asarray((w * -np.expm1(n * log_in)).sum(axis=(1, 2)))
+
+
 @lru_cache(maxsize=1024)
 def _row(n: int, two_sided: bool) -> tuple[Array, Array, PchipInterpolator, PchipInterpolator]:
     """For fleet size n: −log level and log T at the table's levels (interpolated in 1/n between
@@ -233,7 +246,7 @@ def max_z_sf(z: float | Array, n: int, two_sided: bool = False) -> Array:
     elif n <= _TABLE_MAX:
         p = np.minimum(_table_sf(t, n, two_sided), 1.0)
     else:
-        p = np.array([_asymptotic_sf(float(v), n, two_sided) for v in z.reshape(-1)])
+        p = _asymptotic_sf_many(np.where(np.isfinite(z), z, 0.0).reshape(-1), n, two_sided)
         p = p.reshape(z.shape)
     p = np.where(z <= 0, 1.0, np.where(np.isinf(z), 0.0, p))
     return np.asarray(np.where(np.isnan(z), np.nan, p))

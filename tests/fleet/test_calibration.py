@@ -233,3 +233,17 @@ def test_one_replica_2x_slower_is_found_in_small_fleets(n, found):
     _, _, flag = _scored(values, floors=True)
     assert flag[0, :, NAMES.index("tpot")].mean() >= found
     assert flag[1:].mean() == 0
+
+
+def test_p_values_beyond_the_table_are_the_quadrature_for_every_value_at_once():
+    from fleet.outliers.stats import _asymptotic_sf
+
+    z = np.array([4.0, 5.0, 6.5])
+    for two in (False, True):
+        p = max_z_sf(z, 10_000, two)
+        ref = [_asymptotic_sf(v, 10_000, two) for v in z]
+        assert p == pytest.approx(ref, rel=1e-12)
+        # The same largest-z p-value as the Bonferroni limit, within a few percent at n = 10,000.
+        assert p[1] == pytest.approx(
+            min(1.0, 10_000 * stats.norm.sf(5.0) * (2 if two else 1)), rel=0.1
+        )
