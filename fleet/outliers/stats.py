@@ -63,7 +63,8 @@ signals): the test alone holds ``alpha`` (1 %) within a factor 1.5; with the flo
 no healthy fleet out of 200 per size and noise shape (normal, lognormal, bimodal, t₆) gets a
 finding. The price of the level is power in tiny fleets: three replicas expose a fault only when
 the other two agree far more closely than the fault is large (above), and the cutoff for five is
-37 at α_s = 0.1 %.
+37 at α_s = 0.1 %. Where every request is known (records), the signals with requests are judged
+by each replica's requests against the rest's instead (``ranks``), which has that power.
 """
 
 from __future__ import annotations
