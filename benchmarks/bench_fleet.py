@@ -1,5 +1,7 @@
 """Fleet diagnosis benchmarks: outliers over 10,000 replicas × 10 signals, tail attribution over
-1 million records, run comparison, and the false-positive rate on healthy reference-engine fleets.
+1 million records, run comparison, the false-positive rate on healthy reference-engine fleets, and
+the outlier test's calibration: false alarms on healthy fleets of 3 to 1,000 replicas with noise of
+four shapes, floors and gates off and on, and how often planted slow replicas are found.
 
 Timings are medians of interleaved repeats, side by side with a bare baseline on the same data:
 for outliers, the bare robust z (numpy median/MAD only, no gates, floors or findings) and Envoy's
@@ -17,7 +19,9 @@ import numpy as np
 import pandas as pd
 
 from fleet.compare import compare_runs
-from fleet.outliers import DetectorConfig, FleetTable, detect, table_from_records
+from fleet.outliers import DetectorConfig, FleetTable, SignalSpec, detect, table_from_records
+from fleet.outliers.score import score_matrix
+from fleet.outliers.stats import signal_level
 from fleet.tail import attribute_tail
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
@@ -218,6 +222,141 @@ def bench_synthetic_false_positives() -> list[str]:
     ]
 
 
+def _stat_specs(floors: bool) -> list[SignalSpec]:
+    from fleetwatch.scenarios.healthy_tables import SIGNALS as HEALTHY
+
+    specs = [DetectorConfig().spec(s) for s in HEALTHY]
+    return specs if floors else [s.ungated() for s in specs]
+
+
+def _fleets_with_finding(values: np.ndarray, specs: list[SignalSpec], chunk: int) -> np.ndarray:
+    """Flags (replicas, fleets): replicas of ``values`` (replicas, fleets, signals) with any
+    finding on the first pass, every signal in the family (level 1 % over all of them)."""
+    from fleetwatch.scenarios.healthy_tables import as_columns
+
+    n, f, k = values.shape
+    level = signal_level(DetectorConfig().alpha, k)
+    out = np.zeros((n, f), dtype=bool)
+    for a in range(0, f, chunk):
+        part = values[:, a : a + chunk]
+        _, _, flag = score_matrix(as_columns(part), specs * part.shape[1], level)
+        out[:, a : a + chunk] = flag.reshape(n, part.shape[1], k).any(axis=2)
+    return out
+
+
+def bench_calibration() -> list[str]:
+    """False-alarm rates on healthy fleets (10 signals, noise of four shapes) with the floors and
+    gates off (the statistical test alone, nominal 1 % family-wise) and on; detection rates."""
+    from fleetwatch.scenarios.healthy_tables import SHAPES, SHARES, SIGNALS, fleet_values
+
+    names = list(SIGNALS)
+    on_specs, off_specs = _stat_specs(True), _stat_specs(False)
+    # The test alone is judged on the continuous signals: shares drawn as binomial counts tie,
+    # and where more than half tie (MAD = 0) only the floors can decide.
+    cont = [j for j, s in enumerate(names) if s not in SHARES]
+    rows = []
+    for n in (3, 5, 10, 30, 1000):
+        fleets = 2_000 if n == 1000 else 20_000
+        chunk = max(1, 4_000_000 // (n * len(names)))
+        t, c = time.perf_counter(), time.process_time()
+        cells = []
+        for shape in SHAPES:
+            values = fleet_values(fleets, n, shape, seed=31 * n + SHAPES.index(shape))
+            off_v = np.ascontiguousarray(values[:, :, cont])
+            off = _fleets_with_finding(off_v, [off_specs[j] for j in cont], chunk).any(axis=0)
+            on = _fleets_with_finding(values, on_specs, chunk).any(axis=0)
+            cells.append(f"{shape} {off.mean():.2%} / {on.mean():.2%}")
+        rows.append(
+            f"| false alarms, healthy fleets of {n:,}: test alone (8 continuous signals) / with "
+            f"floors and gates (10 signals) | {' · '.join(cells)} | nominal 1 % / ≤ 1 % | "
+            f"{fleets:,} fleets per shape; {time.perf_counter() - t:.1f} s "
+            f"(CPU {time.process_time() - c:.1f} s) |"
+        )
+    ttft, tpot, e2e = (names.index(s) for s in ("ttft", "tpot", "e2e"))
+    for factor in (1.5, 2.0):
+        cells = []
+        for n in (3, 5, 10, 30, 1000):
+            fleets = 200 if n == 1000 else 2_000
+            values = fleet_values(fleets, n, "lognormal", seed=7 * n)
+            values[0, :, [ttft, tpot, e2e]] *= factor
+            flag = _fleets_with_finding(values, on_specs, max(1, 4_000_000 // (n * len(names))))
+            cells.append(f"n={n:,} {flag[0].mean():.0%} (others {flag[1:].any(axis=0).mean():.1%})")
+        rows.append(
+            f"| detection, one replica {factor}x slower (TTFT, TPOT, e2e), lognormal 1 % noise | "
+            f"{' · '.join(cells)} | | share of fleets where it is found; where another is |"
+        )
+    return rows
+
+
+def bench_rank_calibration() -> list[str]:
+    """The detector as it runs on records: the per-request rank test on TTFT, TPOT and e2e (each
+    replica's requests against the rest's), the cutoff on seven summary signals. False-alarm
+    rates on healthy fleets whose requests are drawn whole, floors and gates off (nominal 1 %
+    family-wise) and on; detection of planted slow replicas with the floors on."""
+    from fleet.outliers.ranks import p_values, rank_z_columns
+    from fleetwatch.scenarios.healthy_tables import (
+        REQUEST_SHAPES,
+        SAMPLED,
+        SIGNALS,
+        request_fleets,
+        request_values,
+    )
+
+    names = list(SIGNALS)
+    k = len(names)
+    cols = [names.index(s) for s in SAMPLED]
+    level = signal_level(DetectorConfig().alpha, k)
+    on_specs, off_specs = _stat_specs(True), _stat_specs(False)
+
+    def flags(
+        fleets: int, n: int, per: int, shape: str, seed: int, floors: bool, slow: float = 1.0
+    ):
+        x, se, p = request_fleets(fleets, n, per, shape, seed=seed, slow=slow)
+        specs = (on_specs if floors else off_specs) * fleets
+        _, _, flag = score_matrix(x, specs, level, se if floors else None, p)
+        return flag.reshape(n, fleets, k)
+
+    rows = []
+    for n in (3, 5, 10, 30, 1000):
+        t, c = time.perf_counter(), time.process_time()
+        off_fleets = 8_000 if n <= 10 else 3_000 if n == 30 else 200
+        cells = []
+        for i, shape in enumerate(REQUEST_SHAPES):
+            off = flags(off_fleets, n, 20, shape, 100 * n + i, False).any(axis=(0, 2)).mean()
+            per = 20 if n == 1000 else 50
+            on = flags(200, n, per, shape, 7 * n + i, True).any(axis=(0, 2)).mean()
+            cells.append(f"{shape} {off:.2%} / {on:.1%}")
+        rows.append(
+            f"| records: false alarms, healthy fleets of {n:,} (10 signals, 3 with requests): "
+            f"test alone / with floors and gates | {' · '.join(cells)} | nominal 1 % / ≤ 1 % | "
+            f"{off_fleets:,} / 200 fleets per shape; {time.perf_counter() - t:.1f} s "
+            f"(CPU {time.process_time() - c:.1f} s) |"
+        )
+    found = []
+    for name, n, per, slow, fleets in (
+        ("n=3, one 2x slower", 3, 50, 2.0, 200),
+        ("n=4, one 5x slower (the demo's)", 4, 50, 5.0, 200),
+        ("n=1,000, one 1.5x slower", 1000, 200, 1.5, 10),
+    ):
+        cells = []
+        for i, shape in enumerate(REQUEST_SHAPES):
+            flag = flags(fleets, n, per, shape, 40 + i, True, slow)
+            hit = flag[0][:, cols].any(axis=1).mean()
+            cells.append(f"{shape} {hit:.0%} (others {flag[1:].any(axis=(0, 2)).mean():.1%})")
+        found.append(
+            f"| records: {name}, {per} requests each | {' · '.join(cells)} | | {fleets} fleets |"
+        )
+    samples, groups = request_values(200, 5, 50, "lognormal", seed=33)
+    samples[groups <= 1] *= 2.0
+    p = p_values(rank_z_columns(samples, groups, 5), 1.0)
+    both = (p[:2] <= level / 5).all(axis=0).mean()
+    found.append(
+        f"| records: masking, 2 of 5 replicas 2x slower, 50 requests each | both found on a "
+        f"signal {both:.1%} of 600 | | |"
+    )
+    return rows + found
+
+
 def main() -> None:
     import os
 
@@ -231,6 +370,8 @@ def main() -> None:
         bench_records_pipeline,
         bench_false_positives,
         bench_synthetic_false_positives,
+        bench_calibration,
+        bench_rank_calibration,
     ):
         for line in fn():
             print(line, flush=True)

@@ -7,9 +7,23 @@ finding is workload-side and the replica is not blamed.
 
 Replica-side causes are told apart by their evidence: configuration drift (a fingerprint value that
 differs from the fleet majority), slow or throttled hardware (GPU clock below its peers, clock-event
-reasons set, power off the fleet), host contention (GPU counters present and normal while the
-replica is slow: the GPU waits on the host). Without GPU counters the two cannot be told apart and
-the cause says so.
+reasons set, power off the fleet). Without GPU counters slow hardware and host contention cannot be
+told apart and the cause says so.
+
+Host contention is a cause, not a blame: a replica slowed by its machine (CPU, memory bandwidth, a
+noisy neighbour) is fine elsewhere, so its finding is host-side and the replica is not blamed (not
+drained, not set aside as bad). It is named on evidence, after configuration drift and GPU
+hardware, which stay with the replica:
+
+- every replica on its host slowed together: at least two of them run there, and at least
+  ``HOST_SHARE`` of them are worse than the fleet median by the signal's effect size;
+- its process waited for a CPU at least ``CPU_WAIT`` of the time (``FleetTable.cpu_wait``), and
+  more than its peers by enough to explain the deviation: waiting a share w of the time against
+  peers' w_med makes it ``(1 − w_med)/(1 − w)`` slower, and what is left is under the effect
+  size. Replicas that all wait alike (one busy machine) are slowed alike and compared with each
+  other; the wait then explains nothing, and a replica far slower than its peers stays blamed;
+- GPU counters present and in line with the fleet while the replica is slow: the GPU is waiting
+  on the host.
 """
 
 from __future__ import annotations
@@ -19,14 +33,21 @@ from enum import StrEnum
 
 from fleet.outliers.signals import SignalSpec
 
-__all__ = ["Cause", "ReplicaContext", "Side", "classify"]
+__all__ = ["CPU_WAIT", "HOST_SHARE", "Cause", "ReplicaContext", "Side", "classify"]
+
+HOST_SHARE = 0.75
+"""Share of a host's replicas that must be slow together for host contention."""
+CPU_WAIT = 0.10
+"""Share of wall time a process waiting for a CPU that counts as starvation."""
 
 
 class Side(StrEnum):
-    """Who is to blame: the replica (fix or drain it) or its traffic (fix the routing)."""
+    """Who is to blame: the replica (fix or drain it), its traffic (fix the routing), or nobody
+    but the machine it runs on (relieve or move off the host)."""
 
     REPLICA = "replica"
     WORKLOAD = "workload"
+    HOST = "host"
 
 
 class Cause(StrEnum):
@@ -60,22 +81,33 @@ class ReplicaContext:
     drift: tuple[str, ...] = ()
     low_request_rate: bool = False
     decode_slow: bool = False
-    """The replica is also slow on a prompt-insensitive signal (TPOT)."""
+    """The replica is also slow like-for-like on a prompt-insensitive signal (TPOT): per
+    prompt-length bucket, or raw where its traffic is like the fleet's."""
+    host: tuple[str, ...] = ()
+    """Evidence that its host is contended: host-mates slow together, its process starved."""
     extra: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _replica_cause(ctx: ReplicaContext) -> tuple[Cause, tuple[str, ...]]:
+def _replica_cause(ctx: ReplicaContext) -> tuple[Side, Cause, tuple[str, ...]]:
     if ctx.drift:
-        return Cause.CONFIG_DRIFT, ctx.drift
+        return Side.REPLICA, Cause.CONFIG_DRIFT, ctx.drift
     if ctx.gpu_bad:
-        return Cause.SLOW_HARDWARE, ctx.gpu_bad
+        return Side.REPLICA, Cause.SLOW_HARDWARE, ctx.gpu_bad
+    if ctx.host:
+        return Side.HOST, Cause.HOST_CONTENTION, (*ctx.host, "host-side: no replica to blame")
     if ctx.gpu_present:
-        return Cause.HOST_CONTENTION, (
-            "GPU counters are in line with the fleet while the replica is slow: the GPU is "
-            "waiting on the host (CPU, memory, noisy neighbour)",
+        return (
+            Side.HOST,
+            Cause.HOST_CONTENTION,
+            (
+                "GPU counters are in line with the fleet while the replica is slow: the GPU is "
+                "waiting on the host (CPU, memory, noisy neighbour); host-side: no replica to blame",
+            ),
         )
-    return Cause.HARDWARE_OR_HOST, (
-        "no GPU counters: slow hardware and host contention cannot be told apart",
+    return (
+        Side.REPLICA,
+        Cause.HARDWARE_OR_HOST,
+        ("no GPU counters: slow hardware and host contention cannot be told apart",),
     )
 
 
@@ -93,33 +125,39 @@ def classify(spec: SignalSpec, ctx: ReplicaContext) -> tuple[Side, Cause, tuple[
     if spec.family == "throughput":
         if ctx.low_request_rate:
             return Side.WORKLOAD, Cause.LOAD_SKEW, ctx.workload_evidence
-        cause, why = _replica_cause(ctx)
-        return Side.REPLICA, cause, why
+        return _replica_cause(ctx)
     # Latency: like-with-like decides.
     evidence.extend(ctx.matched_evidence)
     evidence.extend(ctx.workload_evidence)
     if ctx.drift or ctx.gpu_bad:
-        cause, why = _replica_cause(ctx)
-        return Side.REPLICA, cause, (*evidence, *why)
+        side, cause, why = _replica_cause(ctx)
+        return side, cause, (*evidence, *why)
     matched = ctx.matched_slow
     if matched is None and not spec.prompt_sensitive:
-        evidence.append(
-            f"{spec.name} barely depends on prompt length: its raw value is already like-for-like"
-        )
-        matched = True
+        if ctx.workload:
+            evidence.append(
+                f"{spec.name} includes the stalls of the replica's own prefills in a batched "
+                "engine: with traffic unlike the fleet's its raw value is not like-for-like"
+            )
+        else:
+            evidence.append(
+                f"{spec.name} barely depends on prompt length and its traffic is like the fleet's: "
+                "its raw value is already like-for-like"
+            )
+            matched = True
     if matched is None and ctx.decode_slow:
         evidence.append(
-            "its time per output token, which barely depends on prompt length, is slow too: "
-            "replica-side even though its workload differs"
+            "its time per output token is slow like-for-like too: replica-side"
+            + (" even though its workload differs" if ctx.workload else "")
         )
         matched = True
     if matched is True:
-        cause, why = _replica_cause(ctx)
-        return Side.REPLICA, cause, (*evidence, *why)
+        side, cause, why = _replica_cause(ctx)
+        return side, cause, (*evidence, *why)
     if ctx.workload:
         return Side.WORKLOAD, ctx.workload[0][0], tuple(evidence)
     if matched is False:
         evidence.append("slow only on its raw median: within prompt-length buckets it is normal")
         return Side.WORKLOAD, Cause.PROMPT_LENGTH_MIX, tuple(evidence)
-    cause, why = _replica_cause(ctx)
-    return Side.REPLICA, cause, (*evidence, *why)
+    side, cause, why = _replica_cause(ctx)
+    return side, cause, (*evidence, *why)

@@ -14,9 +14,10 @@ __all__ = ["DetectorConfig"]
 class DetectorConfig:
     """Detector settings.
 
-    ``min_requests``: requests a replica needs in the window to be judged. ``alpha``: family-wise
-    false-positive level per signal for the n-aware cutoff. ``min_fleet``: replicas needed for a
-    verdict (3: a median of two cannot outvote either). The workload thresholds decide when a
+    ``min_requests``: requests a replica needs in the window to be judged. ``alpha``: the
+    statistical test's family-wise level for a whole report, over signals × replicas × passes: the
+    chance that a healthy fleet gets any finding from it (see ``stats``). ``min_fleet``: replicas
+    needed for a verdict (3: a median of two cannot outvote either). The workload thresholds decide when a
     replica's traffic differs from the fleet's (ratios to the fleet median of replica means).
     """
 

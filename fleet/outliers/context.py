@@ -1,7 +1,8 @@
-"""Context for a flagged replica beyond its numbers: workload skew, config drift, like-for-like.
+"""Context for a flagged replica beyond its numbers: workload skew, config drift, like-for-like,
+its host.
 
 How its workload differs from the fleet's, which configuration it runs that the majority does
-not, and its like-for-like latency per prompt-length bucket.
+not, its like-for-like latency per prompt-length bucket, and whether its host is contended.
 
 Each is computed only for the replicas that need it (``wanted``), so a healthy fleet pays nothing.
 """
@@ -13,12 +14,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleet.outliers.causes import Cause
+from fleet.outliers.causes import CPU_WAIT, HOST_SHARE, Cause
 from fleet.outliers.config import DetectorConfig
-from fleet.outliers.score import score_cells
+from fleet.outliers.score import effect_mask, score_cells
+from fleet.outliers.signals import SignalSpec
+from fleet.outliers.stats import RobustColumns, signal_level
 from fleet.outliers.table import FleetTable
 
-__all__ = ["config_drift", "matched_context", "workload_context"]
+__all__ = ["config_drift", "host_context", "matched_context", "workload_context"]
 
 
 def workload_context(
@@ -108,7 +111,8 @@ def matched_context(
     if not cols:
         return {}
     specs = [cfg.spec(c) for c in cols]
-    rc, oz, _ = score_cells(m[cols].astype("float64"), None, specs, cfg.alpha)
+    level = signal_level(cfg.alpha, len(cols))
+    rc, oz, _ = score_cells(m[cols].astype("float64"), None, specs, level)
     x = m[cols].to_numpy(dtype=np.float64, na_value=np.nan)
     out: dict[tuple[str, str], tuple[bool | None, tuple[str, ...]]] = {}
     for r in wanted:
@@ -126,13 +130,98 @@ def matched_context(
                 )
                 continue
             rel = x[i, j] / rc.median[j] if rc.median[j] > 0 else math.nan
-            slow = bool(rel >= cfg.matched_effect and oz[i, j] > rc.cutoff[j])
+            # Slow when large and beyond the cutoff, normal when small; large but within the
+            # fleet's spread decides nothing.
+            big = bool(rel >= cfg.matched_effect)
+            slow = big and bool(oz[i, j] > rc.cutoff[j])
             out[(r, c)] = (
-                slow,
+                slow if slow or not big else None,
                 (
                     f"like-for-like {c} (per prompt-length bucket, weighted by its requests): "
                     f"{x[i, j]:.2f}x the fleet's bucket medians (fleet median of this ratio "
-                    f"{rc.median[j]:.2f}, robust z {oz[i, j]:.1f})",
+                    f"{rc.median[j]:.2f}, robust z {oz[i, j]:.1f}"
+                    + (
+                        f" within the cutoff {rc.cutoff[j]:.3g}: not conclusive)"
+                        if big and not slow
+                        else ")"
+                    ),
                 ),
             )
     return out
+
+
+def host_context(
+    table: FleetTable,
+    whole: FleetTable,
+    rc: RobustColumns,
+    specs: list[SignalSpec],
+    cells: list[tuple[int, int]],
+) -> tuple[dict[tuple[int, int], tuple[str, ...]], dict[tuple[int, int], tuple[str, ...]]]:
+    """Evidence of host contention for flagged ``cells`` (row, column) of latency and
+    throughput signals in ``table``: every replica on the host slow together, or its process
+    CPU-starved beyond its peers by enough to explain the deviation (``_wait_line``).
+    Host-mates are looked up in ``whole`` (the fleet before any replica was set aside) and
+    compared with this judgement's medians. Returns (host evidence, notes): notes say the host
+    was busy where that does not explain the finding."""
+    out: dict[tuple[int, int], tuple[str, ...]] = {}
+    notes: dict[tuple[int, int], tuple[str, ...]] = {}
+    perf = [(i, j) for i, j in cells if specs[j].family in ("latency", "throughput")]
+    if not perf:
+        return out, notes
+    judged = table.replicas
+    wait = whole.cpu_wait if whole.cpu_wait is not None else table.cpu_wait
+    waits = {} if wait is None else {str(k): float(v) for k, v in wait.dropna().items()}
+    host = whole.host if whole.host is not None else table.host
+    hosts = {} if host is None else host.dropna().astype(str).to_dict()
+    for i, j in perf:
+        r, spec = str(judged[i]), specs[j]
+        lines = []
+        if waits.get(r, 0.0) >= CPU_WAIT:
+            line, explains = _wait_line(r, waits, judged, float(rc.ratio[i, j]), spec)
+            if explains:
+                lines.append(line)
+            else:
+                notes[(i, j)] = (line,)
+        h = hosts.get(r)
+        if h is not None and spec.name in whole.values.columns and r in whole.values.index:
+            mates = [m for m, hm in hosts.items() if hm == h and m in whole.values.index]
+            v = whole.values.loc[mates, spec.name].astype("float64").dropna()
+            med = rc.median[j : j + 1]
+            worse = effect_mask(v.to_numpy()[:, None], med, [spec])[:, 0]
+            own = np.sign(v.to_numpy()[v.index == r] - med[0])
+            worse &= np.sign(v.to_numpy() - med[0]) == own
+            if len(v) >= 2 and worse.sum() >= HOST_SHARE * len(v):
+                ratios = ", ".join(f"{m} {x / med[0]:.2f}x" for m, x in v.items())
+                lines.append(
+                    f"host {h}: {int(worse.sum())} of its {len(v)} replicas are off the fleet "
+                    f"on {spec.name} together ({ratios}): host contention"
+                )
+        if lines:
+            out[(i, j)] = tuple(lines)
+    return out, notes
+
+
+def _wait_line(
+    r: str, waits: dict[str, float], judged: pd.Index, ratio: float, spec: SignalSpec
+) -> tuple[str, bool]:
+    """Whether the replica's own CPU wait explains how far it is off the fleet: a process that
+    waits a share w of the time runs ``1 / (1 − w)`` slower than with the CPU to itself, so
+    against peers that waited ``w_med`` it is ``(1 − w_med) / (1 − w)`` slower from waiting
+    alone. What is left beyond that must still reach the signal's effect size to be its own."""
+    w = waits[r]
+    peers = [waits[str(m)] for m in judged if str(m) in waits]
+    w_med = float(np.median(peers)) if peers else 0.0
+    explained = (1.0 - w_med) / max(1.0 - w, 1e-9)
+    off = ratio if spec.worse != "lower" else (1.0 / ratio if ratio > 0 else math.inf)
+    left = off / explained if math.isfinite(off) else math.inf
+    head = (
+        f"its process waited for a CPU {w:.0%} of the time (fleet median {w_med:.0%}; starved "
+        f"from {CPU_WAIT:.0%}): waiting explains {explained:.2f}x of its {off:.2f}x"
+    )
+    if left < spec.min_effect:
+        return f"{head}, which explains it: the host is short of CPU", True
+    return (
+        f"{head}; the {left:.2f}x left is its own (at least {spec.min_effect:g}x): the host is "
+        "busy, but that is not why this replica stands out",
+        False,
+    )

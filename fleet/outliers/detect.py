@@ -25,10 +25,18 @@ the same table filtered to fewer replicas (so it works for every source), never 
    new, at most ``_MAX_UNMASK_ROUNDS`` times.
 
 Findings are merged: one per (replica, signal), the earliest pass's, and a replica blamed
-replica-side in any pass keeps only its replica-side findings. Each finding's evidence ends with
+replica-side in any pass keeps no workload-side findings. Each finding's evidence ends with
 the pass that found it, and ``Finding.found_in`` names it. The fleet statistics in the report are
 the first pass's. A pass only runs when it has someone to set aside, so a healthy fleet of
 like traffic is judged once.
+
+The false-alarm rate is stated for the whole report (see ``stats``): the family is every
+(signal, replica) cell of every pass, at the family-wise level ``DetectorConfig.alpha``. The
+passes that run on a healthy fleet share it (Bonferroni): the fleet pass alone, or the fleet and
+peers passes when the traffic differs (decided before any judging, from the workload columns).
+``unmasked`` passes run only after a replica-side finding, so they cannot turn a healthy fleet
+into one with a finding; they re-test the remaining replicas at the same per-pass level, a
+step-down.
 """
 
 from __future__ import annotations
@@ -56,12 +64,12 @@ def _blamed(findings: list[Finding]) -> set[str]:
 
 def _merge(passes: list[Judgement]) -> list[Finding]:
     """One finding per (replica, signal), the earliest pass's; a replica blamed replica-side in
-    any pass keeps only its replica-side findings (its traffic is noted in their evidence)."""
+    any pass keeps no workload-side findings (its traffic is noted in their evidence)."""
     every = [f for p in passes for f in p.findings]
     blamed = _blamed(every)
     out: dict[tuple[str, str], Finding] = {}
     for f in every:
-        if f.replica in blamed and f.side is not Side.REPLICA:
+        if f.replica in blamed and f.side is Side.WORKLOAD:
             continue
         out.setdefault((f.replica, f.signal), f)
     return list(out.values())
@@ -79,6 +87,25 @@ def _severity(f: Finding) -> tuple[int, float]:
 
 def _names(replicas: Iterable[str]) -> str:
     return ", ".join(sorted(replicas))
+
+
+def _host_notes(findings: list[Finding], table: FleetTable) -> list[str]:
+    """One line per contended host (or replica of unknown host): who stands out, and that nobody
+    is blamed for it."""
+    hosts = {} if table.host is None else table.host.dropna().astype(str).to_dict()
+    groups: dict[str, tuple[set[str], set[str]]] = {}
+    for f in findings:
+        if f.side is Side.HOST:
+            h = hosts.get(f.replica)
+            reps, sigs = groups.setdefault(
+                f"host {h}" if h else f"the host of {f.replica}", (set(), set())
+            )
+            reps.add(f.replica)
+            sigs.add(f.signal)
+    return [
+        f"{where}: {_names(reps)} stand out on {_names(sigs)}: host contention, no replica blamed"
+        for where, (reps, sigs) in sorted(groups.items())
+    ]
 
 
 def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierReport:
@@ -108,18 +135,21 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             tuple(notes),
         )
     base = table if len(names) == len(table.replicas) else table.only(names)
-    first = judge(base, cfg, "fleet", f"judged against the whole fleet ({len(names)} replicas)")
+    differ = set(different_traffic(base, cfg))
+    peers = [r for r in names if r not in differ]
+    with_peers = bool(differ) and len(peers) >= cfg.min_fleet
+    m = 2 if with_peers else 1
+    how = f"judged against the whole fleet ({len(names)} replicas)"
+    first = judge(base, cfg, "fleet", how, m)
     passes = [first]
 
     # Pass 2: only the replicas whose traffic is like the fleet's.
-    differ = set(different_traffic(base, cfg))
-    peers = [r for r in names if r not in differ]
-    if differ and len(peers) >= cfg.min_fleet:
+    if with_peers:
         how = (
             f"judged against peers with like traffic ({len(peers)} replicas; set aside, traffic "
             f"differs: {_names(differ)})"
         )
-        passes.append(judge(base.only(peers), cfg, "peers", how))
+        passes.append(judge(base.only(peers), cfg, "peers", how, m, base))
         notes.append(f"re-judged without {_names(differ)} (traffic differs from the fleet's)")
 
     # Pass 3 and on: the replicas blamed so far set aside, until nobody new is blamed.
@@ -140,12 +170,13 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             f"judged with blamed replicas set aside ({len(rest)} replicas; set aside, blamed "
             f"replica-side: {_names(aside)})"
         )
-        found = judge(base.only(rest), cfg, "unmasked", how)
+        found = judge(base.only(rest), cfg, "unmasked", how, m, base)
         passes.append(found)
         blamed |= _blamed(found.findings)
         notes.append(f"re-judged without {_names(aside)} (blamed replica-side)")
 
     findings = sorted(_merge(passes), key=_severity)
+    notes.extend(_host_notes(findings, base))
     return OutlierReport(
         "outliers" if findings else "no outlier",
         tuple(findings),

@@ -1,11 +1,16 @@
 """One judgement pass: score a table's replicas against each other, flagged cells -> findings.
 
-Each flagged cell becomes a ``Finding`` with its cause and evidence.
+Each flagged cell becomes a ``Finding`` with its cause and evidence. The pass tests its signals at
+``alpha / (k · passes)`` each (see ``stats``): k signals with at least three values, not all
+equal, and ``passes`` the number of passes that share the family-wise level. Where the table has
+per-request samples, the signals with samples are tested request by request instead
+(``ranks``, ``score``).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,11 +18,12 @@ import numpy as np
 
 from fleet.outliers.causes import Cause, ReplicaContext, Side, classify
 from fleet.outliers.config import DetectorConfig
-from fleet.outliers.context import config_drift, matched_context, workload_context
+from fleet.outliers.context import config_drift, host_context, matched_context, workload_context
+from fleet.outliers.ranks import rank_p_values
 from fleet.outliers.report import Finding, Pass, finite_or_none
 from fleet.outliers.score import score_cells
 from fleet.outliers.signals import SignalSpec
-from fleet.outliers.stats import RobustColumns
+from fleet.outliers.stats import FLOOR_CUTOFF, RobustColumns, max_z_sf, signal_level
 from fleet.outliers.table import FleetTable
 
 __all__ = ["Judgement", "judge"]
@@ -33,21 +39,42 @@ def _fmt(v: float, unit: str) -> str:
     return f"{v:.4g} {unit}".rstrip()
 
 
-def _spread_line(rc: RobustColumns, j: int, spec: SignalSpec, x: np.ndarray[Any, Any]) -> str:
+def _spread_line(
+    rc: RobustColumns, i: int, j: int, spec: SignalSpec, x: np.ndarray[Any, Any]
+) -> str:
     n = int(rc.n[j])
+    floor = (
+        f"{abs(rc.z_floor[i, j]):.3g} spread floors from the median (at least "
+        f"{FLOOR_CUTOFF:g} needed; floor {_fmt(float(rc.floor[j]), spec.unit)}, the larger of "
+        f"{spec.rel_floor:.0%} of the median and {_fmt(spec.abs_floor, spec.unit)})"
+    )
     if rc.mad[j] == 0:
         at = int(np.sum(x == rc.median[j]))
-        return (
-            f"MAD = 0 ({at} of {n} replicas at the median): spread floor "
-            f"{_fmt(float(rc.floor[j]), spec.unit)} used (max of {spec.rel_floor:.0%} of the "
-            f"median and {_fmt(spec.abs_floor, spec.unit)})"
-        )
-    if rc.floored[j]:
-        return (
-            f"spread from MAD ({_fmt(float(rc.scale_mad[j]), spec.unit)}) below the floor "
-            f"{_fmt(float(rc.floor[j]), spec.unit)}: floor used"
-        )
-    return f"spread {_fmt(float(rc.scale_mad[j]), spec.unit)} (1.4826·b(n)·MAD, n={n})"
+        return f"MAD = 0 ({at} of {n} replicas at the median), so the floor decides: {floor}"
+    return f"spread {_fmt(float(rc.scale_mad[j]), spec.unit)} (1.4826·b(n)·MAD, n={n}); {floor}"
+
+
+def _test_line(
+    rc: RobustColumns, oz: float, i: int, j: int, spec: SignalSpec, count: float, p: float
+) -> str:
+    n = int(rc.n[j])
+    two = spec.worse == "both"
+    beyond = oz > rc.cutoff[j]
+    line = (
+        f"robust z {oz:.1f} {'beyond' if beyond else 'within'} {rc.cutoff[j]:.3g}, the cutoff for "
+        f"the largest {'|z|' if two else 'z'} of {n} healthy replicas"
+        + (f" (p = {p:.2g} as the largest)" if beyond and math.isfinite(p) and p > 0 else "")
+    )
+    if rc.rank_p is None or rc.rank_level is None or math.isnan(rc.rank_p[i, j]):
+        return line
+    rp, rl = float(rc.rank_p[i, j]), float(rc.rank_level[j])
+    return (
+        f"its {count:.0f} requests against the rest of the fleet's (Mann–Whitney, "
+        f"{'two-sided' if two else 'one-sided'}): p = {rp:.2g}, "
+        f"{'below' if rp <= rl else 'above'} the level {rl:.2g} per replica (for reference, "
+        + line
+        + ")"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,17 +85,40 @@ class Judgement:
     fleet: dict[str, dict[str, float | None]]
 
 
-def judge(table: FleetTable, cfg: DetectorConfig, found_in: Pass, how: str) -> Judgement:
+def judge(
+    table: FleetTable,
+    cfg: DetectorConfig,
+    found_in: Pass,
+    how: str,
+    passes: int = 1,
+    whole: FleetTable | None = None,
+) -> Judgement:
     """Judge every replica of ``table`` (all above the volume gate) against the others.
 
-    ``how`` is the evidence line that says which replicas the finding was judged against.
+    ``how`` is the evidence line that says which replicas the finding was judged against;
+    ``passes`` how many passes share the family-wise level (see ``detect``); ``whole`` the fleet
+    before any replica was set aside, where host-mates are looked up (``table`` when None).
     """
     judged = table.replicas
     cols = [c for c in table.values.columns if table.values[c].notna().any()]
     values = table.values.loc[:, cols].astype("float64")
     specs = [cfg.spec(c) for c in cols]
-    rc, oz, flag = score_cells(values, table.stderr, specs, cfg.alpha)
+    # A signal with under three values, or the same value everywhere, cannot produce a finding.
     x = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        varied = np.nanmax(x, axis=0) > np.nanmin(x, axis=0) if x.size else np.zeros(0, bool)
+    tested = int(((~np.isnan(x)).sum(axis=0) >= 3)[varied].sum())
+    level = signal_level(cfg.alpha, tested, passes)
+    signs = np.array([{"higher": 1.0, "lower": -1.0, "both": 0.0}[s.worse] for s in specs])
+    rank_p = None
+    counts: dict[str, float] = {}
+    if table.samples is not None and len(table.samples):
+        rank_p = rank_p_values(table.samples, judged, cols, signs)
+        counts = {
+            str(k): float(v) for k, v in table.samples["replica"].astype(str).value_counts().items()
+        }
+    rc, oz, flag = score_cells(values, table.stderr, specs, level, rank_p)
 
     fleet = {
         c: {
@@ -76,6 +126,12 @@ def judge(table: FleetTable, cfg: DetectorConfig, found_in: Pass, how: str) -> J
             "mad": finite_or_none(float(rc.mad[j])),
             "n": float(rc.n[j]),
             "cutoff": finite_or_none(float(rc.cutoff[j])),
+            "level": level,
+            **(
+                {"rank_level": finite_or_none(float(rc.rank_level[j]))}
+                if rc.rank_level is not None
+                else {}
+            ),
         }
         for j, c in enumerate(cols)
     }
@@ -101,15 +157,31 @@ def judge(table: FleetTable, cfg: DetectorConfig, found_in: Pass, how: str) -> J
                     f"{_fmt(float(rc.median[j]), s.unit)}"
                 )
 
+    # Slow on TPOT like-for-like: per prompt-length bucket, or raw where its traffic is like the
+    # fleet's (TPOT includes the stalls of the replica's own prefills in a batched engine, so a
+    # replica sent longer prompts has a higher raw TPOT on the same hardware).
     decode_slow = {
         str(judged[int(i)])
         for i, j in zip(rows.tolist(), colidx.tolist(), strict=True)
         if specs[j].family == "latency"
         and not specs[j].prompt_sensitive
-        and matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is not False
+        and (
+            matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is True
+            or (
+                matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is None
+                and not workload.get(str(judged[int(i)]), ((), (), False))[0]
+            )
+        )
     }
+    cells = list(zip(rows.tolist(), colidx.tolist(), strict=True))
+    # Each flagged cell's p-value as the largest z, one call per column.
+    p_max = np.full(x.shape, np.nan)
+    for j in np.unique(colidx).tolist():
+        at = rows[colidx == j]
+        p_max[at, j] = max_z_sf(oz[at, j], int(rc.n[j]), specs[j].worse == "both")
+    host, busy = host_context(table, whole if whole is not None else table, rc, specs, cells)
     findings: list[Finding] = []
-    for i, j in zip(rows.tolist(), colidx.tolist(), strict=True):
+    for i, j in cells:
         r = str(judged[i])
         spec = specs[j]
         wl = workload.get(r, ((), (), False))
@@ -123,6 +195,7 @@ def judge(table: FleetTable, cfg: DetectorConfig, found_in: Pass, how: str) -> J
             drift=drift.get(r, ()),
             low_request_rate=wl[2],
             decode_slow=r in decode_slow,
+            host=host.get((i, j), ()),
         )
         side, cause, why = classify(spec, ctx)
         med = float(rc.median[j])
@@ -130,15 +203,15 @@ def judge(table: FleetTable, cfg: DetectorConfig, found_in: Pass, how: str) -> J
             f"{spec.description or spec.name}: {_fmt(float(x[i, j]), spec.unit)} vs fleet median "
             f"{_fmt(med, spec.unit)}"
             + (f" ({rc.ratio[i, j]:.2f}x)" if math.isfinite(rc.ratio[i, j]) else ""),
-            f"robust z {oz[i, j]:.1f} beyond the n-aware cutoff {rc.cutoff[j]:.2f} "
-            f"(n={int(rc.n[j])})"
+            _test_line(rc, float(oz[i, j]), i, j, spec, counts.get(r, math.nan), float(p_max[i, j]))
             + (
-                f"; {rc.z_own[i, j]:.1f} of its own standard errors from the median"
+                f"; {rc.z_own[i, j]:.3g} of its own standard errors from the median"
                 if math.isfinite(rc.z_own[i, j])
                 else ""
             ),
-            _spread_line(rc, j, spec, x[:, j]),
+            _spread_line(rc, i, j, spec, x[:, j]),
             *why,
+            *busy.get((i, j), ()),
             how,
         )
         findings.append(

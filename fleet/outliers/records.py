@@ -1,7 +1,8 @@
 """Request records -> ``FleetTable``, with sampling errors and like-with-like latency ratios.
 
 Per replica: latency quantiles with their sampling error, error rate, throughput, workload, and
-like-with-like latency ratios per prompt-length bucket.
+like-with-like latency ratios per prompt-length bucket, and every ok request's latencies
+(``FleetTable.samples``) for the per-request rank test.
 
 Records give the most of any source: the like-with-like ratios use fleet-wide buckets of
 *uncached* prompt tokens (what prefill time depends on), so prefix-cache hits are accounted for.
@@ -10,6 +11,7 @@ Records give the most of any source: the like-with-like ratios use fleet-wide bu
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -112,13 +114,16 @@ def table_from_records(
     buckets: int = 8,
     min_bucket: int = 3,
     fingerprint: pd.DataFrame | None = None,
+    host: Mapping[str, str] | pd.Series | None = None,
     where: str = "records",
 ) -> FleetTable:
     """Per-replica signals from request records (``telemetry.records`` frame).
 
     Latency signals are the ``quantile`` of ok requests; error rate is the share of requests with
     status ``error``; throughput is output tokens per second over the replica's active span.
-    ``fingerprint``: optional frame indexed by replica with configuration columns.
+    ``fingerprint``: optional frame indexed by replica with configuration columns. ``host``: the
+    machine of each replica (a mapping, or a ``host`` column in the records, its most common value
+    per replica), so replicas slowed together on one host are host contention, not blamed.
     """
     if not 0.0 < quantile < 1.0:
         raise AnalysisError(f"quantile must be in (0, 1), got {quantile}")
@@ -181,6 +186,12 @@ def table_from_records(
             for name, col in _LATENCY.items()
         }
     )
+    samples = pd.DataFrame(
+        {name: lat[col].to_numpy(dtype=np.float64) for name, col in _LATENCY.items()}
+    )
+    samples.insert(0, "replica", lat["replica"].astype(str).to_numpy())
+    if host is None and "host" in df.columns:
+        host = df.groupby(replica.to_numpy())["host"].agg(lambda h: h.mode().iloc[0])
     return FleetTable(
         values=values,
         volume=volume,
@@ -188,5 +199,7 @@ def table_from_records(
         matched=matched,
         workload=workload,
         fingerprint=fingerprint,
+        host=None if host is None else pd.Series(host, dtype=object).reindex(volume.index),
+        samples=samples,
         source=where,
     )

@@ -53,7 +53,7 @@ class Finding:
             "value": finite_or_none(self.value),
             "fleet_median": finite_or_none(self.fleet_median),
             "ratio": finite_or_none(self.ratio),
-            "robust_z": finite_or_none(self.robust_z),
+            "robust_z": finite_or_none(self.robust_z),  # None where MAD = 0 (infinite)
             "cutoff": finite_or_none(self.cutoff),
             "side": self.side.value,
             "cause": self.cause.value,
@@ -102,7 +102,13 @@ class OutlierReport:
             )
         for i, f in enumerate(self.findings, 1):
             ratio = "-" if not math.isfinite(f.ratio) else f"{f.ratio:.2f}x"
-            z = "-" if not math.isfinite(f.robust_z) else f"{f.robust_z:.1f}"
+            z = (
+                "inf"
+                if math.isinf(f.robust_z)
+                else "-"
+                if math.isnan(f.robust_z)
+                else f"{f.robust_z:.1f}"
+            )
             lines.append(
                 f"{i:>3}. {f.replica}  {f.signal}  ratio {ratio}  z {z}  "
                 f"{f.side.value}-side: {f.cause.value}"

@@ -1,16 +1,19 @@
 """The signals a replica is judged on, with the direction that is bad and the smallest effect
 worth reporting.
 
-Two gates decide a finding: statistical (robust z beyond the n-aware cutoff) and practical (the
-effect is at least ``min_effect``: a ratio to the fleet median for latencies and rates, an absolute
-difference for shares such as the error rate). A fleet of near-identical replicas has a tiny MAD,
-so the practical gate stops a 3 % difference from being reported as an outage.
+A finding needs the statistical test (robust z beyond the cutoff for the largest z of the fleet,
+at a stated family-wise level, one-sided in the ``worse`` direction or two-sided for "both"; see
+``stats``) and, as second conditions, practical ones: the deviation is at least 3.5 spread floors
+(``rel_floor`` of the median, or ``abs_floor``), and the effect is at least ``min_effect`` (a ratio
+to the fleet median for latencies and rates, an absolute difference for shares such as the error
+rate). A fleet of near-identical replicas has a tiny MAD, so the practical conditions stop a 3 %
+difference from being reported as an outage; they only ever remove findings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 __all__ = [
@@ -32,7 +35,7 @@ class SignalSpec:
 
     ``min_effect``: for ``gate="ratio"`` the ratio to the fleet median (1.25 = 25 % worse); for
     ``gate="absolute"`` the difference from the median in the signal's unit. ``rel_floor`` and
-    ``abs_floor`` bound the spread from below (see ``stats``).
+    ``abs_floor`` set the spread floor a finding must clear 3.5 times (see ``stats``).
     """
 
     name: str
@@ -47,6 +50,13 @@ class SignalSpec:
     prompt_sensitive: bool = True
     """Latency that grows with prompt length (TTFT, e2e); TPOT barely does, so a raw comparison
     of it is already like-for-like."""
+
+    def ungated(self) -> SignalSpec:
+        """This signal judged by the statistical test alone: no spread floor, no minimum effect
+        (what the calibration tests and benchmarks measure against the stated level)."""
+        return replace(
+            self, rel_floor=0.0, abs_floor=0.0, min_effect=0.0 if self.gate == "absolute" else 1.0
+        )
 
 
 SIGNALS: Final[Mapping[str, SignalSpec]] = {

@@ -1,47 +1,98 @@
-"""Robust statistics for comparing each replica with its fleet.
+"""Robust statistics for comparing each replica with its fleet, and cutoffs with a stated level.
 
 The fleet median is the reference and the median absolute deviation (MAD) the spread, because a
 mean and standard deviation let two bad replicas hide each other: Envoy's success-rate rule
 (eject below mean − 1.9·σ) on success rates [50, 50, 100, 100, 100] puts the threshold near 33 %,
 so neither 50 % host is ejected. The median (100) and MAD (0) are untouched by the two.
 
-Spread estimate, per signal (column):
+The statistic, per signal (column) of n replicas::
 
-``scale = max(1.4826 · b(n) · MAD, floor)``,  ``z = (x − median) / scale``
+    z = (x − median) / (1.4826 · b(n) · MAD)
 
-- ``1.4826 · MAD`` estimates σ for normal data (the modified z-score 0.6745·(x − median)/MAD of
-  Iglewicz and Hoaglin is the same number); ``b(n)`` is Croux and Rousseeuw's small-sample
-  correction, so a fleet of three is not judged with a spread that is biased low.
-- ``floor`` keeps the test sound when MAD is 0 (more than half the replicas report the same value:
-  every other value would otherwise be infinitely far away): a relative floor of the median
-  (``rel_floor · |median|``) or an absolute floor for signals whose median is 0 (error rate).
-- ``stderr`` is a replica's own sampling error when known (a median of 40 requests is noisy).
-  It is a second, separate test, not part of the spread: a finding also needs
-  ``|x − median| / stderr ≥ OWN_CUTOFF`` (``z_own``), so a noisy median is not judged on the
-  fleet's spread alone, while a replica whose own distribution is wide (a throttled replica's
-  latencies spread with their mean) is not shielded by that width from a clear shift.
+``1.4826 · MAD`` estimates σ for normal data (the modified z-score of Iglewicz and Hoaglin);
+``b(n)`` is Croux and Rousseeuw's small-sample correction. Where MAD = 0 (more than half the
+replicas report the same value) every other value is infinitely many MADs away: z = ±inf, and
+only the spread floor below decides.
 
-The cutoff is n-aware: Bonferroni over the fleet at level ``alpha``, never below Iglewicz and
-Hoaglin's 3.5, so a fleet of 10,000 healthy replicas does not produce a finding by chance.
+The false-alarm rate. The family is every (signal, replica) cell a report judges, in all its
+passes (see ``detect``). Its level ``alpha`` (``DetectorConfig.alpha``, 1 %) is family-wise: the
+chance that a healthy fleet, whose replicas differ only by independent normal noise of any mean
+and spread, gets any finding from this test.
+
+- Across replicas, exact: a signal's cutoff is the (1 − α_s) quantile of the *largest* z among n
+  healthy replicas (their z share the median and MAD, so they are corrected together). For
+  signals bad either way (``worse="both"``) it is the largest |z| (two-sided); otherwise the
+  largest z in the bad direction (one-sided).
+- Across signals and passes, Bonferroni: ``α_s = alpha / (k · m)`` for k signals judged (at
+  least three values, not all equal: a signal with one value everywhere cannot produce a finding)
+  and m passes that can run on a healthy fleet (the whole fleet, plus peers with like traffic when
+  the traffic differs, known before any judging). The passes that set blamed replicas aside run
+  only after a finding, so on a healthy fleet they cannot add one; in a faulty fleet each re-tests
+  the rest at the same level, a step-down as in Holm's procedure (the same healthy replicas,
+  nearly the same reference), measured to stay near ``alpha``.
+
+The null distribution of the largest z does not depend on the mean or σ, only on n:
+
+- n = 3, closed form. The deviations of three normals from their mean form an isotropic 2-D
+  vector; the three pairwise differences are its length times |cos| at three phases 60° apart,
+  so the ratio R of the larger gap between sorted values to the smaller (which is the MAD) has
+  ``P(R > r) = (6/π) · arctan((√3/2) / (r + 1/2))``. The largest z is R / (1.4826 · b(3)) on
+  the side of the larger gap (one-sided: half the probability). R is unbounded: at α_s = 0.1 %
+  the one-sided cutoff is 373, so three replicas only expose a fault whose deviation dwarfs the
+  gap between the other two.
+- 4 ≤ n ≤ 300: the seeded Monte Carlo table in ``nulltable`` (4,000,000 fleets per n, every n
+  to 40, then 45 … 300), monotone cubic in log level against log cutoff, linear in 1/n between
+  tabulated sizes; below its smallest level (10⁻⁵) extrapolated as a power-law tail, which is
+  conservative for the lighter tails of large n.
+- n > 300: asymptotic. Given the median's error m ~ N(0, π/2n) and the MAD's relative error
+  exp(d), d ~ N(0, 1.3605/n), the replicas are independent, so
+  ``P(max z > c) = E[1 − Φ(m + c·e^d)^n]``, by Gauss–Hermite quadrature; as n grows it tends to
+  Bonferroni over replicas, ``norm.isf(α_s / n)`` (``norm.isf(α_s / 2n)`` two-sided).
+
+Second conditions, each documented where it lives; each only removes findings:
+
+- spread floor: ``|x − median| ≥ FLOOR_CUTOFF · floor``, the floor a share of the median
+  (``rel_floor``) or an absolute amount (``abs_floor``). It decides where MAD = 0.
+- own sampling error: ``|x − median| / stderr ≥ OWN_CUTOFF`` (``z_own``) where the source knows a
+  replica's own standard error, so a noisy median of 40 requests is not judged on the fleet's
+  spread alone.
+- effect size: ``signals.SignalSpec.min_effect``.
+
+Measured (``tests/fleet/test_calibration.py``, fleets of 3, 5, 10, 30 and 1,000 replicas × 10
+signals): the test alone holds ``alpha`` (1 %) within a factor 1.5; with the floors and gates,
+no healthy fleet out of 200 per size and noise shape (normal, lognormal, bimodal, t₆) gets a
+finding. The price of the level is power in tiny fleets: three replicas expose a fault only when
+the other two agree far more closely than the fault is large (above), and the cutoff for five is
+37 at α_s = 0.1 %. Where every request is known (records), the signals with requests are judged
+by each replica's requests against the rest's instead (``ranks``), which has that power.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy import stats as _st
+from scipy import optimize as _opt
+from scipy import special as _sp
+from scipy.interpolate import PchipInterpolator
+
+from fleet.outliers.nulltable import LEVELS, table_rows
 
 __all__ = [
+    "FLOOR_CUTOFF",
     "IGLEWICZ_HOAGLIN_CUTOFF",
     "MAD_TO_SIGMA",
     "OWN_CUTOFF",
     "RobustColumns",
     "envoy_success_rate_threshold",
     "mad_small_sample_factor",
+    "max_z_sf",
     "n_aware_cutoff",
     "robust_columns",
+    "signal_level",
 ]
 
 Array = np.ndarray[Any, np.dtype[np.float64]]
@@ -50,12 +101,19 @@ MAD_TO_SIGMA = 1.4826
 """σ ≈ 1.4826·MAD for normal data (1 / 0.6745)."""
 IGLEWICZ_HOAGLIN_CUTOFF = 3.5
 """|modified z| above 3.5 is an outlier (Iglewicz and Hoaglin, 1993)."""
+FLOOR_CUTOFF = IGLEWICZ_HOAGLIN_CUTOFF
+"""A finding must lie at least this many spread floors from the median."""
 OWN_CUTOFF = 2.5
 """A replica's value must differ from the fleet median by at least this many of its own standard
 errors (about 99 % two-sided) before the fleet test counts."""
 
 # Croux & Rousseeuw (1992) small-sample correction factors for the MAD, n = 2..9.
 _MAD_BN = {2: 1.196, 3: 1.495, 4: 1.363, 5: 1.206, 6: 1.200, 7: 1.140, 8: 1.129, 9: 1.107}
+_MAD_VAR = 1.3605
+"""n · Var(1.4826·MAD / σ) for large normal samples (the MAD's efficiency is 37 %)."""
+_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
+_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
+_LOG_LEVELS = -np.log(np.asarray(LEVELS))
 
 
 def mad_small_sample_factor(n: Array) -> Array:
@@ -67,23 +125,142 @@ def mad_small_sample_factor(n: Array) -> Array:
     return out
 
 
-def n_aware_cutoff(n: Array, alpha: float = 0.01) -> Array:
-    """One-sided robust-z cutoff for a fleet of ``n``: Bonferroni at ``alpha``, at least 3.5.
+def _sf_three(t: Array, two_sided: bool) -> Array:
+    p = (6.0 / math.pi) * np.arctan((math.sqrt(3.0) / 2.0) / (np.maximum(t, 1.0) + 0.5))
+    return np.asarray(p if two_sided else p / 2.0)
 
-    n=3 → 3.5, n=100 → 3.72, n=10,000 → 4.75 (alpha 0.01).
+
+def _isf_three(p: float, two_sided: bool) -> float:
+    q = min(p if two_sided else 2.0 * p, 1.0)
+    return max((math.sqrt(3.0) / 2.0) / math.tan(math.pi * q / 6.0) - 0.5, 1.0)
+
+
+def _asymptotic_sf(c: float, n: int, two_sided: bool) -> float:
+    """P(max z > c) for large n (c in σ units), by quadrature over the median's and MAD's error."""
+    m = _NODES[:, None] * math.sqrt(math.pi / (2.0 * n))
+    t = c * np.exp(_NODES[None, :] * math.sqrt(_MAD_VAR / n))
+    if two_sided:
+        inside = _sp.ndtr(m + t) - _sp.ndtr(m - t)
+        log_in = np.log(np.maximum(inside, 1e-300))
+    else:
+        log_in = _sp.log_ndtr(m + t)
+    w = _WEIGHTS[:, None] * _WEIGHTS[None, :]
+    return float((w * -np.expm1(n * log_in)).sum())
+
+
+def _asymptotic_sf_many(c: Array, n: int, two_sided: bool) -> Array:
+    """``_asymptotic_sf`` for every value of ``c`` at once."""
+    m = (_NODES[:, None] * math.sqrt(math.pi / (2.0 * n)))[None]
+    t = c[:, None, None] * np.exp(_NODES[None, :] * math.sqrt(_MAD_VAR / n))[None]
+    if two_sided:
+        inside = _sp.ndtr(m + t) - _sp.ndtr(m - t)
+        log_in = np.log(np.maximum(inside, 1e-300))
+    else:
+        log_in = _sp.log_ndtr(m + t)
+    w = (_WEIGHTS[:, None] * _WEIGHTS[None, :])[None]
+    return np.asarray((w * -np.expm1(n * log_in)).sum(axis=(1, 2)))
+
+
+@lru_cache(maxsize=1024)
+def _row(n: int, two_sided: bool) -> tuple[Array, Array, PchipInterpolator, PchipInterpolator]:
+    """For fleet size n: −log level and log T at the table's levels (interpolated in 1/n between
+    tabulated sizes), with monotone cubic interpolants each way."""
+    ns, q = table_rows(two_sided)
+    logq = np.log(q)
+    i = int(np.searchsorted(ns, n))
+    if ns[i] == n:
+        y = logq[i]
+    else:
+        w = (1.0 / ns[i - 1] - 1.0 / n) / (1.0 / ns[i - 1] - 1.0 / ns[i])
+        y = (1.0 - w) * logq[i - 1] + w * logq[i]
+    return _LOG_LEVELS, y, PchipInterpolator(_LOG_LEVELS, y), PchipInterpolator(y, _LOG_LEVELS)
+
+
+def _table_isf(p: float, n: int, two_sided: bool) -> float:
+    x, y, isf, _ = _row(n, two_sided)
+    lp = -math.log(p)
+    if lp > x[-1]:  # past the smallest tabulated level: a power-law tail
+        slope = (y[-1] - y[-2]) / (x[-1] - x[-2])
+        return float(math.exp(y[-1] + slope * (lp - x[-1])))
+    return float(math.exp(isf(max(lp, x[0]))))
+
+
+def _table_sf(t: Array, n: int, two_sided: bool) -> Array:
+    x, y, _, sf = _row(n, two_sided)
+    lt = np.log(np.maximum(t, 1e-300))
+    slope = (x[-1] - x[-2]) / (y[-1] - y[-2])
+    lp = np.where(lt > y[-1], x[-1] + slope * (lt - y[-1]), sf(np.clip(lt, y[0], y[-1])))
+    return np.asarray(np.where(lt < y[0], 1.0, np.exp(-lp)))
+
+
+_TABLE_MAX = int(table_rows(False)[0][-1])
+
+
+@lru_cache(maxsize=4096)
+def _cutoff(n: int, level: float, two_sided: bool) -> float:
+    """Robust-z cutoff (σ units) whose exceedance by the largest z of n healthy replicas has
+    probability ``level``."""
+    if n < 3 or not 0.0 < level < 1.0:
+        return math.inf
+    scale = MAD_TO_SIGMA * float(mad_small_sample_factor(np.array(n)))
+    if n == 3:
+        return _isf_three(level, two_sided) / scale
+    if n <= _TABLE_MAX:
+        return _table_isf(level, n, two_sided) / scale
+    return float(
+        _opt.brentq(lambda c: _asymptotic_sf(c, n, two_sided) - level, 0.5, 40.0, xtol=1e-6)
+    )
+
+
+def n_aware_cutoff(n: Array, alpha: float = 0.01, two_sided: bool | Array = False) -> Array:
+    """Robust-z cutoff per fleet size: a healthy fleet of ``n`` has any replica beyond it (one
+    signal; the bad direction, or either way when ``two_sided``) with probability ``alpha``.
+
+    ``inf`` for fleets under three. Examples at alpha 0.001, one-sided: n=3 → 373, n=5 → 36.5,
+    n=10 → 9.4, n=30 → 5.6, n=1,000 → 4.8.
     """
-    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
-    out: Array = np.maximum(IGLEWICZ_HOAGLIN_CUTOFF, _st.norm.isf(alpha / n))
+    n = np.asarray(n, dtype=np.float64)
+    two = np.broadcast_to(np.asarray(two_sided, dtype=bool), n.shape)
+    out = np.full(n.shape, np.inf)
+    for idx in np.ndindex(n.shape):
+        if math.isfinite(n[idx]):
+            out[idx] = _cutoff(int(n[idx]), float(alpha), bool(two[idx]))
     return out
+
+
+def signal_level(alpha: float, signals: int, passes: int = 1) -> float:
+    """Per-signal level of the statistical test: family-wise ``alpha``, Bonferroni over
+    ``signals`` × ``passes``."""
+    return alpha / (max(signals, 1) * max(passes, 1))
+
+
+def max_z_sf(z: float | Array, n: int, two_sided: bool = False) -> Array:
+    """P-value of a largest robust z of ``z`` among ``n`` healthy replicas (one signal), for
+    each value of ``z``: the chance that a healthy fleet's largest z is at least that large.
+    From the table (4 ≤ n ≤ 300) only p ≤ 0.2 is resolved; larger p-values read 1."""
+    z = np.asarray(z, dtype=np.float64)
+    if n < 3:
+        return np.full(z.shape, np.nan)
+    t = np.maximum(z, 1e-12) * MAD_TO_SIGMA * float(mad_small_sample_factor(np.array(n)))
+    if n == 3:
+        p = _sf_three(t, two_sided)
+    elif n <= _TABLE_MAX:
+        p = np.minimum(_table_sf(t, n, two_sided), 1.0)
+    else:
+        p = _asymptotic_sf_many(np.where(np.isfinite(z), z, 0.0).reshape(-1), n, two_sided)
+        p = p.reshape(z.shape)
+    p = np.where(z <= 0, 1.0, np.where(np.isinf(z), 0.0, p))
+    return np.asarray(np.where(np.isnan(z), np.nan, p))
 
 
 @dataclass(frozen=True, slots=True)
 class RobustColumns:
     """Per-column fleet statistics and per-cell scores (rows replicas, columns signals).
 
-    ``z`` is signed (x − median)/scale; ``z_own`` is (x − median)/stderr (infinite where no
-    stderr is known); ``ratio`` is x/median (NaN where the median is 0); ``floored`` marks
-    columns whose spread came from the floor rather than the MAD.
+    ``z`` is signed (x − median)/scale_mad (±inf where MAD = 0, 0 at the median); ``z_floor`` is
+    (x − median)/floor; ``z_own`` is (x − median)/stderr (infinite where no stderr is known);
+    ``ratio`` is x/median (NaN where the median is 0); ``floored`` marks columns whose MAD-based
+    spread is below the floor. ``cutoff`` is per column (see ``n_aware_cutoff``).
     """
 
     median: Array
@@ -91,11 +268,23 @@ class RobustColumns:
     n: Array
     scale_mad: Array
     floor: Array
-    floored: Array
+    floored: np.ndarray[Any, np.dtype[np.bool_]]
     cutoff: Array
     z: Array
+    z_floor: Array
     z_own: Array
     ratio: Array
+    rank_p: Array | None = None
+    """Per cell, the p-value of the replica's requests against the rest's (``ranks``); NaN or
+    None where the source has no per-request samples."""
+    rank_level: Array | None = None
+    """Per column, the level each cell's ``rank_p`` is held to (NaN where not tested)."""
+
+
+def _median(a: Array) -> Array:
+    if not np.isnan(a).any():
+        return np.asarray(np.median(a, axis=0))
+    return np.asarray(np.nanmedian(a, axis=0))
 
 
 def robust_columns(
@@ -105,38 +294,42 @@ def robust_columns(
     abs_floor: Array,
     stderr: Array | None = None,
     alpha: float = 0.01,
+    two_sided: Array | bool = False,
 ) -> RobustColumns:
     """Robust z-scores for every cell of ``x`` (replicas × signals, NaN = missing).
 
-    Vectorised over the whole matrix: 10,000 replicas × 10 signals take milliseconds.
+    ``alpha`` is the level per column (see ``n_aware_cutoff``). Vectorised over the whole
+    matrix: 10,000 replicas × 10 signals take milliseconds.
     """
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError("x must be 2-D (replicas × signals)")
     k = x.shape[1]
-    present = ~np.isnan(x)
-    n = present.sum(axis=0).astype(np.float64)
+    n = (~np.isnan(x)).sum(axis=0).astype(np.float64)
+    empty = n == 0
     with np.errstate(all="ignore"):
         if x.shape[0]:
-            med = np.nanmedian(np.where(n > 0, x, 0.0), axis=0)
-            med = np.where(n > 0, med, np.nan)
-            absdev = np.abs(x - med)
-            mad = np.nanmedian(np.where(n > 0, absdev, 0.0), axis=0)
-            mad = np.where(n > 0, mad, np.nan)
+            med = _median(np.where(empty, 0.0, x) if empty.any() else x)
+            med = np.where(empty, np.nan, med)
+            dev = x - med
+            absdev = np.abs(dev)
+            mad = _median(np.where(empty, 0.0, absdev) if empty.any() else absdev)
+            mad = np.where(empty, np.nan, mad)
             # Rounding noise (1e-13 s between identical step times) is no spread at all.
             mad = np.where(mad <= 1e-9 * np.abs(med), 0.0, mad)
         else:
             med = np.full(k, np.nan)
             mad = np.full(k, np.nan)
+            dev = x - med
         scale_mad = MAD_TO_SIGMA * mad_small_sample_factor(n) * mad
         floor = np.maximum(np.asarray(rel_floor, dtype=np.float64) * np.abs(med), abs_floor)
-        scale_col = np.fmax(scale_mad, floor)
-        z = (x - med) / np.broadcast_to(scale_col, x.shape)
+        z = np.where(dev == 0, 0.0, dev / scale_mad)
+        z_floor = np.where(dev == 0, 0.0, dev / floor)
         if stderr is None:
             z_own = np.where(np.isnan(x), np.nan, np.inf)
         else:
             se = np.asarray(stderr, dtype=np.float64)
-            z_own = np.where(np.isnan(se) | (se <= 0), np.inf, np.abs(x - med) / se)
+            z_own = np.where(np.isnan(se) | (se <= 0), np.inf, np.abs(dev) / se)
         ratio = np.where(med != 0, x / med, np.nan)
     return RobustColumns(
         median=med,
@@ -145,11 +338,21 @@ def robust_columns(
         scale_mad=scale_mad,
         floor=floor,
         floored=~(scale_mad > floor),
-        cutoff=n_aware_cutoff(n, alpha),
+        cutoff=_column_cutoffs(n, alpha, np.broadcast_to(np.asarray(two_sided, bool), n.shape)),
         z=z,
+        z_floor=z_floor,
         z_own=z_own,
         ratio=ratio,
     )
+
+
+def _column_cutoffs(n: Array, alpha: float, two: np.ndarray[Any, Any]) -> Array:
+    out = np.full(n.shape, np.inf)
+    keys = np.stack([n, two.astype(np.float64)])
+    uniq, inverse = np.unique(keys, axis=1, return_inverse=True)
+    vals = [_cutoff(int(a), float(alpha), bool(b)) for a, b in uniq.T]
+    out[:] = np.asarray(vals)[inverse.reshape(-1)]
+    return out
 
 
 def envoy_success_rate_threshold(success_rates: Array, factor: float = 1.9) -> float:

@@ -10,7 +10,14 @@ A ``FleetTable`` holds one row per replica:
   peers or the source has no per-request data);
 - ``workload``: what the replica was sent (``mean_prompt_tokens``, ``cache_hit_rate``,
   ``request_rate``, ``mean_output_tokens``), so a replica sent long prompts is not blamed;
-- ``fingerprint``: configuration strings (engine version, model revision, flags).
+- ``fingerprint``: configuration strings (engine version, model revision, flags);
+- ``host``: the machine each replica runs on, so replicas that slowed together on one host are
+  reported as host contention, not blamed one by one;
+- ``samples``: one row per ok request, a ``replica`` column and latency signal columns (seconds),
+  where the source has every request (records): each replica's requests are then also tested
+  against the rest of the fleet's (``ranks``), which gives small fleets their power;
+- ``cpu_wait``: the share of wall time (0..1) the replica's process was runnable but waiting for
+  a CPU (``/proc/<pid>/schedstat`` run delay, or the cgroup's throttled time, over the window).
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ class FleetTable:
     matched: pd.DataFrame | None = None
     workload: pd.DataFrame | None = None
     fingerprint: pd.DataFrame | None = None
+    host: pd.Series | None = None
+    cpu_wait: pd.Series | None = None
+    samples: pd.DataFrame | None = None
     source: str = "records"
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -80,14 +90,22 @@ class FleetTable:
         def rows(frame: pd.DataFrame | None) -> pd.DataFrame | None:
             return None if frame is None else frame.loc[mask(frame.index)]
 
+        def items(series: pd.Series | None) -> pd.Series | None:
+            return None if series is None else series.loc[mask(series.index)]
+
         return replace(
             self,
             values=self.values.loc[own_mask],
-            volume=None if self.volume is None else self.volume.loc[mask(self.volume.index)],
+            volume=items(self.volume),
             stderr=rows(self.stderr),
             matched=rows(self.matched),
             workload=rows(self.workload),
             fingerprint=rows(self.fingerprint),
+            host=items(self.host),
+            cpu_wait=items(self.cpu_wait),
+            samples=None
+            if self.samples is None
+            else self.samples.loc[self.samples["replica"].astype(str).isin(keep).to_numpy()],
         )
 
 

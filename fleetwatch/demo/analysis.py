@@ -31,7 +31,8 @@ class Verdict:
     planted: str
     """``replica`` or ``workload``: what the demo planted there."""
     side: str | None
-    """``replica``, ``workload``, or None when no finding names it."""
+    """``replica``, ``workload``, ``host`` (host contention, nobody blamed), or None when no
+    finding names it."""
     cause: str | None
     signals: tuple[str, ...]
     evidence: tuple[str, ...]
@@ -79,8 +80,19 @@ def _ratios(table: Any) -> dict[str, dict[str, float]]:
     return out
 
 
-def analyse(frame: pd.DataFrame, spec: Any, *, min_requests: int = 30) -> Analysis:
-    """SLO report/backtest over ``spec``, slow-replica outliers, tail attribution of e2e."""
+def analyse(
+    frame: pd.DataFrame,
+    spec: Any,
+    *,
+    min_requests: int = 30,
+    cpu_wait: Mapping[str, float] | None = None,
+) -> Analysis:
+    """SLO report/backtest over ``spec``, slow-replica outliers, tail attribution of e2e.
+
+    ``cpu_wait``: each replica's step-thread CPU wait during the run (``host.HostLoad``), so a
+    replica slowed by the machine alone is host contention, not blamed."""
+    import dataclasses
+
     from fleet.outliers import DetectorConfig, detect, table_from_records
     from fleet.tail import attribute_tail
     from slo.report import backtest_spec, report_spec
@@ -88,6 +100,8 @@ def analyse(frame: pd.DataFrame, spec: Any, *, min_requests: int = 30) -> Analys
     reports = tuple(report_spec(spec, frame))
     backtests = tuple(backtest_spec(spec, frame))
     table = table_from_records(frame, where="demo records")
+    if cpu_wait:
+        table = dataclasses.replace(table, cpu_wait=pd.Series(dict(cpu_wait), dtype="float64"))
     outliers = detect(table, DetectorConfig(min_requests=min_requests))
     tail = attribute_tail(frame, percentile=99.0, target="e2e")
     return Analysis(spec, reports, backtests, outliers, tail, _ratios(table))

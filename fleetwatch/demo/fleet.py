@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from engine_probe.probe.measure import RequestResult
+from fleetwatch.demo.host import HostLoad, HostProbe, engine_threads
 from fleetwatch.demo.progress import Progress, SilentProgress
 from fleetwatch.demo.scenario import DemoConfig, PlannedRequest, ReplicaRole, roles, traffic_plan
 from telemetry.stats import percentile
@@ -57,6 +58,8 @@ class FleetRun:
     """Telemetry items dropped by the bounded queues (0 expected)."""
     startups: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
     """Each replica's cold start: seconds per phase (weights load, KV cache, warm-up, ...)."""
+    host: HostLoad | None = None
+    """The machine during the traffic: load, steal, each replica's CPU wait (``host``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +169,7 @@ async def run_fleet(
     ]
     handles = []
     burst: asyncio.Task[None] | None = None
+    sampler: asyncio.Task[None] | None = None
     try:
         for engine, sink, timer in zip(engines, sinks, timers, strict=True):
             handles.append(
@@ -197,6 +201,8 @@ async def run_fleet(
         t0 = clock() + lead
         start_wall = time.time() + lead
         burst = asyncio.create_task(_burst(engines, config, t0, clock, switched))
+        probe = HostProbe(engine_threads([r.name for r in fleet_roles]))
+        sampler = asyncio.create_task(_sample_load(probe))
         async with _ProberGroup([h.url for h in handles], total) as probers:
             results = await asyncio.gather(
                 *(
@@ -211,11 +217,15 @@ async def run_fleet(
             )
         await burst
         end_wall = time.time()
+        sampler.cancel()
+        host = probe.end()
         if grace_s > 0:
             await asyncio.sleep(grace_s)
     finally:
         if burst is not None and not burst.done():
             burst.cancel()
+        if sampler is not None:
+            sampler.cancel()
         for h in handles:
             await h.stop(drain_timeout_s=5.0)
         if provider is not None:
@@ -237,7 +247,14 @@ async def run_fleet(
         faults=faults,
         dropped=dropped,
         startups={e.replica: t.seconds() for e, t in zip(engines, timers, strict=True)},
+        host=host,
     )
+
+
+async def _sample_load(probe: HostProbe, every_s: float = 1.0) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        probe.sample()
 
 
 class _ProberGroup:

@@ -28,9 +28,14 @@ def summary_lines(
             found = "not flagged"
         elif v.side == "replica":
             found = f"replica-side ({v.cause}) on {', '.join(v.signals)}"
+        elif v.side == "host":
+            found = f"host contention on {', '.join(v.signals)}: nobody blamed"
         else:
             found = f"workload-side ({v.cause}) on {', '.join(v.signals)}: not blamed"
         lines.append(f"  {v.replica} ({planted}): {found}")
+    host = summary.get("host")
+    if host is not None:
+        lines.extend(_host_lines(host))
     slo = summary["slo"]
     burst = summary["burst"]
     page = slo["page"]
@@ -94,3 +99,28 @@ def summary_lines(
         )
     lines.append(f"  report: {out / 'report.html'}")
     return tuple(lines)
+
+
+def _host_lines(host: Mapping[str, Any]) -> list[str]:
+    """The machine during the traffic, and whether every replica was slowed by it."""
+
+    def num(v: Any, fmt: str) -> str:
+        return "n/a" if v is None else format(v, fmt)
+
+    waits = host["cpu_wait"]
+    wait = (
+        "step threads waited for a CPU "
+        + ", ".join(f"{r} {w:.0%}" for r, w in sorted(waits.items()))
+        if waits
+        else "step-thread CPU wait unknown"
+    )
+    lines = [
+        f"  host: load {num(host['load1_mean'], '.1f')} mean, {num(host['load1_max'], '.1f')} max "
+        f"on {host['cpus']} CPUs; steal {num(host['steal'], '.1%')}; {wait}"
+    ]
+    if host["contended"]:
+        lines.append(
+            "  host contention: every replica waited for a CPU together; replicas are judged "
+            "against each other, so nobody is blamed for it"
+        )
+    return lines

@@ -110,8 +110,35 @@ def _replica_section(summary: Mapping[str, Any]) -> Section:
     return Section(
         "Each replica against the fleet median",
         "; ".join(lines) + ". Hatched bars: blamed on the replica.",
-        svg + table_html(rows) + evidence,
+        svg + table_html(rows) + evidence + _host_html(summary.get("host")),
     )
+
+
+def _host_html(host: Mapping[str, Any] | None) -> str:
+    """The machine during the traffic: load, steal and each step thread's CPU time and wait."""
+    if not host:
+        return ""
+    load = ", ".join(
+        f"{k} {host[f'load1_{k}']:.2f}"
+        for k in ("start", "mean", "max", "end")
+        if host[f"load1_{k}"] is not None
+    )
+    steal = "n/a" if host["steal"] is None else f"{host['steal']:.2%}"
+    head = (
+        f"<h3>The host during the traffic</h3><p>{host['cpus']} CPUs; 1-minute load {load}; "
+        f"CPU steal {steal}."
+        + (
+            " Every replica waited for a CPU together: host contention, nobody blamed for it."
+            if host["contended"]
+            else ""
+        )
+        + "</p>"
+    )
+    rows = [
+        {"replica": r, "on a CPU": host["cpu_busy"].get(r), "waiting for a CPU": w}
+        for r, w in sorted(host["cpu_wait"].items())
+    ]
+    return head + (table_html(rows) if rows else "")
 
 
 def _tail_section(summary: Mapping[str, Any]) -> Section:

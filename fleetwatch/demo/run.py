@@ -127,7 +127,9 @@ def _run_demo(
 
     progress.phase("analysis and report", 3)
     files.write_records(fleet.records)
-    analysis = analyse(fleet.records, spec)
+    analysis = analyse(
+        fleet.records, spec, cpu_wait=None if fleet.host is None else fleet.host.cpu_wait
+    )
     progress.advance()
     verdict_list = verdicts(analysis, fleet.roles)
     lap("analysis")

@@ -182,6 +182,7 @@ def build_summary(
             for r in fleet.roles
         ],
         "startup": _startup(fleet),
+        "host": None if fleet.host is None else fleet.host.to_dict(),
         "burst": {
             "start_s": burst[0],
             "end_s": burst[1],

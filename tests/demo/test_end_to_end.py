@@ -24,7 +24,14 @@ OUTLIER_ALERT = "FleetReplicaOutlier"
 LAG_S = 8.0
 """Scrape (1 s) + rate extrapolation + rule evaluation (1 s): how late Prometheus may see a burst."""
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.promtool, pytest.mark.slow]
+# The whole demo runs once in the fixture; on a busy 2-core machine (load 12–15) that alone takes
+# 4–5 minutes, past the suite's default 300 s per test.
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.promtool,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+]
 
 
 def _get(url: str, path: str, params: dict[str, str]) -> Any:
