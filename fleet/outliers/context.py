@@ -28,19 +28,25 @@ def workload_context(
     table: FleetTable, judged: pd.Index, cfg: DetectorConfig, wanted: set[str]
 ) -> dict[str, tuple[tuple[tuple[Cause, str], ...], tuple[str, ...], bool]]:
     """How each replica in ``wanted`` differs in workload from the judged fleet."""
-    wl = table.aligned(table.workload).loc[judged]
+    wl = table.aligned(table.workload)
+    if judged is not table.replicas:
+        wl = wl.loc[judged]
     out: dict[str, tuple[tuple[tuple[Cause, str], ...], tuple[str, ...], bool]] = {}
+    num = [c for c in wl.columns if pd.api.types.is_numeric_dtype(wl[c].dtype)]
     meds: dict[str, float] = (
-        {str(k): float(v) for k, v in wl.median(numeric_only=True).items()}
-        if len(wl.columns)
-        else {}
+        {str(k): float(v) for k, v in wl[num].median().items()} if len(wl.columns) else {}
     )
-    rows: dict[str, dict[str, float]] = {
-        str(k): {str(c): float(v) for c, v in d.items()}
-        for k, d in wl.loc[[r for r in sorted(wanted) if r in wl.index]]
-        .to_dict(orient="index")
-        .items()
-    }
+    # Only the wanted rows, read by position from one float array (no per-row pandas objects).
+    at = wl.index.get_indexer(sorted(wanted)) if wanted else np.zeros(0, dtype=np.intp)
+    names = [r for r, i in zip(sorted(wanted), at.tolist(), strict=True) if i >= 0]
+    if len(wl.columns) and names:
+        arr = wl.iloc[at[at >= 0]].to_numpy(dtype=np.float64, na_value=np.nan)
+        cols = [str(c) for c in wl.columns]
+        rows: dict[str, dict[str, float]] = {
+            r: dict(zip(cols, v, strict=True)) for r, v in zip(names, arr.tolist(), strict=True)
+        }
+    else:
+        rows = {r: {} for r in names}
     for r in sorted(wanted):
         reasons: list[tuple[float, Cause, str]] = []
         lines: list[str] = []
@@ -169,12 +175,14 @@ def host_context(
     if not perf:
         return out, notes
     judged = table.replicas
+    at = sorted({i for i, _ in perf})
+    names = dict(zip(at, map(str, judged[at].tolist()), strict=True))
     wait = whole.cpu_wait if whole.cpu_wait is not None else table.cpu_wait
     waits = {} if wait is None else {str(k): float(v) for k, v in wait.dropna().items()}
     host = whole.host if whole.host is not None else table.host
     hosts = {} if host is None else host.dropna().astype(str).to_dict()
     for i, j in perf:
-        r, spec = str(judged[i]), specs[j]
+        r, spec = names[i], specs[j]
         lines = []
         if waits.get(r, 0.0) >= CPU_WAIT:
             line, explains = _wait_line(r, waits, judged, float(rc.ratio[i, j]), spec)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -136,7 +137,10 @@ def judge(
         for j, c in enumerate(cols)
     }
     rows, colidx = np.nonzero(flag)
-    flagged_replicas = {str(judged[int(i)]) for i in rows}
+    # Names looked up once: indexing an Arrow-backed index per cell costs microseconds each.
+    row_names = [str(n) for n in judged[np.unique(rows)].tolist()] if len(rows) else []
+    pos = dict(zip(row_names, np.unique(rows).tolist(), strict=True))
+    flagged_replicas = set(row_names)
     drift = config_drift(table, judged)
     flagged_replicas |= set(drift)
 
@@ -147,7 +151,7 @@ def judge(
     gpu_bad: dict[str, list[str]] = {}
     gpu_present: dict[str, bool] = {}
     for r in flagged_replicas:
-        i = int(judged.get_loc(r))  # type: ignore[arg-type]
+        i = pos[r] if r in pos else int(judged.get_loc(r))  # type: ignore[arg-type]
         gpu_present[r] = any(not math.isnan(x[i, j]) for j in gpu_cols)
         for j in gpu_cols:
             if flag[i, j]:
@@ -160,29 +164,55 @@ def judge(
     # Slow on TPOT like-for-like: per prompt-length bucket, or raw where its traffic is like the
     # fleet's (TPOT includes the stalls of the replica's own prefills in a batched engine, so a
     # replica sent longer prompts has a higher raw TPOT on the same hardware).
+    cells = list(zip(rows.tolist(), colidx.tolist(), strict=True))
+    name = dict(zip(pos.values(), pos.keys(), strict=True))
+    decode = [
+        j for j, s in enumerate(specs) if s.family == "latency" and not s.prompt_sensitive
+    ]
     decode_slow = {
-        str(judged[int(i)])
-        for i, j in zip(rows.tolist(), colidx.tolist(), strict=True)
-        if specs[j].family == "latency"
-        and not specs[j].prompt_sensitive
+        name[i]
+        for i, j in cells
+        if j in decode
         and (
-            matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is True
+            matched_ctx.get((name[i], cols[j]), (None, ()))[0] is True
             or (
-                matched_ctx.get((str(judged[int(i)]), cols[j]), (None, ()))[0] is None
-                and not workload.get(str(judged[int(i)]), ((), (), False))[0]
+                matched_ctx.get((name[i], cols[j]), (None, ()))[0] is None
+                and not workload.get(name[i], ((), (), False))[0]
             )
         )
     }
-    cells = list(zip(rows.tolist(), colidx.tolist(), strict=True))
-    # Each flagged cell's p-value as the largest z, one call per column.
-    p_max = np.full(x.shape, np.nan)
-    for j in np.unique(colidx).tolist():
-        at = rows[colidx == j]
-        p_max[at, j] = max_z_sf(oz[at, j], int(rc.n[j]), specs[j].worse == "both")
     host, busy = host_context(table, whole if whole is not None else table, rc, specs, cells)
+    p_max: list[np.ndarray[Any, Any]] = []
+
+    def evidence(i: int, j: int, r: str, why: tuple[str, ...]) -> tuple[str, ...]:
+        if not p_max:  # each flagged cell's p-value as the largest z, one call per column
+            p_max.append(np.full(x.shape, np.nan))
+            for c in np.unique(colidx).tolist():
+                at = rows[colidx == c]
+                p_max[0][at, c] = max_z_sf(oz[at, c], int(rc.n[c]), specs[c].worse == "both")
+        spec = specs[j]
+        lines = (
+            f"{spec.description or spec.name}: {_fmt(float(x[i, j]), spec.unit)} vs fleet median "
+            f"{_fmt(float(rc.median[j]), spec.unit)}"
+            + (f" ({rc.ratio[i, j]:.2f}x)" if math.isfinite(rc.ratio[i, j]) else ""),
+            _test_line(
+                rc, float(oz[i, j]), i, j, spec, counts.get(r, math.nan), float(p_max[0][i, j])
+            )
+            + (
+                f"; {rc.z_own[i, j]:.3g} of its own standard errors from the median"
+                if math.isfinite(rc.z_own[i, j])
+                else ""
+            ),
+            _spread_line(rc, i, j, spec, x[:, j]),
+            *why,
+            *busy.get((i, j), ()),
+            how,
+        )
+        return tuple(dict.fromkeys(lines))
+
     findings: list[Finding] = []
     for i, j in cells:
-        r = str(judged[i])
+        r = name[i]
         spec = specs[j]
         wl = workload.get(r, ((), (), False))
         ctx = ReplicaContext(
@@ -198,34 +228,18 @@ def judge(
             host=host.get((i, j), ()),
         )
         side, cause, why = classify(spec, ctx)
-        med = float(rc.median[j])
-        evidence = (
-            f"{spec.description or spec.name}: {_fmt(float(x[i, j]), spec.unit)} vs fleet median "
-            f"{_fmt(med, spec.unit)}"
-            + (f" ({rc.ratio[i, j]:.2f}x)" if math.isfinite(rc.ratio[i, j]) else ""),
-            _test_line(rc, float(oz[i, j]), i, j, spec, counts.get(r, math.nan), float(p_max[i, j]))
-            + (
-                f"; {rc.z_own[i, j]:.3g} of its own standard errors from the median"
-                if math.isfinite(rc.z_own[i, j])
-                else ""
-            ),
-            _spread_line(rc, i, j, spec, x[:, j]),
-            *why,
-            *busy.get((i, j), ()),
-            how,
-        )
         findings.append(
             Finding(
                 r,
                 cols[j],
                 float(x[i, j]),
-                med,
+                float(rc.median[j]),
                 float(rc.ratio[i, j]),
                 float(oz[i, j]),
                 float(rc.cutoff[j]),
                 side,
                 cause,
-                tuple(dict.fromkeys(evidence)),
+                partial(evidence, i, j, r, why),
                 found_in,
             )
         )

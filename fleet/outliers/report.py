@@ -7,8 +7,8 @@ renders as a dict (for JSON) or plain text (for a terminal). ``detect`` builds b
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fleet.outliers.causes import Cause, Side
@@ -26,7 +26,7 @@ def finite_or_none(v: float) -> float | None:
     return None if v is None or not math.isfinite(v) else float(v)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Finding:
     """One replica standing out on one signal (``signal="config"`` for fingerprint drift).
 
@@ -43,8 +43,31 @@ class Finding:
     cutoff: float
     side: Side
     cause: Cause
-    evidence: tuple[str, ...]
+    lines: tuple[str, ...] | Callable[[], tuple[str, ...]] = field(compare=False, repr=False)
+    """The evidence, or a function that writes it on first read (``evidence``): the detector
+    decides every finding with array operations and writes text only for findings that are read."""
     found_in: Pass = "fleet"
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        """Why it is a finding, one line per reason; the last line says what it was judged
+        against."""
+        lines = self.lines
+        if callable(lines):
+            lines = lines()
+            object.__setattr__(self, "lines", lines)
+        return lines
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Finding):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.replica, self.signal, self.found_in, self.evidence))
+
+    def __repr__(self) -> str:
+        return f"Finding({self.to_dict()!r})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
