@@ -10,6 +10,8 @@ Each is computed only for the replicas that need it (``wanted``), so a healthy f
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -25,28 +27,36 @@ __all__ = ["config_drift", "host_context", "matched_context", "workload_context"
 
 
 def workload_context(
-    table: FleetTable, judged: pd.Index, cfg: DetectorConfig, wanted: set[str]
+    table: FleetTable,
+    judged: pd.Index,
+    cfg: DetectorConfig,
+    wanted: set[str],
+    at: Mapping[str, int] | None = None,
 ) -> dict[str, tuple[tuple[tuple[Cause, str], ...], tuple[str, ...], bool]]:
-    """How each replica in ``wanted`` differs in workload from the judged fleet."""
+    """How each replica in ``wanted`` differs in workload from the judged fleet. ``at``: the row
+    of each wanted replica in ``judged`` where the caller knows it (it is looked up otherwise)."""
+    out: dict[str, tuple[tuple[tuple[Cause, str], ...], tuple[str, ...], bool]] = {}
+    if not wanted:
+        return out
     wl = table.aligned(table.workload)
     if judged is not table.replicas:
-        wl = wl.loc[judged]
-    out: dict[str, tuple[tuple[tuple[Cause, str], ...], tuple[str, ...], bool]] = {}
-    num = [c for c in wl.columns if pd.api.types.is_numeric_dtype(wl[c].dtype)]
-    meds: dict[str, float] = (
-        {str(k): float(v) for k, v in wl[num].median().items()} if len(wl.columns) else {}
-    )
-    # Only the wanted rows, read by position from one float array (no per-row pandas objects).
-    at = wl.index.get_indexer(sorted(wanted)) if wanted else np.zeros(0, dtype=np.intp)
-    names = [r for r, i in zip(sorted(wanted), at.tolist(), strict=True) if i >= 0]
-    if len(wl.columns) and names:
-        arr = wl.iloc[at[at >= 0]].to_numpy(dtype=np.float64, na_value=np.nan)
-        cols = [str(c) for c in wl.columns]
-        rows: dict[str, dict[str, float]] = {
-            r: dict(zip(cols, v, strict=True)) for r, v in zip(names, arr.tolist(), strict=True)
-        }
+        wl, at = wl.loc[judged], None
+    cols = [str(c) for c in wl.columns]
+    # The judged fleet's medians and the wanted rows, read from one float array.
+    arr = wl.to_numpy(dtype=np.float64, na_value=np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        meds = dict(zip(cols, np.nanmedian(arr, axis=0).tolist(), strict=True)) if cols else {}
+    names = sorted(wanted)
+    if at is None or any(r not in at for r in names):
+        pos = wl.index.get_indexer(names).tolist()
     else:
-        rows = {r: {} for r in names}
+        pos = [at[r] for r in names]
+    rows: dict[str, dict[str, float]] = {
+        r: dict(zip(cols, arr[i].tolist(), strict=True))
+        for r, i in zip(names, pos, strict=True)
+        if i >= 0
+    }
     for r in sorted(wanted):
         reasons: list[tuple[float, Cause, str]] = []
         lines: list[str] = []

@@ -44,6 +44,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
 from fleet.errors import AnalysisError
 from fleet.outliers.causes import Side
 from fleet.outliers.config import DetectorConfig
@@ -134,7 +136,15 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             table.source,
             tuple(notes),
         )
-    base = table if len(names) == len(table.replicas) else table.only(names)
+    base = table if len(names) == len(table.replicas) else table.keep(ok, names)
+    # Passes after the first re-judge part of the fleet: rows set aside by position.
+    where = dict(zip(names, range(len(names)), strict=True))
+
+    def without(aside: Iterable[str]) -> FleetTable:
+        rows = np.ones(len(names), dtype=bool)
+        rows[[where[r] for r in aside]] = False
+        return base.keep(rows)
+
     differ = set(different_traffic(base, cfg))
     peers = [r for r in names if r not in differ]
     with_peers = bool(differ) and len(peers) >= cfg.min_fleet
@@ -149,7 +159,7 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             f"judged against peers with like traffic ({len(peers)} replicas; set aside, traffic "
             f"differs: {_names(differ)})"
         )
-        passes.append(judge(base.only(peers), cfg, "peers", how, m, base))
+        passes.append(judge(without(differ), cfg, "peers", how, m, base))
         notes.append(f"re-judged without {_names(differ)} (traffic differs from the fleet's)")
 
     # Pass 3 and on: the replicas blamed so far set aside, until nobody new is blamed.
@@ -170,7 +180,7 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             f"judged with blamed replicas set aside ({len(rest)} replicas; set aside, blamed "
             f"replica-side: {_names(aside)})"
         )
-        found = judge(base.only(rest), cfg, "unmasked", how, m, base)
+        found = judge(without(blamed), cfg, "unmasked", how, m, base)
         passes.append(found)
         blamed |= _blamed(found.findings)
         notes.append(f"re-judged without {_names(aside)} (blamed replica-side)")

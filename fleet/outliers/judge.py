@@ -146,7 +146,7 @@ def judge(
 
     # Context only for replicas that need it: like-for-like, workload, GPU.
     matched_ctx = matched_context(table, judged, cfg, flagged_replicas)
-    workload = workload_context(table, judged, cfg, flagged_replicas)
+    workload = workload_context(table, judged, cfg, flagged_replicas, pos)
     gpu_cols = [j for j, s in enumerate(specs) if s.family == "gpu"]
     gpu_bad: dict[str, list[str]] = {}
     gpu_present: dict[str, bool] = {}

@@ -81,31 +81,45 @@ class FleetTable:
         """This table restricted to ``replicas`` (in this table's order), every per-replica frame
         filtered alike, so the detector can re-judge part of a fleet whatever the source was."""
         keep = set(map(str, replicas))
+        return self.keep(_rows_in(self.values.index, keep), keep)
+
+    def keep(
+        self, rows: npt.NDArray[np.bool_], names: Collection[str] | None = None
+    ) -> FleetTable:
+        """This table restricted to the replicas where ``rows`` (one flag per row of ``values``)
+        is set. Frames indexed like ``values`` are cut by position and share its new index, so
+        aligning them later costs nothing; others are matched by name."""
         own = self.values.index
-        own_mask = _rows_in(own, keep)
+        values = self.values.iloc[rows]
+        index = values.index
+        keep: set[str] | None = None if names is None else set(map(str, names))
 
-        def mask(index: pd.Index) -> npt.NDArray[np.bool_]:
-            return own_mask if index is own or index.equals(own) else _rows_in(index, keep)
+        def named() -> set[str]:
+            nonlocal keep
+            if keep is None:
+                keep = set(map(str, index.tolist()))
+            return keep
 
-        def rows(frame: pd.DataFrame | None) -> pd.DataFrame | None:
-            return None if frame is None else frame.loc[mask(frame.index)]
-
-        def items(series: pd.Series | None) -> pd.Series | None:
-            return None if series is None else series.loc[mask(series.index)]
+        def cut(frame: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Series | None:
+            if frame is None:
+                return None
+            if frame.index is own or frame.index.equals(own):
+                return frame.iloc[rows].set_axis(index, axis=0)
+            return frame.loc[_rows_in(frame.index, named())]
 
         return replace(
             self,
-            values=self.values.loc[own_mask],
-            volume=items(self.volume),
-            stderr=rows(self.stderr),
-            matched=rows(self.matched),
-            workload=rows(self.workload),
-            fingerprint=rows(self.fingerprint),
-            host=items(self.host),
-            cpu_wait=items(self.cpu_wait),
+            values=values,
+            volume=cut(self.volume),  # type: ignore[arg-type]
+            stderr=cut(self.stderr),  # type: ignore[arg-type]
+            matched=cut(self.matched),  # type: ignore[arg-type]
+            workload=cut(self.workload),  # type: ignore[arg-type]
+            fingerprint=cut(self.fingerprint),  # type: ignore[arg-type]
+            host=cut(self.host),  # type: ignore[arg-type]
+            cpu_wait=cut(self.cpu_wait),  # type: ignore[arg-type]
             samples=None
             if self.samples is None
-            else self.samples.loc[self.samples["replica"].astype(str).isin(keep).to_numpy()],
+            else self.samples.loc[self.samples["replica"].astype(str).isin(named()).to_numpy()],
         )
 
 

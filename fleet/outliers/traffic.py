@@ -8,8 +8,10 @@ to hide a replica that is slow for its own reasons (see ``detect``).
 from __future__ import annotations
 
 import math
+import warnings
 
-import pandas as pd
+import numpy as np
+import numpy.typing as npt
 
 from fleet.outliers.config import DetectorConfig
 from fleet.outliers.table import FleetTable
@@ -17,13 +19,18 @@ from fleet.outliers.table import FleetTable
 __all__ = ["different_traffic"]
 
 
-def _ratio_outside(col: pd.Series, limit: float) -> set[str]:
-    x = col.astype("float64")
-    med = float(x.median())
+def _median(x: npt.NDArray[np.float64]) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(np.nanmedian(x)) if len(x) else math.nan
+
+
+def _ratio_outside(x: npt.NDArray[np.float64], limit: float) -> npt.NDArray[np.bool_]:
+    med = _median(x)
     if not math.isfinite(med) or med <= 0:
-        return set()
+        return np.zeros(len(x), dtype=bool)
     ratio = x / med
-    return {str(r) for r in ratio.index[(ratio >= limit) | (ratio <= 1.0 / limit)]}
+    return np.asarray((ratio >= limit) | (ratio <= 1.0 / limit))
 
 
 def different_traffic(table: FleetTable, config: DetectorConfig) -> tuple[str, ...]:
@@ -34,14 +41,19 @@ def different_traffic(table: FleetTable, config: DetectorConfig) -> tuple[str, .
     Sorted names; empty when the source has no workload columns.
     """
     wl = table.aligned(table.workload)
-    out: set[str] = set()
+    out = np.zeros(len(wl), dtype=bool)
+
+    def col(name: str) -> npt.NDArray[np.float64]:
+        return wl[name].to_numpy(dtype=np.float64, na_value=np.nan)
+
     if "mean_prompt_tokens" in wl.columns:
-        out |= _ratio_outside(wl["mean_prompt_tokens"], config.prompt_ratio)
+        out |= _ratio_outside(col("mean_prompt_tokens"), config.prompt_ratio)
     if "request_rate" in wl.columns:
-        out |= _ratio_outside(wl["request_rate"], config.request_rate_ratio)
+        out |= _ratio_outside(col("request_rate"), config.request_rate_ratio)
     if "cache_hit_rate" in wl.columns:
-        c = wl["cache_hit_rate"].astype("float64")
-        med = float(c.median())
+        c = col("cache_hit_rate")
+        med = _median(c)
         if math.isfinite(med):
-            out |= {str(r) for r in c.index[(c - med).abs() >= config.cache_hit_delta]}
-    return tuple(sorted(out))
+            with np.errstate(invalid="ignore"):
+                out |= np.abs(c - med) >= config.cache_hit_delta
+    return tuple(sorted(map(str, wl.index[out].tolist())))
