@@ -98,8 +98,12 @@ def workload_context(
 
 def config_drift(table: FleetTable, judged: pd.Index) -> dict[str, tuple[str, ...]]:
     """Per replica, a line for each fingerprint value that differs from the judged majority's."""
-    fp = table.aligned(table.fingerprint).loc[judged]
     out: dict[str, list[str]] = {}
+    if table.fingerprint is None or not len(table.fingerprint.columns):
+        return {}
+    fp = table.aligned(table.fingerprint)
+    if judged is not table.replicas:
+        fp = fp.loc[judged]
     for col in fp.columns:
         vals = fp[col].dropna().astype(str)
         if vals.empty:

@@ -138,16 +138,18 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
         )
     base = table if len(names) == len(table.replicas) else table.keep(ok, names)
     # Passes after the first re-judge part of the fleet: rows set aside by position.
-    where = dict(zip(names, range(len(names)), strict=True))
+    where: dict[str, int] = {}
 
     def without(aside: Iterable[str]) -> FleetTable:
+        if not where:
+            where.update(zip(names, range(len(names)), strict=True))
         rows = np.ones(len(names), dtype=bool)
         rows[[where[r] for r in aside]] = False
         return base.keep(rows)
 
     differ = set(different_traffic(base, cfg))
-    peers = [r for r in names if r not in differ]
-    with_peers = bool(differ) and len(peers) >= cfg.min_fleet
+    peers = len(names) - len(differ)  # names are unique and differ is drawn from them
+    with_peers = bool(differ) and peers >= cfg.min_fleet
     m = 2 if with_peers else 1
     how = f"judged against the whole fleet ({len(names)} replicas)"
     first = judge(base, cfg, "fleet", how, m)
@@ -156,7 +158,7 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
     # Pass 2: only the replicas whose traffic is like the fleet's.
     if with_peers:
         how = (
-            f"judged against peers with like traffic ({len(peers)} replicas; set aside, traffic "
+            f"judged against peers with like traffic ({peers} replicas; set aside, traffic "
             f"differs: {_names(differ)})"
         )
         passes.append(judge(without(differ), cfg, "peers", how, m, base))
@@ -168,16 +170,16 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
     for _ in range(_MAX_UNMASK_ROUNDS):
         if not blamed - aside:
             break
-        rest = [r for r in names if r not in blamed]
-        if len(rest) < cfg.min_fleet:
+        rest = len(names) - len(blamed)
+        if rest < cfg.min_fleet:
             notes.append(
-                f"not re-judged without {_names(blamed)}: {len(rest)} replica(s) would remain, "
+                f"not re-judged without {_names(blamed)}: {rest} replica(s) would remain, "
                 f"need {cfg.min_fleet}"
             )
             break
         aside = set(blamed)
         how = (
-            f"judged with blamed replicas set aside ({len(rest)} replicas; set aside, blamed "
+            f"judged with blamed replicas set aside ({rest} replicas; set aside, blamed "
             f"replica-side: {_names(aside)})"
         )
         found = judge(without(blamed), cfg, "unmasked", how, m, base)

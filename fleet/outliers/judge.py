@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from fleet.outliers.causes import Cause, ReplicaContext, Side, classify
 from fleet.outliers.config import DetectorConfig
@@ -101,11 +102,13 @@ def judge(
     before any replica was set aside, where host-mates are looked up (``table`` when None).
     """
     judged = table.replicas
-    cols = [c for c in table.values.columns if table.values[c].notna().any()]
-    values = table.values.loc[:, cols].astype("float64")
+    every = table.values.to_numpy(dtype=np.float64, na_value=np.nan)
+    present = ~np.isnan(every).all(axis=0) if len(every) else np.zeros(every.shape[1], bool)
+    cols = [c for c, keep in zip(table.values.columns, present.tolist(), strict=True) if keep]
+    x = every if present.all() else every[:, present]
+    values = pd.DataFrame(x, index=judged, columns=pd.Index(cols), copy=False)
     specs = [cfg.spec(c) for c in cols]
     # A signal with under three values, or the same value everywhere, cannot produce a finding.
-    x = values.to_numpy(dtype=np.float64, na_value=np.nan)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         varied = np.nanmax(x, axis=0) > np.nanmin(x, axis=0) if x.size else np.zeros(0, bool)

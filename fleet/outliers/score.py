@@ -79,18 +79,21 @@ def score_matrix(
                 stat = rank_p <= rank_level
             ranked_cols = ranked
     with np.errstate(invalid="ignore"):
-        oz = np.where(two, np.abs(rc.z), sign * rc.z)
+        oz = sign * rc.z
+        if two.any():
+            oz[:, two] = np.abs(rc.z[:, two])
         beyond = oz > rc.cutoff
         if stat is not None:
             beyond = np.where(ranked_cols, stat, beyond)
-        candidate = (
-            beyond
-            & (np.abs(rc.z_floor) >= FLOOR_CUTOFF)
-            & ((rc.z_own >= OWN_CUTOFF) | ranked_cols)
-            & ~np.isnan(x)
+    # The statistical test passes in few cells; the other tests only where it does.
+    rows, cols = np.nonzero(beyond)
+    with np.errstate(invalid="ignore"):
+        keep = (
+            (np.abs(rc.z_floor[rows, cols]) >= FLOOR_CUTOFF)
+            & ((rc.z_own[rows, cols] >= OWN_CUTOFF) | ranked_cols[cols])
+            & ~np.isnan(x[rows, cols])
         )
-    # The effect size only where the other tests pass: few cells in a healthy fleet.
-    rows, cols = np.nonzero(candidate)
+    rows, cols = rows[keep], cols[keep]
     flag = np.zeros(x.shape, dtype=bool)
     flag[rows, cols] = _effect(x[rows, cols], rc.median[cols], *_gates(specs, cols))
     return rc, oz, flag

@@ -281,8 +281,8 @@ class RobustColumns:
     """Per column, the level each cell's ``rank_p`` is held to (NaN where not tested)."""
 
 
-def _median(a: Array) -> Array:
-    if not np.isnan(a).any():
+def _median(a: Array, has_nan: bool = True) -> Array:
+    if not has_nan or not np.isnan(a).any():
         return np.asarray(np.median(a, axis=0))
     return np.asarray(np.nanmedian(a, axis=0))
 
@@ -305,15 +305,17 @@ def robust_columns(
     if x.ndim != 2:
         raise ValueError("x must be 2-D (replicas × signals)")
     k = x.shape[1]
-    n = (~np.isnan(x)).sum(axis=0).astype(np.float64)
+    missing = np.isnan(x)
+    has_nan = bool(missing.any())
+    n = (x.shape[0] - missing.sum(axis=0)).astype(np.float64)
     empty = n == 0
     with np.errstate(all="ignore"):
         if x.shape[0]:
-            med = _median(np.where(empty, 0.0, x) if empty.any() else x)
+            med = _median(np.where(empty, 0.0, x) if empty.any() else x, has_nan)
             med = np.where(empty, np.nan, med)
             dev = x - med
             absdev = np.abs(dev)
-            mad = _median(np.where(empty, 0.0, absdev) if empty.any() else absdev)
+            mad = _median(np.where(empty, 0.0, absdev) if empty.any() else absdev, has_nan)
             mad = np.where(empty, np.nan, mad)
             # Rounding noise (1e-13 s between identical step times) is no spread at all.
             mad = np.where(mad <= 1e-9 * np.abs(med), 0.0, mad)
@@ -321,16 +323,24 @@ def robust_columns(
             med = np.full(k, np.nan)
             mad = np.full(k, np.nan)
             dev = x - med
+            absdev = np.abs(dev)
         scale_mad = MAD_TO_SIGMA * mad_small_sample_factor(n) * mad
         floor = np.maximum(np.asarray(rel_floor, dtype=np.float64) * np.abs(med), abs_floor)
-        z = np.where(dev == 0, 0.0, dev / scale_mad)
-        z_floor = np.where(dev == 0, 0.0, dev / floor)
+        # Divisions in place, then the exceptions: 0 at the median, whatever the divisor.
+        at_median = dev == 0
+        z = dev / scale_mad
+        z[at_median] = 0.0
+        z_floor = dev / floor
+        z_floor[at_median] = 0.0
         if stderr is None:
-            z_own = np.where(np.isnan(x), np.nan, np.inf)
+            z_own = np.full(x.shape, np.inf)
+            z_own[missing] = np.nan
         else:
             se = np.asarray(stderr, dtype=np.float64)
-            z_own = np.where(np.isnan(se) | (se <= 0), np.inf, np.abs(dev) / se)
-        ratio = np.where(med != 0, x / med, np.nan)
+            z_own = absdev / se
+            z_own[np.broadcast_to(~(se > 0), z_own.shape)] = np.inf
+        ratio = x / med
+        ratio[:, med == 0] = np.nan
     return RobustColumns(
         median=med,
         mad=mad,

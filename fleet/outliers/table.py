@@ -22,8 +22,9 @@ A ``FleetTable`` holds one row per replica:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -107,20 +108,25 @@ class FleetTable:
                 return frame.iloc[rows].set_axis(index, axis=0)
             return frame.loc[_rows_in(frame.index, named())]
 
-        return replace(
-            self,
-            values=values,
-            volume=cut(self.volume),  # type: ignore[arg-type]
-            stderr=cut(self.stderr),  # type: ignore[arg-type]
-            matched=cut(self.matched),  # type: ignore[arg-type]
-            workload=cut(self.workload),  # type: ignore[arg-type]
-            fingerprint=cut(self.fingerprint),  # type: ignore[arg-type]
-            host=cut(self.host),  # type: ignore[arg-type]
-            cpu_wait=cut(self.cpu_wait),  # type: ignore[arg-type]
-            samples=None
+        parts = {
+            "values": values,
+            "volume": cut(self.volume),
+            "stderr": cut(self.stderr),
+            "matched": cut(self.matched),
+            "workload": cut(self.workload),
+            "fingerprint": cut(self.fingerprint),
+            "host": cut(self.host),
+            "cpu_wait": cut(self.cpu_wait),
+            "samples": None
             if self.samples is None
             else self.samples.loc[self.samples["replica"].astype(str).isin(named()).to_numpy()],
-        )
+        }
+        # Rows of a table with unique replicas are unique: no need to check them again (the
+        # check hashes every name, which costs more than the cut itself).
+        out = copy.copy(self)
+        for name, part in parts.items():
+            object.__setattr__(out, name, part)
+        return out
 
 
 def _rows_in(index: pd.Index, keep: set[str]) -> npt.NDArray[np.bool_]:
