@@ -11,116 +11,18 @@ mean − 1.9σ rule; for the tail, a bare pandas "p99 + component means" summary
 from __future__ import annotations
 
 import random
-import statistics
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
+from benchmarks.fleet_outliers import _interleaved, _median_time, bench_outliers
 from fleet.compare import compare_runs
-from fleet.outliers import DetectorConfig, FleetTable, SignalSpec, detect, table_from_records
+from fleet.outliers import DetectorConfig, SignalSpec, detect, table_from_records
 from fleet.outliers.score import score_matrix
 from fleet.outliers.stats import signal_level
 from fleet.tail import attribute_tail
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
-
-SIGNALS = [
-    "ttft",
-    "tpot",
-    "e2e",
-    "error_rate",
-    "throughput",
-    "sm_clock_ratio",
-    "clock_event_active",
-    "dram_bw_ratio",
-    "power_w",
-    "itl",
-]
-
-
-def _wide_table(n: int, bad: list[int], seed: int = 0) -> FleetTable:
-    rng = np.random.default_rng(seed)
-    base = {
-        "ttft": 0.2,
-        "tpot": 0.02,
-        "e2e": 3.0,
-        "error_rate": 0.001,
-        "throughput": 500.0,
-        "sm_clock_ratio": 0.97,
-        "clock_event_active": 0.0,
-        "dram_bw_ratio": 0.6,
-        "power_w": 550.0,
-        "itl": 0.02,
-    }
-    cols = {}
-    for s in SIGNALS:
-        v = base[s] * rng.lognormal(0, 0.03, n) if base[s] else np.zeros(n)
-        cols[s] = v
-    for i in bad:
-        cols["ttft"][i] *= 2.0
-        cols["tpot"][i] *= 2.0
-        cols["sm_clock_ratio"][i] = 0.6
-    idx = pd.Index([f"r{i}" for i in range(n)])
-    return FleetTable(
-        values=pd.DataFrame(cols, index=idx),
-        volume=pd.Series(np.full(n, 1000.0), index=idx),
-        source="bench",
-    )
-
-
-def _median_time(fn: Callable[[], object], repeats: int) -> float:
-    return _interleaved({"x": fn}, repeats)["x"]
-
-
-def _interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median wall seconds per function, run round-robin; ``<name>_cpu``: median CPU seconds
-    (less sensitive to other tenants of a shared machine)."""
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    cpu: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t, c = time.perf_counter(), time.process_time()
-            fn()
-            times[k].append(time.perf_counter() - t)
-            cpu[k].append(time.process_time() - c)
-    out = {k: statistics.median(v) for k, v in times.items()}
-    out |= {f"{k}_cpu": statistics.median(v) for k, v in cpu.items()}
-    return out
-
-
-def bench_outliers() -> list[str]:
-    bad = [17, 4242, 9001]
-    table = _wide_table(10_000, bad)
-    x = table.values.to_numpy()
-
-    def bare() -> np.ndarray:
-        med = np.median(x, axis=0)
-        mad = np.median(np.abs(x - med), axis=0)
-        return 0.6745 * (x - med) / np.where(mad > 0, mad, np.nan)
-
-    def envoy() -> np.ndarray:
-        return x < x.mean(axis=0) - 1.9 * x.std(axis=0)
-
-    report = detect(table)
-    found = sorted({int(f.replica[1:]) for f in report.findings})
-    t = _interleaved({"detect": lambda: detect(table), "bare": bare, "envoy": envoy}, 15)
-    # Masking: 2 bad of 5 on error rate, the case from Envoy's docs.
-    five = FleetTable(
-        values=pd.DataFrame({"error_rate": [0.5, 0.5, 0, 0, 0]}, index=[f"h{i}" for i in range(5)]),
-        volume=pd.Series([1000.0] * 5, index=[f"h{i}" for i in range(5)]),
-    )
-    ours5 = len(detect(five).findings)
-    sr = np.array([50.0, 50, 100, 100, 100])
-    envoy5 = int((sr < sr.mean() - 1.9 * sr.std()).sum())
-    return [
-        "| outliers, 10,000 replicas × 10 signals | "
-        f"{t['detect'] * 1000:.1f} ms (CPU {t['detect_cpu'] * 1000:.1f} ms) | bare robust z {t['bare'] * 1000:.1f} ms "
-        f"({t['detect'] / t['bare']:.1f}x) · Envoy mean−1.9σ {t['envoy'] * 1000:.1f} ms | "
-        f"floor 100 ms; planted 3 bad, found {found} |",
-        f"| masking: 2 bad of 5 (success 50,50,100,100,100) | ours finds {ours5} | "
-        f"Envoy mean−1.9σ finds {envoy5} | |",
-    ]
 
 
 def bench_tail() -> list[str]:
@@ -360,10 +262,16 @@ def bench_rank_calibration() -> list[str]:
 def main() -> None:
     import os
 
+    from benchmarks.probe_truth import _cpu_model
+
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"machine: {os.cpu_count()} CPUs, 1-minute load average {load:.1f} at start")
+    print(
+        f"machine: {_cpu_model()}, {os.cpu_count()} CPUs, 1-minute load average {load:.1f} at start"
+    )
     print("| case | ours | baseline | notes |")
     print("|---|---|---|---|")
+    # FLEETWATCH_BENCH_ONLY=outliers (names without "bench_", comma-separated) runs only those.
+    only = {s for s in os.environ.get("FLEETWATCH_BENCH_ONLY", "").split(",") if s}
     for fn in (
         bench_outliers,
         bench_tail,
@@ -373,8 +281,11 @@ def main() -> None:
         bench_calibration,
         bench_rank_calibration,
     ):
+        if only and fn.__name__.removeprefix("bench_") not in only:
+            continue
         for line in fn():
             print(line, flush=True)
+    print(f"1-minute load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def workload_context(
         meds = dict(zip(cols, np.nanmedian(arr, axis=0).tolist(), strict=True)) if cols else {}
     names = sorted(wanted)
     if at is None or any(r not in at for r in names):
-        pos = wl.index.get_indexer(names).tolist()
+        pos = wl.index.get_indexer(pd.Index(names)).tolist()
     else:
         pos = [at[r] for r in names]
     rows: dict[str, dict[str, float]] = {

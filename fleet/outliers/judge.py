@@ -103,16 +103,24 @@ def judge(
     """
     judged = table.replicas
     every = table.values.to_numpy(dtype=np.float64, na_value=np.nan)
-    present = ~np.isnan(every).all(axis=0) if len(every) else np.zeros(every.shape[1], bool)
+    missing = np.isnan(every)
+    complete = not missing.any()  # the common case: one comparison per cell below, no NaN paths
+    present = np.full(every.shape[1], len(every) > 0)
+    if len(every) and not complete:
+        present = ~missing.all(axis=0)
     cols = [c for c, keep in zip(table.values.columns, present.tolist(), strict=True) if keep]
     x = every if present.all() else every[:, present]
     values = pd.DataFrame(x, index=judged, columns=pd.Index(cols), copy=False)
     specs = [cfg.spec(c) for c in cols]
     # A signal with under three values, or the same value everywhere, cannot produce a finding.
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        varied = np.nanmax(x, axis=0) > np.nanmin(x, axis=0) if x.size else np.zeros(0, bool)
-    tested = int(((~np.isnan(x)).sum(axis=0) >= 3)[varied].sum())
+    if complete:
+        varied = (x != x[:1]).any(axis=0)
+        tested = int(varied.sum()) if len(x) >= 3 else 0
+    else:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            varied = np.nanmax(x, axis=0) > np.nanmin(x, axis=0) if x.size else np.zeros(0, bool)
+        tested = int(((~np.isnan(x)).sum(axis=0) >= 3)[varied].sum())
     level = signal_level(cfg.alpha, tested, passes)
     signs = np.array([{"higher": 1.0, "lower": -1.0, "both": 0.0}[s.worse] for s in specs])
     rank_p = None
@@ -169,9 +177,7 @@ def judge(
     # replica sent longer prompts has a higher raw TPOT on the same hardware).
     cells = list(zip(rows.tolist(), colidx.tolist(), strict=True))
     name = dict(zip(pos.values(), pos.keys(), strict=True))
-    decode = [
-        j for j, s in enumerate(specs) if s.family == "latency" and not s.prompt_sensitive
-    ]
+    decode = [j for j, s in enumerate(specs) if s.family == "latency" and not s.prompt_sensitive]
     decode_slow = {
         name[i]
         for i, j in cells

@@ -307,7 +307,11 @@ def robust_columns(
     k = x.shape[1]
     missing = np.isnan(x)
     has_nan = bool(missing.any())
-    n = (x.shape[0] - missing.sum(axis=0)).astype(np.float64)
+    n = (
+        (x.shape[0] - missing.sum(axis=0)).astype(np.float64)
+        if has_nan
+        else np.full(k, x.shape[0], float)
+    )
     empty = n == 0
     with np.errstate(all="ignore"):
         if x.shape[0]:

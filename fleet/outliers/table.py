@@ -84,9 +84,7 @@ class FleetTable:
         keep = set(map(str, replicas))
         return self.keep(_rows_in(self.values.index, keep), keep)
 
-    def keep(
-        self, rows: npt.NDArray[np.bool_], names: Collection[str] | None = None
-    ) -> FleetTable:
+    def keep(self, rows: npt.NDArray[np.bool_], names: Collection[str] | None = None) -> FleetTable:
         """This table restricted to the replicas where ``rows`` (one flag per row of ``values``)
         is set. Frames indexed like ``values`` are cut by position and share its new index, so
         aligning them later costs nothing; others are matched by name."""
