@@ -282,9 +282,17 @@ class RobustColumns:
 
 
 def _median(a: Array, has_nan: bool = True) -> Array:
-    if not has_nan or not np.isnan(a).any():
+    """Column medians; without NaN, ``np.median``'s own selection and mean of the middle two,
+    without its NaN check."""
+    if has_nan and np.isnan(a).any():
+        return np.asarray(np.nanmedian(a, axis=0))
+    k, odd = divmod(a.shape[0], 2)
+    if not a.shape[0]:
         return np.asarray(np.median(a, axis=0))
-    return np.asarray(np.nanmedian(a, axis=0))
+    if odd:
+        return np.asarray(np.partition(a, k, axis=0)[k])
+    part = np.partition(a, [k - 1, k], axis=0)
+    return np.asarray((part[k - 1] + part[k]) / 2.0)
 
 
 def robust_columns(
