@@ -281,18 +281,21 @@ class RobustColumns:
     """Per column, the level each cell's ``rank_p`` is held to (NaN where not tested)."""
 
 
-def _median(a: Array, has_nan: bool = True) -> Array:
+def _median(a: Array, has_nan: bool = True, scratch: bool = False) -> Array:
     """Column medians; without NaN, ``np.median``'s own selection and mean of the middle two,
-    without its NaN check."""
+    without its NaN check. ``scratch``: ``a`` may be reordered (no copy)."""
     if has_nan and np.isnan(a).any():
         return np.asarray(np.nanmedian(a, axis=0))
     k, odd = divmod(a.shape[0], 2)
     if not a.shape[0]:
         return np.asarray(np.median(a, axis=0))
-    if odd:
-        return np.asarray(np.partition(a, k, axis=0)[k])
-    part = np.partition(a, [k - 1, k], axis=0)
-    return np.asarray((part[k - 1] + part[k]) / 2.0)
+    kth = k if odd else [k - 1, k]
+    if scratch:
+        a.partition(kth, axis=0)
+        part = a
+    else:
+        part = np.partition(a, kth, axis=0)
+    return np.asarray(part[k] if odd else (part[k - 1] + part[k]) / 2.0)
 
 
 def robust_columns(
@@ -327,7 +330,9 @@ def robust_columns(
             med = np.where(empty, np.nan, med)
             dev = x - med
             absdev = np.abs(dev)
-            mad = _median(np.where(empty, 0.0, absdev) if empty.any() else absdev, has_nan)
+            mad = _median(
+                np.where(empty, 0.0, absdev) if empty.any() else np.abs(dev), has_nan, True
+            )
             mad = np.where(empty, np.nan, mad)
             # Rounding noise (1e-13 s between identical step times) is no spread at all.
             mad = np.where(mad <= 1e-9 * np.abs(med), 0.0, mad)
