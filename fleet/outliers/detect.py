@@ -45,6 +45,7 @@ import math
 from collections.abc import Iterable
 
 import numpy as np
+import numpy.typing as npt
 
 from fleet.errors import AnalysisError
 from fleet.outliers.causes import Side
@@ -138,21 +139,28 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
         )
     base = table if len(names) == len(table.replicas) else table.keep(ok, names)
     # Passes after the first re-judge part of the fleet: rows set aside by position.
+    # ``where``: the rows of the replicas with findings so far (every row when traffic differs).
     where: dict[str, int] = {}
 
-    def without(aside: Iterable[str]) -> FleetTable:
-        if not where:
+    def without(aside: Iterable[str]) -> tuple[FleetTable, npt.NDArray[np.intp]]:
+        aside = list(aside)
+        if any(r not in where for r in aside):
             where.update(zip(names, range(len(names)), strict=True))
         rows = np.ones(len(names), dtype=bool)
-        rows[[where[r] for r in aside]] = False
-        return base.keep(rows)
+        rows[np.array([where[r] for r in aside], dtype=np.intp)] = False
+        return base.keep(rows), np.flatnonzero(rows)
+
+    def noted(found: Judgement, at: npt.NDArray[np.intp] | None = None) -> Judgement:
+        for r, i in found.rows.items():
+            where.setdefault(r, i if at is None else int(at[i]))
+        return found
 
     differ = set(different_traffic(base, cfg))
     peers = len(names) - len(differ)  # names are unique and differ is drawn from them
     with_peers = bool(differ) and peers >= cfg.min_fleet
     m = 2 if with_peers else 1
     how = f"judged against the whole fleet ({len(names)} replicas)"
-    first = judge(base, cfg, "fleet", how, m)
+    first = noted(judge(base, cfg, "fleet", how, m))
     passes = [first]
 
     # Pass 2: only the replicas whose traffic is like the fleet's.
@@ -161,7 +169,8 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             f"judged against peers with like traffic ({peers} replicas; set aside, traffic "
             f"differs: {_names(differ)})"
         )
-        passes.append(judge(without(differ), cfg, "peers", how, m, base))
+        part, at = without(differ)
+        passes.append(noted(judge(part, cfg, "peers", how, m, base), at))
         notes.append(f"re-judged without {_names(differ)} (traffic differs from the fleet's)")
 
     # Pass 3 and on: the replicas blamed so far set aside, until nobody new is blamed.
@@ -182,7 +191,8 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
             f"judged with blamed replicas set aside ({rest} replicas; set aside, blamed "
             f"replica-side: {_names(aside)})"
         )
-        found = judge(without(blamed), cfg, "unmasked", how, m, base)
+        part, at = without(blamed)
+        found = noted(judge(part, cfg, "unmasked", how, m, base), at)
         passes.append(found)
         blamed |= _blamed(found.findings)
         notes.append(f"re-judged without {_names(aside)} (blamed replica-side)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -85,6 +85,8 @@ class Judgement:
 
     findings: list[Finding]
     fleet: dict[str, dict[str, float | None]]
+    rows: dict[str, int] = field(default_factory=dict)
+    """The row in the judged table of each replica with a finding."""
 
 
 def judge(
@@ -153,6 +155,7 @@ def judge(
     pos = dict(zip(row_names, np.unique(rows).tolist(), strict=True))
     flagged_replicas = set(row_names)
     drift = config_drift(table, judged)
+    pos |= {r: int(judged.get_loc(r)) for r in drift if r not in pos}  # type: ignore[arg-type]
     flagged_replicas |= set(drift)
 
     # Context only for replicas that need it: like-for-like, workload, GPU.
@@ -268,4 +271,4 @@ def judge(
                 found_in,
             )
         )
-    return Judgement(findings, fleet)
+    return Judgement(findings, fleet, pos)
