@@ -69,6 +69,25 @@ class Finding:
     def __repr__(self) -> str:
         return f"Finding({self.to_dict()!r})"
 
+    def __reduce__(self) -> tuple[type[Finding], tuple[Any, ...]]:
+        # Pickled and copied with its evidence written out (the writer is a closure).
+        return (
+            Finding,
+            (
+                self.replica,
+                self.signal,
+                self.value,
+                self.fleet_median,
+                self.ratio,
+                self.robust_z,
+                self.cutoff,
+                self.side,
+                self.cause,
+                self.evidence,
+                self.found_in,
+            ),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "replica": self.replica,
