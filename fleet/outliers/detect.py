@@ -46,6 +46,7 @@ from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from fleet.errors import AnalysisError
 from fleet.outliers.causes import Side
@@ -121,7 +122,10 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
     judged = table.replicas[ok]
     insufficient = tuple((str(r), float(volume[r])) for r in table.replicas[~ok])
     notes = list(table.notes)
-    names = tuple(map(str, judged.tolist()))
+    # String-typed names are str already; anything else (object, numbers) is converted.
+    raw = judged.tolist()
+    plain = isinstance(judged.dtype, pd.StringDtype) and not judged.hasnans
+    names = tuple(raw if plain else map(str, raw))
     if len(judged) < cfg.min_fleet:
         notes.append(
             f"only {len(judged)} replica(s) with at least {cfg.min_requests} requests; "
