@@ -29,6 +29,7 @@ is reported; both must find the same intervals.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -55,6 +56,17 @@ REPEATS = 5
 GOAL = 10.0
 
 Intervals = list[tuple[str, float, float | None]]
+
+
+def machine() -> str:
+    """CPU model, CPUs and the load average now."""
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+    one, five, fifteen = os.getloadavg()
+    return (
+        f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} CPUs, "
+        f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+    )
 
 
 def _spec(step: int) -> ServiceLevelObjective:
@@ -109,6 +121,13 @@ def _per_bin(frame: pd.DataFrame, step: int, how: str) -> tuple[pd.DataFrame, np
 
 def pandas_plain(slo: ServiceLevelObjective, frame: pd.DataFrame, step: int, how: str) -> Intervals:
     per_bin, grid = _per_bin(frame, step, how)
+    return _firing(slo, per_bin, grid, step)
+
+
+def _firing(
+    slo: ServiceLevelObjective, per_bin: pd.DataFrame, grid: np.ndarray[Any, Any], step: int
+) -> Intervals:
+    """Firing intervals from per-bin counts (columns total, bad) on the full bin grid."""
     ratios = {}
     for win in sorted({x for w in slo.windows for x in (w.long_s, w.short_s)}):
         rolled = per_bin.rolling(win // step, min_periods=1).sum()
@@ -196,12 +215,19 @@ def _cpu(fn: Callable[[], Intervals]) -> tuple[float, Intervals]:
 
 
 def main() -> None:
+    huge = os.environ.get("FLEETWATCH_SLO_HUGE")
+    if huge:  # out of core at scale only (see benchmarks/slo_huge.py)
+        from benchmarks.slo_huge import main as main_huge
+
+        main_huge(int(float(huge)))
+        return
     rng = np.random.default_rng(42)
     t0 = time.perf_counter()
     frames = {"finish order": _records(rng)}
     frames["shuffled"] = frames["finish order"].sample(frac=1.0, random_state=7)
     frames["shuffled"] = frames["shuffled"].reset_index(drop=True)
     print(f"{N:,} records over {DAYS} days built in {time.perf_counter() - t0:.1f} s")
+    print(f"machine at start: {machine()}")
     rows = []
     for step in STEPS:
         slo = _spec(step)
@@ -256,6 +282,7 @@ def main() -> None:
         f"CPU time, medians of {REPEATS} interleaved runs; the goal is judged against the fastest "
         "pandas variant (numpy's float // is exact and slow: ceil(t / step) bins it 4x faster)"
     )
+    print(f"machine at the end: {machine()}")
     _out_of_core(frames["finish order"])
 
 
