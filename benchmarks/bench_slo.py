@@ -24,6 +24,9 @@ Records come in finish order (as fleetwatch's record sink writes them) and shuff
 Last, out of core: the same records as a Parquet file, backtested streamed (``slo.stream``, row
 batches of 262,144) and read whole, each in a fresh process whose peak resident memory (VmHWM)
 is reported; both must find the same intervals.
+
+``FLEETWATCH_SLO_HUGE=200000000`` runs only the out-of-core run at that scale instead (a Parquet
+file far larger than memory, ``benchmarks/slo_huge.py``).
 """
 
 from __future__ import annotations

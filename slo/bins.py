@@ -5,15 +5,17 @@ Bin ``k`` (absolute: ``k * bin_s`` seconds on the records' clock) holds the even
 sample one bin earlier. A time's bin is ``ceil(t / bin_s)`` with IEEE division: a correctly
 rounded quotient of a time just above ``k * bin_s`` is above ``k`` (the time's spacing divided by
 ``bin_s`` is more than half the quotient's), and one at or below it is at most ``k``, so the
-formula is exactly the interval above.
+formula is exactly the interval above (for every time not within ``1e-300`` of 0, where the
+quotient underflows; checked for bins of 1 to 100,000 s up to ``2**52``).
 
 Events are counted a cache-sized chunk at a time (the chunk is read from memory once and the rest
 of the work on it stays in cache), in one of two ways with the same result:
 
 - a chunk of times in ascending order (records as a sink writes them, in finish order) with many
   events per bin: the order is checked (each time against the next) and every bin edge in it is
-  located by binary search, first among every 64th time, then within 64 times, so the work is per
-  bin rather than per event; the times on both sides of every edge are checked against the
+  located from the bins of every 64th time (counted, so how many of them lie before each edge is
+  known), then by a branch-free binary search within 64 times, so the work is per bin rather than
+  per event; the times on both sides of every edge are checked against the
   formula (any disagreement: the second way). A chunk out of order sends it and the rest to the
   second way, with the chunks before it already counted;
 - otherwise every event's bin, computed in place in the chunk's buffer (divide, ceil, and an

@@ -43,7 +43,10 @@ def _records(spec: Any, path: Path) -> Any:
     if path.suffix.lower() in (".parquet", ".pq"):
         from slo.stream import distinct_rows
 
-        seen, rows = distinct_rows(path, ("traffic_class", "model"))
+        selected = {
+            c for slo in spec.slos for c in ("traffic_class", "model") if getattr(slo.selector, c)
+        }
+        seen, rows = distinct_rows(path, tuple(sorted(selected)))
         if rows == 0:
             raise SLOSpecError(f"{path}: no records to evaluate (the file is empty)")
         check_selectors(spec, seen, where=str(path), records=rows)

@@ -112,8 +112,8 @@ def _open_schema(path: str | os.PathLike[str]) -> Any:
 def distinct_rows(
     path: str | os.PathLike[str], columns: tuple[str, ...], *, batch_rows: int = BATCH_ROWS
 ) -> tuple[pd.DataFrame, int]:
-    """The distinct combinations of ``columns`` (as strings) in a Parquet record file and its
-    number of rows, read a batch at a time (a column the file leaves out holds its default)."""
+    """The distinct combinations of ``columns`` in a Parquet record file and its number of rows,
+    read a batch at a time (a column the file leaves out holds its default)."""
     import pyarrow.parquet as pq
 
     present = set(_open_schema(path).names)
@@ -123,11 +123,15 @@ def distinct_rows(
     seen: list[pd.DataFrame] = []
     if read:
         for batch in pf.iter_batches(batch_size=batch_rows, columns=read):
-            part = batch.to_pandas().astype(str).drop_duplicates()
+            part = batch.to_pandas().drop_duplicates()
             seen.append(part)
             if len(seen) > 64:  # keep the list short: fold what was seen so far
                 seen = [pd.concat(seen).drop_duplicates()]
-    frame = pd.concat(seen).drop_duplicates() if seen else pd.DataFrame(index=range(min(rows, 1)))
+    frame = (
+        pd.concat(seen).astype(object).drop_duplicates()
+        if seen
+        else pd.DataFrame(index=range(min(rows, 1)))
+    )
     for c in columns:
         if c not in read:
             frame[c] = str(DEFAULTS.get(c, ""))
