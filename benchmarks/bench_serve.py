@@ -10,7 +10,10 @@ Run with ``.venv/bin/python -m benchmarks serve``.
    (this process only: the server runs elsewhere), the ratio probe/bare, the probe's send lag
    (actual - scheduled send, its own timing error) and its measured TTFT beside the bare client's
    (the script says 50 ms; anything above is server + loopback + client delay).
-2. HTTP overhead. One engine generates 32 requests x 64 tokens offline (``LLMEngine.generate``);
+2. Accuracy against the truth (``probe_truth``): the probe's TTFT/ITL p50/p99 beside the scripted
+   server's own write instants at 256 and 1,000 streams (20 ms token gap), one process and spread
+   over worker processes, with the probe's own loop lag, CPU share and verdict.
+3. HTTP overhead. One engine generates 32 requests x 64 tokens offline (``LLMEngine.generate``);
    a second identical engine behind ``start_server`` serves the same 32 requests to the probe at
    concurrency 32. Interleaved, three rounds, median output tokens/s and their ratio.
 """
@@ -27,6 +30,7 @@ import time
 import aiohttp
 import numpy as np
 
+from benchmarks.probe_truth import accuracy
 from engine_probe.probe.client import Prober, completion_body
 from engine_probe.probe.stats import summarise
 
@@ -199,6 +203,7 @@ def http_overhead(requests: int = 32, prompt: int = 64, max_tokens: int = 64) ->
 
 def main() -> None:
     probe_overhead()
+    accuracy()
     http_overhead()
 
 

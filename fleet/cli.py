@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from fleet.errors import AnalysisError
+from fleet.rowcap import DEFAULT_MAX_ROWS
 
 __all__ = ["app"]
 
@@ -121,19 +122,31 @@ def outliers(
         raise typer.Exit(1)
 
 
+MAX_ROWS_HELP = (
+    "Refuse a records file of more rows (checked before reading; memory is about 1.1 KB a row, "
+    "the file being read whole)."
+)
+
+
 @app.command("tail")
 def tail(
     records: Path = typer.Argument(..., help="Request records (.jsonl or .parquet)."),
     percentile: float = typer.Option(99.0, help="Tail cohort: at or above this percentile."),
     target: str = typer.Option("e2e", help="Latency to attribute: e2e or ttft."),
+    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", help=MAX_ROWS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Attribute the latency tail to queueing, prompt length, preemption, interference, replica."""
+    """Attribute the latency tail to queueing, prompt length, preemption, interference, replica.
+
+    Memory bound: the file is read whole, about 1.1 KB a row; files over --max-rows (2,000,000,
+    so about 2.2 GB) are refused before reading."""
+    from fleet.rowcap import check_rows
     from fleet.tail import attribute_tail
     from telemetry.records import read_records
 
     if target not in ("e2e", "ttft"):
         raise AnalysisError(f"--target must be e2e or ttft, got {target!r}")
+    check_rows(records, max_rows)
     report = attribute_tail(
         read_records(records),
         percentile=percentile,
@@ -157,6 +170,7 @@ def compare(
     confidence: float = typer.Option(0.95, help="Confidence level of the bootstrap intervals."),
     draws: int = typer.Option(2000, help="Bootstrap replicates (intervals only)."),
     seed: int = typer.Option(0, help="Bootstrap seed (intervals only; verdicts are exact)."),
+    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", help=MAX_ROWS_HELP + " Per file."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Compare two runs: one verdict per latency metric at a stated family-wise error rate.
@@ -166,12 +180,18 @@ def compare(
     output mix changed, the test and the threshold compare like with like (within request-size
     strata), so a workload change alone is never a regression. Also: bootstrap intervals,
     Mann-Whitney, which component moved, the workload check.
+
+    Memory bound: both files are read whole, about 1.1 KB a row; a file over --max-rows
+    (2,000,000 each) is refused before either is read.
     """
     from fleet.compare import compare_runs
+    from fleet.rowcap import check_rows
     from telemetry.records import read_records
 
     if draws < 100:
         raise AnalysisError(f"--draws must be at least 100, got {draws}")
+    check_rows(before, max_rows)
+    check_rows(after, max_rows)
     report = compare_runs(
         read_records(before),
         read_records(after),
@@ -239,6 +259,12 @@ def capacity(
     ttft: float = typer.Option(1.0, help="TTFT target, seconds."),
     tpot: float = typer.Option(0.1, help="TPOT target, seconds."),
     cold_start: float = typer.Option(120.0, "--cold-start", help="Replica cold start, seconds."),
+    cold_start_from: str | None = typer.Option(
+        None,
+        "--cold-start-from",
+        help="Measured cold start instead of --cold-start: a /metrics URL or saved exposition "
+        "file holding fleetwatch_engine_startup_seconds (the slowest start found is used).",
+    ),
     headroom: float = typer.Option(0.2, help="Share of the sustainable rate kept spare."),
     quantile: str = typer.Option(
         "p99", help="Quantile the targets apply to (p50, p90, p99, p999)."
@@ -263,6 +289,12 @@ def capacity(
     utilisation, on queue depth and on queue depth with a warm pool fare in a burst."""
     from fleet.capacity.run import capacity_command
 
+    measured = None
+    if cold_start_from is not None:
+        from fleet.capacity.cold_start import cold_start_from as read_cold_start
+
+        measured = read_cold_start(cold_start_from)
+        cold_start = measured.seconds
     doc, text = capacity_command(
         probe=probe,
         rate=rate,
@@ -279,4 +311,7 @@ def capacity(
         simulate=simulate,
         seed=seed,
     )
+    if measured is not None and cold_start_from is not None:
+        doc["cold_start"] = {"seconds": measured.seconds, "phases": measured.phases}
+        text = measured.render(cold_start_from) + "\n\n" + text
     _emit(doc, text, as_json)

@@ -180,6 +180,8 @@ def _rows() -> list[Row]:
     add(c, "range", "engine serve --replicas 0", "--replicas")
     add(c, "range", "engine serve --num-blocks 1", "--num-blocks 256 or more")
     add(c, "range", "engine serve --max-queue -1", "max-queue")
+    add(c, "range", "engine serve --tenant-rate 5", "needs --tenant-limits")
+    add(c, "range", "engine serve --tenant-limits --tenant-weight gold=x", "--tenant-weight")
     add(
         c,
         "range",
@@ -200,6 +202,9 @@ def _rows() -> list[Row]:
     add(c, "range", "probe run http://h:9 -c 0", "> 0")
     add(c, "range", "probe run http://h:9 --timeout 0", "--timeout")
     add(c, "range", "probe http://h:9 --rate -1", "> 0")
+    add(c, "range", "probe http://h:9 --workers -1", "--workers")
+    add(c, "range", "probe http://h:9 --lag-fraction 2", "--lag-fraction")
+    add(c, "range", "probe http://h:9 --lag-limit-ms 0", "--lag-limit-ms")
     add(c, "url", "probe run notaurl", "'notaurl'")
     add(c, "url", "probe ftp://h/x", "http(s)")
     add(c, "url", "probe run http://h:port", "well-formed")

@@ -10,6 +10,7 @@ from grafana_foundation_sdk.models import units
 from dashboards.panels import Kind, PanelSpec, Query, RowSpec, legend_of
 from dashboards.promql import Scope
 from dashboards.views.common import LATENCY_SIGNALS
+from dashboards.views.startup import startup_rows
 from telemetry.profiles import Profile, Signal
 
 __all__ = ["CLOCK_EVENT_LABEL", "EFFICIENCY", "GPU_LABEL", "replica_rows"]
@@ -351,6 +352,7 @@ def replica_rows(profile: Profile) -> tuple[RowSpec, ...]:
     efficiency = _efficiency(scope)
     if efficiency:
         rows.append(RowSpec("GPU efficiency", tuple(efficiency)))
+    rows.extend(startup_rows(scope))
     if profile.has(Signal.TELEMETRY_DROPS):
         legend = legend_of(scope.replica)
         rows.append(

@@ -24,11 +24,12 @@ from engine_probe.engine.cost import StepCostModel
 from engine_probe.engine.errors import EngineConfigError
 from engine_probe.engine.fanout import Fanout
 from engine_probe.engine.fault_injection import FaultInjector
-from engine_probe.engine.model import KVCache, Transformer, torch_dtype
+from engine_probe.engine.model import torch_dtype
 from engine_probe.engine.placement import place
 from engine_probe.engine.request import Request, RequestOutput
 from engine_probe.engine.sampler import sample
 from engine_probe.engine.scheduler import Scheduler
+from engine_probe.engine.startup import StartupTimer, build_parts
 from engine_probe.engine.step_outcome import apply_sampled
 from telemetry.hooks import EngineObserver, HttpRequestInfo, RequestInfo
 
@@ -54,6 +55,7 @@ class LLMEngine:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         observer: EngineObserver | None = None,
+        startup: StartupTimer | None = None,
     ) -> None:
         self.model_config = model_config or ModelConfig()
         self.engine_config = cfg = engine_config or EngineConfig()
@@ -65,12 +67,8 @@ class LLMEngine:
             raise EngineConfigError(
                 "ModelConfig.max_position_embeddings is smaller than one KV block"
             )
-        dtype = torch_dtype(cfg.dtype)
-        self.model = Transformer(self.model_config, self.device, dtype)
-        # one extra block: the scratch slot that static-batching padding rows write to
-        self.kv_cache = KVCache(
-            self.model_config, cfg.num_blocks + 1, cfg.block_size, self.device, dtype
-        )
+        dtype = torch_dtype(cfg.dtype)  # model and KV cache timed as phases when ``startup``
+        self.model, self.kv_cache = build_parts(self.model_config, cfg, self.device, dtype, startup)
         self.scheduler = Scheduler(cfg)
         self.cost = StepCostModel.for_model(
             self.model_config, torch.tensor([], dtype=dtype).element_size()

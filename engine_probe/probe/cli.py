@@ -105,8 +105,28 @@ def run(
         [], "--header", "-H", help="Extra header 'Name: value' (repeatable), e.g. authorization."
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    workers: int = typer.Option(
+        0,
+        "--workers",
+        help="Client processes, each with its own event loop, sharing one schedule. "
+        "0: one per 256 concurrent streams, at most one per CPU.",
+    ),
+    lag_fraction: float = typer.Option(
+        0.1,
+        "--lag-fraction",
+        help="Mark a level client-bound when the probe's p99 event-loop lag exceeds this "
+        "fraction of the ITL p50 (TPOT p50, else TTFT p50, when ITL p50 is 0)...",
+    ),
+    lag_limit_ms: float = typer.Option(
+        1.0, "--lag-limit-ms", help="...or this many milliseconds, whichever is smaller."
+    ),
 ) -> None:
-    """Sweep load levels against an endpoint; print TTFT/TPOT/ITL percentiles, goodput, capacity."""
+    """Sweep load levels against an endpoint; print TTFT/TPOT/ITL percentiles, goodput, capacity.
+
+    The probe measures its own event-loop lag and CPU at every level; where the lag could bend the
+    latencies (p99 lag over --lag-fraction of ITL p50 or over --lag-limit-ms), the level's
+    percentiles are marked client-bound (* in the table, client.verdict in --json).
+    """
     import asyncio
 
     from engine_probe.probe.checks import check_run_options
@@ -148,6 +168,9 @@ def run(
         warmup=warmup,
         headers=tuple(headers),
         api=api,
+        workers=workers,
+        lag_fraction=lag_fraction,
+        lag_limit_s=lag_limit_ms / 1e3,
     )
     if engine is not None:
         from engine_probe.probe.checks import check_reference_engine

@@ -21,6 +21,7 @@ import aiohttp
 from engine_probe.probe.chat import API_PATHS, base_url, chat_body
 from engine_probe.probe.errors import ProbeError
 from engine_probe.probe.measure import RequestResult, apportion_tokens
+from engine_probe.probe.rx import install, sink_for
 from engine_probe.probe.sse import SSEParser
 
 __all__ = ["Prober", "RequestBody", "completion_body", "request_body"]
@@ -148,6 +149,7 @@ class Prober:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         api: str = "completions",
+        stamp_reads: bool = True,
     ) -> None:
         if api not in API_PATHS:
             raise ValueError(f"api must be chat or completions, got {api!r}")
@@ -158,12 +160,15 @@ class Prober:
         self.headers = dict(headers or {})
         self.clock = clock
         self.sleep = sleep
+        self.stamp_reads = stamp_reads
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Prober:
         connector = aiohttp.TCPConnector(
             limit=self.max_connections, limit_per_host=0, ttl_dns_cache=300
         )
+        if self.stamp_reads:
+            install(connector, self.clock)
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=self.timeout_s),
@@ -203,10 +208,18 @@ class Prober:
                     status = "rejected" if resp.status in (429, 503) else "error"
                 elif body.get("stream", True):
                     parser = SSEParser()
+                    sink = sink_for(resp) if self.stamp_reads else None
                     async for data in resp.content.iter_any():
                         now = self.clock()
-                        for payload in parser.feed(data):
-                            state.take(now, payload)
+                        if sink is None:
+                            for payload in parser.feed(data):
+                                state.take(now, payload)
+                            continue
+                        for at, piece in sink.split(data, now):
+                            for payload in parser.feed(piece):
+                                state.take(at, payload)
+                    if sink is not None:
+                        sink.detach()
                     now = self.clock()
                     for payload in parser.close():
                         state.take(now, payload)
@@ -250,21 +263,26 @@ class Prober:
         max_concurrency: int | None = None,
         lead_s: float = 0.05,
         on_done: OnDone | None = None,
+        start_s: float | None = None,
+        indices: Sequence[int] | None = None,
     ) -> list[RequestResult]:
         """Send ``bodies[i]`` at ``offsets_s[i]`` after the start, without waiting for earlier ones.
 
         ``max_concurrency`` models a client with a bounded pool: a request due while all slots are
-        busy is sent late, and the lateness shows in the schedule-based latencies.
+        busy is sent late, and the lateness shows in the schedule-based latencies. The start is
+        ``start_s`` on the probe clock when given (workers sharing one schedule), else ``lead_s``
+        from now; ``indices`` name the requests (default 0, 1, ...).
         """
         sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
-        t0 = self.clock() + lead_s
+        t0 = self.clock() + lead_s if start_s is None else start_s
+        names = range(len(offsets_s)) if indices is None else indices
 
         async def run(i: int, due: float) -> RequestResult:
             if sem is None:
-                result = await self.one(i, due, bodies[i])
+                result = await self.one(names[i], due, bodies[i])
             else:
                 async with sem:
-                    result = await self.one(i, due, bodies[i])
+                    result = await self.one(names[i], due, bodies[i])
             if on_done is not None:
                 on_done(result)
             return result
@@ -284,14 +302,16 @@ class Prober:
         bodies: Sequence[RequestBody],
         *,
         on_done: OnDone | None = None,
+        indices: Sequence[int] | None = None,
     ) -> list[RequestResult]:
         """``concurrency`` workers, each sending its next request as soon as the last one ends."""
         results: list[RequestResult | None] = [None] * len(bodies)
         next_index = iter(range(len(bodies)))
+        names = range(len(bodies)) if indices is None else indices
 
         async def worker() -> None:
             for i in next_index:
-                r = await self.one(i, self.clock(), bodies[i])
+                r = await self.one(names[i], self.clock(), bodies[i])
                 results[i] = r
                 if on_done is not None:
                     on_done(r)

@@ -1,11 +1,15 @@
 """A probe plan (which loads, how many requests, what targets) and running it against one URL.
 
 A plan is a sweep: closed loop over concurrencies, or open loop (Poisson, gamma, constant) over
-rates. Each load level is run to completion before the next starts, and is summarised on its own.
+rates. Each load level is run to completion before the next starts, and is summarised on its own,
+together with the client's own load while it ran (``clientload``: loop lag, CPU, verdict). A level
+runs in this process's loop, or spread over ``workers`` processes (``workers``; 0 sizes it from the
+streams and the CPUs) with the same schedule.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -17,9 +21,11 @@ import numpy as np
 from engine_probe.probe.arrivals import constant_arrivals, gamma_arrivals
 from engine_probe.probe.chat import API_PATHS, resolve_model
 from engine_probe.probe.client import OnDone, Prober, RequestBody, request_body
+from engine_probe.probe.clientload import ClientLoad, auto_workers, judge
 from engine_probe.probe.errors import ProbeError
 from engine_probe.probe.measure import RequestResult
 from engine_probe.probe.stats import RunSummary, SLOTargets, capacity, summarise
+from engine_probe.probe.workers import WorkerPool, merge, run_share, split
 from telemetry.records import RequestRecord, Status
 
 __all__ = ["LevelResult", "ProbePlan", "ProbeRun", "make_prompts", "run_plan", "to_records"]
@@ -55,6 +61,12 @@ class ProbePlan:
     """Extra HTTP headers (e.g. authorization) sent with every request."""
     api: str = "chat"
     """``chat`` (``/v1/chat/completions``) or ``completions`` (``/v1/completions``)."""
+    workers: int = 0
+    """Client processes per level; 0: one per 256 concurrent streams, at most one per CPU."""
+    lag_fraction: float = 0.1
+    """Client-bound when the loop's p99 lag exceeds this fraction of ITL p50 (``clientload``)..."""
+    lag_limit_s: float = 0.001
+    """...or this many seconds, whichever is smaller."""
 
     def __post_init__(self) -> None:
         if self.api not in API_PATHS:
@@ -74,9 +86,22 @@ class ProbePlan:
             raise ProbeError("--prompt-tokens and --max-tokens must be >= 1")
         if self.warmup < 0:
             raise ProbeError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.workers < 0:
+            raise ProbeError(f"--workers must be >= 0 (0: automatic), got {self.workers}")
+        if not 0 < self.lag_fraction <= 1:
+            raise ProbeError(f"--lag-fraction must be in (0, 1], got {self.lag_fraction}")
+        if not self.lag_limit_s > 0:
+            raise ProbeError(f"--lag-limit-ms must be > 0, got {self.lag_limit_s * 1e3:g}")
 
     def level_label(self, level: float) -> str:
         return f"c={int(level)}" if self.mode == "closed" else f"{level:g}/s"
+
+    def workers_for(self, level: float) -> int:
+        """Processes for ``level``: ``workers``, or sized from its concurrent streams."""
+        if self.workers:
+            return self.workers
+        streams = int(level) if self.mode == "closed" else self.requests
+        return auto_workers(min(streams, self.max_concurrency or streams))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +109,8 @@ class LevelResult:
     level: float
     results: tuple[RequestResult, ...]
     summary: RunSummary
+    client: ClientLoad | None = None
+    """The client's loop lag, CPU and verdict while this level ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,52 +153,69 @@ async def run_plan(
     def bodies_for(prompts: list[str]) -> list[RequestBody]:
         return [request_body(plan.api, p, plan.max_tokens, model=model) for p in prompts]
 
-    async with Prober(
-        url,
-        max_connections=conns,
-        timeout_s=plan.timeout_s,
-        headers=dict(plan.headers),
-        clock=clock,
-        api=plan.api,
-    ) as prober:
-        if plan.warmup:
-            rng_warm = np.random.default_rng(plan.seed + 1)
-            warm = make_prompts(plan.warmup, plan.prompt_tokens, rng_warm)
-            await prober.closed_loop(1, bodies_for(warm))
-        for level in plan.levels:
-            if on_level is not None:
-                on_level(level, plan.requests)
-            bodies = bodies_for(make_prompts(plan.requests, plan.prompt_tokens, rng))
-            if plan.mode == "closed":
-                results = await prober.closed_loop(int(level), bodies, on_done=on_done)
-            else:
-                offsets = (
-                    constant_arrivals(level, plan.requests)
-                    if plan.mode == "constant"
-                    else gamma_arrivals(
-                        level,
-                        plan.requests,
-                        burstiness=plan.burstiness if plan.mode == "gamma" else 1.0,
-                        rng=rng,
+    setup = {
+        "url": url,
+        "max_connections": conns,
+        "timeout_s": plan.timeout_s,
+        "headers": dict(plan.headers),
+        "api": plan.api,
+    }
+    shared_clock = clock is time.monotonic
+    pools: dict[int, WorkerPool] = {}
+    try:
+        async with Prober(**setup, clock=clock) as prober:  # type: ignore[arg-type]
+            if plan.warmup:
+                rng_warm = np.random.default_rng(plan.seed + 1)
+                warm = make_prompts(plan.warmup, plan.prompt_tokens, rng_warm)
+                await prober.closed_loop(1, bodies_for(warm))
+            for level in plan.levels:
+                if on_level is not None:
+                    on_level(level, plan.requests)
+                bodies = bodies_for(make_prompts(plan.requests, plan.prompt_tokens, rng))
+                offsets: list[float] | None = None
+                if plan.mode == "constant":
+                    offsets = constant_arrivals(level, plan.requests)
+                elif plan.mode != "closed":
+                    burst = plan.burstiness if plan.mode == "gamma" else 1.0
+                    offsets = gamma_arrivals(level, plan.requests, burstiness=burst, rng=rng)
+                cap = int(level) if plan.mode == "closed" else plan.max_concurrency or 0
+                n = plan.workers_for(level) if shared_clock else 1
+                shares = split(bodies, n, offsets_s=offsets, concurrency=cap)
+                if len(shares) == 1:
+                    results, load = await run_share(prober, shares[0], None, on_done=on_done)
+                    loads = [load]
+                else:
+                    pool = pools.get(len(shares)) or pools.setdefault(
+                        len(shares), WorkerPool(len(shares))
                     )
+                    parts = await asyncio.to_thread(pool.run, setup, shares)
+                    results = merge([p[0] for p in parts])
+                    loads = [p[1] for p in parts]
+                    if on_done is not None:
+                        for r in results:
+                            on_done(r)
+                summary = summarise(
+                    results,
+                    label=plan.level_label(level),
+                    mode=plan.mode,
+                    rate=None if plan.mode == "closed" else level,
+                    concurrency=int(level) if plan.mode == "closed" else None,
+                    targets=plan.targets,
                 )
-                results = await prober.open_loop(
-                    offsets, bodies, max_concurrency=plan.max_concurrency, on_done=on_done
+                if bound_tokens_per_s is not None:
+                    batch = _mean_in_flight(summary)
+                    bound = bound_tokens_per_s(batch) if batch > 0 else None
+                    if bound:
+                        summary = replace(
+                            summary, bound_fraction=summary.output_tokens_per_s / bound
+                        )
+                client = judge(
+                    loads, summary, lag_fraction=plan.lag_fraction, lag_limit_s=plan.lag_limit_s
                 )
-            summary = summarise(
-                results,
-                label=plan.level_label(level),
-                mode=plan.mode,
-                rate=None if plan.mode == "closed" else level,
-                concurrency=int(level) if plan.mode == "closed" else None,
-                targets=plan.targets,
-            )
-            if bound_tokens_per_s is not None:
-                batch = _mean_in_flight(summary)
-                bound = bound_tokens_per_s(batch) if batch > 0 else None
-                if bound:
-                    summary = replace(summary, bound_fraction=summary.output_tokens_per_s / bound)
-            levels.append(LevelResult(level, tuple(results), summary))
+                levels.append(LevelResult(level, tuple(results), summary, client))
+    finally:
+        for pool in pools.values():
+            pool.close()
     return ProbeRun(url=url, plan=plan, levels=tuple(levels), wall_offset_s=offset, model=model)
 
 

@@ -6,7 +6,9 @@ and ``[DONE]``. It serves ``/v1/completions`` and ``/v1/chat/completions``; a ch
 once with a role-only chunk (as OpenAI and vLLM send it), which is no token: TTFT must not start
 there. ``GET /v1/models`` lists ``model``. It records when it actually wrote every chunk (on the same clock the probe uses when
 both live in one process), so tests compare the probe's numbers with the truth, not with a sleep's
-good intentions. ``stall`` freezes all output for a while, as a stalled engine would.
+good intentions; in its own process it shares the system-wide monotonic clock with the probe and
+serves that record as JSON at ``GET /v1/scripted/truth`` (prompts, arrivals, write instants).
+``stall`` freezes all output for a while, as a stalled engine would.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class ScriptedServer:
     model: str = "scripted"
     role_sent: list[float] = field(default_factory=list)
     """Per chat request, in arrival order: when its role-only first chunk was written."""
+    prompts: list[str] = field(default_factory=list)
+    """Per request, in arrival order: its prompt (completions) or messages (chat), as text."""
     _all_in: asyncio.Event | None = None
     _running: asyncio.Event | None = None
     _runner: web.AppRunner | None = None
@@ -65,6 +69,7 @@ class ScriptedServer:
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/v1/scripted/truth", self._truth)
         return app
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
@@ -113,6 +118,11 @@ class ScriptedServer:
         data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}]
         return web.json_response({"object": "list", "data": data})
 
+    async def _truth(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"prompts": self.prompts, "arrived": self.arrived, "emitted": self.emitted}
+        )
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._completions(request, chat=True)
 
@@ -120,6 +130,7 @@ class ScriptedServer:
         body = await request.json()
         self.arrived.append(self.clock())
         self.headers.append(dict(request.headers))
+        self.prompts.append(str(body.get("messages", "")) if chat else str(body.get("prompt", "")))
         times: list[float] = []
         self.emitted.append(times)
         s = self.script

@@ -8,5 +8,6 @@
 from engine_probe.serve.config import ServerConfig
 from engine_probe.serve.lifecycle import ServerHandle, start_server
 from engine_probe.serve.server import CompletionServer
+from engine_probe.serve.tenants import TenantLimits
 
-__all__ = ["CompletionServer", "ServerConfig", "ServerHandle", "start_server"]
+__all__ = ["CompletionServer", "ServerConfig", "ServerHandle", "TenantLimits", "start_server"]

@@ -90,6 +90,56 @@ def serve(
         "--traffic-class",
         help="Traffic class of requests without an X-Fleetwatch-Traffic-Class header.",
     ),
+    tenant_limits_on: bool = typer.Option(
+        False,
+        "--tenant-limits",
+        help="Per-tenant token limits and fair queueing; the tenant is the X-Fleetwatch-Tenant "
+        "header (absent: 'default'). Off by default.",
+    ),
+    tenant_rate: float | None = typer.Option(
+        None, "--tenant-rate", help="Cost units (weighted tokens) per second per tenant [2000]."
+    ),
+    tenant_burst: float | None = typer.Option(
+        None,
+        "--tenant-burst",
+        help="Cost units a tenant may use at once [16000]; a request reserving more gets 400.",
+    ),
+    tenant_prompt_weight: float | None = typer.Option(
+        None, "--tenant-prompt-weight", help="Cost units per prompt token [1]."
+    ),
+    tenant_output_weight: float | None = typer.Option(
+        None,
+        "--tenant-output-weight",
+        help="Cost units per output token (max_tokens reserved) [1].",
+    ),
+    tenant_weight: list[str] = typer.Option(
+        [],
+        "--tenant-weight",
+        help="NAME=WEIGHT: a tenant's fair-queue weight (others 1); repeatable.",
+    ),
+    tenant_limit: list[str] = typer.Option(
+        [],
+        "--tenant-limit",
+        help="NAME=RATE[:BURST]: one tenant's own rate and burst (burst default --tenant-burst); "
+        "repeatable.",
+    ),
+    max_tenants: int | None = typer.Option(
+        None,
+        "--max-tenants",
+        help="Distinct tenants with their own bucket and label [64]; the rest share 'other'.",
+    ),
+    models: list[str] = typer.Option(
+        [],
+        "--model",
+        help="Serve several models: NAME=CONFIG (a config.json, or 'default'), repeated; the "
+        "request's 'model' picks one, loaded on first use within --model-cache-bytes.",
+    ),
+    model_cache_bytes: int | None = typer.Option(
+        None,
+        "--model-cache-bytes",
+        help="Bytes the --model models may take at once (default: all of them); beyond, the "
+        "least valuable idle model (GreedyDual-Size) is unloaded.",
+    ),
     goodput: str | None = typer.Option(
         None,
         "--goodput",
@@ -101,12 +151,15 @@ def serve(
     /metrics, /health. Ctrl-C (or SIGTERM, SIGHUP) drains, writes the remaining records and stops."""
     import asyncio
     import signal
+    from dataclasses import replace
 
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
+    from engine_probe.engine.startup import StartupTimer, startup_line
     from engine_probe.serve.config import ServerConfig
     from engine_probe.serve.lifecycle import start_server
-    from engine_probe.serve.limits import ConnectionLimits
+    from engine_probe.serve.limits import ConnectionLimits, raise_file_limit
     from engine_probe.serve.telemetry_options import goodput_target, telemetry_options
+    from engine_probe.serve.tenant_options import tenant_limits
     from telemetry.deadline import run_bounded
 
     if not 0 <= port <= 65535:
@@ -119,6 +172,16 @@ def serve(
         raise EngineConfigError("--records-max-records must be >= 1")
     if not records_flush_interval > 0:
         raise EngineConfigError("--records-flush-interval must be > 0")
+    tenants = tenant_limits(
+        tenant_limits_on,
+        rate=tenant_rate,
+        burst=tenant_burst,
+        prompt_weight=tenant_prompt_weight,
+        output_weight=tenant_output_weight,
+        weights=tenant_weight,
+        overrides=tenant_limit,
+        max_tenants=max_tenants,
+    )
     try:
         connections = ConnectionLimits(
             max_connections=max_connections,
@@ -135,6 +198,7 @@ def serve(
             idempotency_max_bytes=idempotency_max_bytes,
             connections=connections,
             traffic_class=traffic_class,
+            tenants=tenants,
         )
     except ValueError as exc:
         raise EngineConfigError(_flag_message(str(exc))) from None
@@ -160,6 +224,22 @@ def serve(
     # validate everything before anything starts
     check_serve(mcfg, engine_config(0), replicas=replicas, records=records, span_file=span_file)
     target = goodput_target(goodput)
+    served = None
+    if models:
+        from engine_probe.serve.multi_cli import models_from_flags, serve_models
+
+        if replicas != 1 or model_config is not None:
+            raise EngineConfigError(
+                "--model serves several models: without --replicas, --model-config"
+            )
+        served = models_from_flags(
+            models, seed, lambda name: replace(engine_config(0), model_name=name)
+        )
+        for m in served:  # each model must fit its own KV cache and the host on its own
+            check_serve(m.model, m.engine, replicas=1, records=records, span_file=span_file)
+    elif model_cache_bytes is not None:
+        raise EngineConfigError("--model-cache-bytes needs --model NAME=CONFIG (several models)")
+    raise_file_limit()  # before the guard sizes --max-connections to it
     sink: Any = None
     if records is not None:
         from telemetry.sink import RotatingRecordSink
@@ -171,10 +251,28 @@ def serve(
             max_age_s=records_flush_interval,
         )
 
+    if served is not None:
+        serve_models(
+            served,
+            model_cache_bytes,
+            host=host,
+            port=port,
+            replica=replica,
+            config=config,
+            record_sink=sink,
+            telemetry_options=lambda name: telemetry_options(
+                replica, goodput=target, span_file=span_file, gpu=False
+            ),
+        )
+        return
+
     async def main() -> None:
         handles = []
         for i in range(replicas):
-            engine = LLMEngine(mcfg, engine_config(i))
+            timer = StartupTimer()
+            if i == 0:
+                timer.since_process_start()
+            engine = LLMEngine(mcfg, engine_config(i), startup=timer)
             options = telemetry_options(engine.replica, goodput=target, span_file=span_file)
             handle = await start_server(
                 engine,
@@ -183,9 +281,20 @@ def serve(
                 config=config,
                 record_sink=sink,
                 telemetry_options=options,
+                startup=timer,
             )
             handles.append(handle)
-            typer.echo(f"serving {model_name} ({engine.replica}) on {handle.url}")
+        try:  # /health answers during the warm-up; "serving" is said once requests are taken
+            for handle in handles:
+                await handle.wait_ready()
+        except Exception as exc:
+            typer.echo(f"warm-up failed: {type(exc).__name__}: {exc}", err=True)
+            await asyncio.gather(*(h.stop() for h in handles))
+            raise typer.Exit(1) from None
+        for handle in handles:
+            typer.echo(f"serving {model_name} ({handle.engine.replica}) on {handle.url}")
+        for handle in handles:
+            typer.echo(f"{handle.engine.replica} {startup_line(handle.startup)}")
         typer.echo("Ctrl-C drains in-flight requests and stops")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from engine_probe.serve.limits import ConnectionLimits
 from engine_probe.serve.request_context import TRAFFIC_CLASS_RULE, valid_traffic_class
+from engine_probe.serve.tenants import TenantLimits
 
 __all__ = ["ServerConfig"]
 
@@ -35,6 +36,8 @@ class ServerConfig:
     """SO_SNDBUF for streaming connections (None: the kernel's default, usually megabytes)."""
     traffic_class: str = "default"
     """Traffic class of requests without an ``X-Fleetwatch-Traffic-Class`` header."""
+    tenants: TenantLimits | None = None
+    """Per-tenant token limits and fair queueing (``tenants``); None: off."""
 
     def __post_init__(self) -> None:
         for name in (

@@ -2,14 +2,17 @@
 
 An ``Api`` names what differs (how a body is checked, how answers are rendered, the id prefix);
 the rest is shared: draining (503), the body limit (413), checks (400/404), ``Idempotency-Key``,
-the queue limit (429), then the request is admitted, its producer started, and its answer
-streamed or sent whole by the ``Responder``. Every refusal goes through ``Refusals``, so it is
-answered as an OpenAI error and recorded as a ``rejected`` request.
+the queue limit (429), per-tenant token limits when on (``tenants``: 429 with ``Retry-After``,
+400 for a request over the burst), then the request is admitted, its producer started (after
+its turn in the tenants' fair queue), and its answer streamed or sent whole by the ``Responder``.
+Every refusal goes through ``Refusals``, so it is answered as an OpenAI error and recorded as a
+``rejected`` request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +31,7 @@ from engine_probe.serve.refusals import Refusals
 from engine_probe.serve.render import Renderer
 from engine_probe.serve.request_context import request_context
 from engine_probe.serve.streaming import Responder
+from engine_probe.serve.tenants import Hold, Refusal, TenantAdmission
 from engine_probe.serve.validation import CompletionRequest
 
 __all__ = ["ADMITTED", "Api", "GenerateHandler"]
@@ -63,6 +67,7 @@ class GenerateHandler:
         responder: Responder,
         refusals: Refusals,
         clock: Callable[[], float],
+        tenants: TenantAdmission | None = None,
     ) -> None:
         self.clock = clock
         """The engine's clock: a request's arrival is stamped on receipt, in engine time."""
@@ -75,6 +80,8 @@ class GenerateHandler:
         self.producer = producer
         self.responder = responder
         self.refusals = refusals
+        self.tenants = tenants
+        """Per-tenant limits and fair queue (None: off)."""
         self._ids = itertools.count()
 
     def new_id(self, prefix: str) -> str:
@@ -85,6 +92,7 @@ class GenerateHandler:
         rid = self.new_id(api.id_prefix)
         traceparent = request.headers.get("traceparent")
         req: CompletionRequest | None = None
+        tenant: str | None = None
 
         def refuse(exc: InvalidRequest, headers: dict[str, str] | None = None) -> web.Response:
             return self.refusals.refuse(
@@ -96,6 +104,7 @@ class GenerateHandler:
                 max_tokens=req.max_tokens if req is not None else 0,
                 headers=headers,
                 arrival_s=arrived,
+                tenant=tenant,
             )
 
         closed = self.door.closed()
@@ -113,6 +122,7 @@ class GenerateHandler:
             context = request_context(request, self.config.traffic_class, streaming=req.stream)
         except InvalidRequest as exc:
             return refuse(exc)
+        tenant = context.tenant
         if key is not None:
             flight = self.keys.lookup(key)
             if flight is not None:
@@ -131,13 +141,23 @@ class GenerateHandler:
         full = self.door.full()
         if full is not None:
             return refuse(*full)
+        hold: Hold | None = None
+        if self.tenants is not None:
+            tenant = self.tenants.tenant(context.tenant)
+            context = dataclasses.replace(context, tenant=tenant)
+            got = self.tenants.admit(tenant, len(req.prompt_token_ids), req.max_tokens)
+            if isinstance(got, Refusal):
+                return refuse(got.error, got.headers)
+            hold = got
         flight = InFlight(rid, req.canonical, max_lag=self.config.max_lag)
         flight.arrival_s = arrived
         if key is not None:
             self.keys.remember(key, flight)
         self.door.admit(flight)
         request[ADMITTED] = True
-        flight.producer = asyncio.create_task(self.producer.run(flight, req, context, api.render))
+        flight.producer = asyncio.create_task(
+            self.producer.run(flight, req, context, api.render, hold)
+        )
         return await self.responder.respond(request, flight, req, api.render)
 
     def crashed(self, request: web.Request, exc: BaseException, operation: str | None) -> None:

@@ -5,9 +5,10 @@ the demo and the tests do exactly that. Each server has its own Prometheus regis
 passed, and attaches ``telemetry.instrument`` to its engine (metrics into that registry, spans on
 the given tracer provider or the ``OTEL_*`` environment, records to ``record_sink``).
 
-The listener is a ``limits.GuardedSite``: a cap on connections and a deadline on request heads in
-front of aiohttp, whose own limits (keep-alive, header sizes, read buffer) come from
-``ServerConfig.connections`` too; request bodies have a deadline (``limits.body_deadline``).
+The listener is a ``listener.GuardedSite``: a cap on connections and a deadline on every request
+head in front of aiohttp (told of each request's start and response's end by
+``listener.request_hooks``), whose own limits (keep-alive, header sizes, read buffer) come from
+``ServerConfig.connections`` too; request bodies have a deadline (``listener.body_deadline``).
 Housekeeping runs on the loop: expired head deadlines (the guard's sweep) and expired
 ``Idempotency-Key`` entries. ``accept()`` failures are counted and logged once a minute at most.
 """
@@ -22,12 +23,16 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from engine_probe.engine.startup import StartupTimer, warm_up
 from engine_probe.serve.config import ServerConfig
 from engine_probe.serve.conn_metrics import ConnectionMetrics
-from engine_probe.serve.limits import ConnectionGuard, GuardedSite, body_deadline
+from engine_probe.serve.limits import ConnectionGuard
+from engine_probe.serve.listener import HOOK_LOGGER, GuardedSite, body_deadline, request_hooks
 from engine_probe.serve.quiet_log import AcceptErrors, http_log
 from engine_probe.serve.server import CompletionServer
+from engine_probe.serve.startup import Readiness, publish_startup
 from engine_probe.serve.validation import InvalidRequest
+from telemetry.startup import StartupMetrics
 
 __all__ = ["ServerHandle", "start_server"]
 
@@ -46,6 +51,15 @@ class ServerHandle:
     owns_engine: bool
     guard: ConnectionGuard | None = None
     housekeeping: asyncio.Task[None] | None = field(default=None, repr=False)
+    readiness: Readiness | None = None
+    startup: StartupTimer | None = None
+    warming: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    async def wait_ready(self) -> bool:
+        """Wait for the warm-up (``start_server(startup=...)``) to end; True when ready."""
+        if self.warming is not None:
+            await asyncio.shield(self.warming)
+        return self.readiness is None or self.readiness.ready
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -61,6 +75,9 @@ class ServerHandle:
         Takes at most the drain timeout, plus ``telemetry_timeout_s`` for telemetry (whatever a
         span collector does), plus the time to stop the engine's current step."""
         timeout = self.server.config.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
+        if self.warming is not None:  # a warm-up runs in a thread: let it end
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.warming)
         if self.housekeeping is not None:
             self.housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -97,11 +114,17 @@ async def start_server(
     record_sink: Any = None,
     telemetry: bool = True,
     telemetry_options: dict[str, Any] | None = None,
+    startup: StartupTimer | None = None,
 ) -> ServerHandle:
     """Serve ``engine`` (an ``LLMEngine``, or an ``AsyncEngine`` already started) on ``host:port``.
 
     ``port=0`` picks a free port (see ``handle.port``). An ``LLMEngine`` is wrapped in an
     ``AsyncEngine`` that the handle starts and stops; an ``AsyncEngine`` stays the caller's.
+
+    ``startup`` (the timer the engine was built with, ``LLMEngine(startup=...)``): the listener
+    opens at once (``/health`` live, ``/ready`` 503 ``warming_up``) while the engine warms up in
+    the background (``handle.wait_ready()``); then the startup span and phase gauges are
+    published and ``/ready`` turns 200. Needs an ``LLMEngine`` (the warm-up drives it directly).
     """
     from engine_probe.engine import AsyncEngine
 
@@ -121,7 +144,8 @@ async def start_server(
             record_sink=record_sink,
             **options,
         )
-    if owns:
+    warm = startup is not None and owns
+    if owns and not warm:
         await aengine.start()
     server = CompletionServer(aengine, config=config, registry=registry)
     limits = server.config.connections
@@ -138,6 +162,11 @@ async def start_server(
         )
     )
     app = server.app()
+    started, response_done = request_hooks(guard)
+    app.middlewares.insert(0, started)
+    readiness = Readiness(lambda: server.draining, "warming_up" if warm else None)
+    app.router.add_get("/ready", readiness.route)
+    app.middlewares.append(readiness.gate(server.metrics.code))
     timeout = InvalidRequest(408, f"request body not received within {limits.body_timeout_s:g} s")
     app.middlewares.append(
         body_deadline(limits.body_timeout_s, lambda: server.metrics.error(timeout), guard.stats)
@@ -146,7 +175,8 @@ async def start_server(
         app,
         handle_signals=False,
         handler_cancellation=True,
-        access_log=None,
+        access_log_class=response_done,
+        access_log=HOOK_LOGGER,
         **limits.handler_args(logger),
     )
     await runner.setup()
@@ -154,6 +184,14 @@ async def start_server(
     await site.start()
     bound_port = int(runner.addresses[0][1])
     housekeeping = asyncio.create_task(_housekeeping(server, limits.sweep_interval_s))
+    warming = None
+    if startup is not None and warm:
+        metrics = StartupMetrics(aengine.engine.replica, lambda: readiness.ready)
+        registry.register(metrics)
+        provider = instrumentation.tracer_provider if instrumentation is not None else None
+        warming = asyncio.create_task(
+            _warm(aengine, instrumentation, readiness, startup, metrics, provider)
+        )
     return ServerHandle(
         url=f"http://{host}:{bound_port}",
         host=host,
@@ -165,7 +203,39 @@ async def start_server(
         owns_engine=owns,
         guard=guard,
         housekeeping=housekeeping,
+        readiness=readiness,
+        startup=startup if warm else None,
+        warming=warming,
     )
+
+
+async def _warm(
+    aengine: Any,
+    instrumentation: Any,
+    readiness: Readiness,
+    timer: StartupTimer,
+    metrics: StartupMetrics,
+    provider: Any,
+) -> None:
+    """Warm the engine up off the loop with telemetry paused (the warm-up is not traffic), start
+    its step loop, then mark the server ready and publish the startup."""
+    engine = aengine.engine
+    timer.mark("server_start", timer.last_end_s)
+    if instrumentation is not None:
+        instrumentation.pause()
+    try:
+        await asyncio.to_thread(warm_up, engine, timer)
+    except Exception as exc:
+        readiness.set("warmup_failed", f"{type(exc).__name__}: {exc}"[:200])
+        raise
+    finally:
+        if instrumentation is not None:
+            instrumentation.resume()
+    start = timer.last_end_s
+    await aengine.start()
+    timer.mark("readiness", start)
+    readiness.set(None)
+    publish_startup(timer, metrics, provider, model=engine.model_name, replica=engine.replica)
 
 
 async def _housekeeping(server: CompletionServer, interval_s: float) -> None:

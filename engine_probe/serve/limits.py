@@ -6,18 +6,22 @@ and no deadline for a head that trickles in (slowloris). ``ConnectionGuard`` add
 accept level, wrapping each aiohttp protocol in a ``GuardedProtocol``:
 
 - At most ``max_connections`` connections are open. At the cap a new connection first replaces the
-  oldest connection still waiting for its first request head (a slow or silent client); when every
-  connection has sent a head, the new one gets a canned ``503`` at once and is closed (idle
-  keep-alive connections leave within ``keepalive_timeout_s``). ``/health`` therefore answers
-  while thousands of slow connections are held open.
-- A connection whose first request head is not complete ``header_timeout_s`` after accept gets a
-  ``408`` and is closed. Later requests on a keep-alive connection are bounded by aiohttp's
-  ``keepalive_timeout`` (which closes a connection idle or mid-head that long after its last
-  response). Request bodies are bounded by ``body_deadline`` (a middleware: ``408`` when the body
+  oldest connection still waiting for a request head (a slow or silent client); when no connection
+  is waiting for one, the new one gets a canned ``503`` at once and is closed (idle keep-alive
+  connections leave within ``keepalive_timeout_s``). ``/health`` therefore answers while thousands
+  of slow connections are held open.
+- Every request head has ``header_timeout_s`` to arrive, or the connection gets a ``408`` and is
+  closed: the first from accept, each later one on a keep-alive connection from its first byte
+  after the previous response (``response_done``). Between requests an idle connection is closed
+  by aiohttp's ``keepalive_timeout`` (which also ends a head still incomplete that long after the
+  last response). Request bodies are bounded by ``listener.body_deadline`` (``408`` when the body
   has not fully arrived ``body_timeout_s`` after the head).
 
-Expired heads are found by ``sweep(now)``, run every ``sweep_interval_s`` on the event loop (tests
-call it with their own clock). Everything is counted (``ConnectionStats``); nothing here logs per
+The first head is seen in the bytes (its blank line); a later one when aiohttp starts handling it
+(``request_started``), since bytes that arrive during a request may be its body. The hooks into
+aiohttp (``request_started``, ``response_done``) and the listener live in ``listener``. Expired
+heads are found by ``sweep(now)``, run every ``sweep_interval_s`` on the event loop (tests call it
+with their own clock). Everything is counted (``ConnectionStats``); nothing here logs per
 connection.
 """
 
@@ -28,23 +32,21 @@ import inspect
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from engine_probe.serve.quiet_log import QuietLog
 
 __all__ = [
-    "BodyTimeout",
+    "HEAD_TIMEOUT",
+    "REFUSED",
     "ConnectionGuard",
     "ConnectionLimits",
     "ConnectionStats",
     "GuardedProtocol",
-    "GuardedSite",
-    "body_deadline",
 ]
 
 
@@ -55,7 +57,7 @@ class ConnectionLimits:
     max_connections: int = 1024
     """Open connections at most (clamped to the process's file limit less a reserve at start)."""
     header_timeout_s: float = 10.0
-    """From accept to the end of the first request head."""
+    """For each request head: from accept (the first) or from its first byte (later ones)."""
     body_timeout_s: float = 30.0
     """From the end of a request head to the end of its body."""
     keepalive_timeout_s: float = 15.0
@@ -100,6 +102,21 @@ class ConnectionLimits:
         return {k: v for k, v in wanted.items() if k in accepted}
 
 
+def raise_file_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (a server process's
+    connections are file descriptors; the soft limit is often far below the hard one). Returns the
+    soft limit now in force (-1 where there is no such limit)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if resource.RLIM_INFINITY not in (soft, hard) and hard > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return int(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    except (ImportError, OSError, ValueError):
+        return -1
+
+
 def file_limit_reserve(max_connections: int, reserve: int = 256) -> int:
     """``max_connections`` lowered so that the open connections leave ``reserve`` descriptors of
     the process's soft file limit free (log files, record files, the engine), at least 1."""
@@ -131,7 +148,7 @@ HEAD_TIMEOUT = _canned("408 Request Timeout", "request head not received in time
 @dataclass(slots=True)
 class ConnectionStats:
     """Counts since start: connections accepted, refused at the cap (503), replaced at the cap,
-    closed for a late request head or body."""
+    closed for a late request head (any request on the connection) or body."""
 
     accepted: int = 0
     refused: int = 0
@@ -143,7 +160,16 @@ class ConnectionStats:
 class GuardedProtocol(asyncio.Protocol):
     """One accepted connection: the guard's bookkeeping around aiohttp's protocol (``inner``)."""
 
-    __slots__ = ("_factory", "_tail", "guard", "inner", "opened_s", "transport", "waiting_head")
+    __slots__ = (
+        "_factory",
+        "_tail",
+        "guard",
+        "idle",
+        "inner",
+        "opened_s",
+        "transport",
+        "waiting_head",
+    )
 
     def __init__(self, guard: ConnectionGuard, factory: Callable[[], asyncio.Protocol]) -> None:
         self.guard = guard
@@ -151,6 +177,9 @@ class GuardedProtocol(asyncio.Protocol):
         self.inner: asyncio.Protocol | None = None
         self.transport: asyncio.Transport | None = None
         self.waiting_head = True
+        """Waiting for a request head whose deadline runs (the first, or a later one begun)."""
+        self.idle = False
+        """A response ended and no byte came since: the next byte starts the next head."""
         self.opened_s = 0.0
         self._tail = b""
 
@@ -162,12 +191,18 @@ class GuardedProtocol(asyncio.Protocol):
             transport.close()
             return
         self.inner = self._factory()
+        self.guard.known[self.inner] = self
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         inner = self.inner
         if inner is None:
             return
+        if self.idle:
+            self.idle = False
+            self.waiting_head = True
+            self._tail = b""
+            self.guard.head_started(self)
         if self.waiting_head:
             window = self._tail + data
             if b"\n\r\n" in window or b"\n\n" in window:
@@ -192,6 +227,7 @@ class GuardedProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.guard.closed(self)
         if self.inner is not None:
+            self.guard.known.pop(self.inner, None)
             self.inner.connection_lost(exc)
 
     def close_with(self, answer: bytes | None) -> None:
@@ -220,9 +256,11 @@ class ConnectionGuard:
         self.clock = clock
         self.stats = ConnectionStats()
         self._pending: OrderedDict[GuardedProtocol, float] = OrderedDict()
-        """Connections without a complete first request head, oldest first."""
+        """Connections waiting for a request head, by when its deadline started, oldest first."""
         self._active: set[GuardedProtocol] = set()
-        """Connections that sent their first request head."""
+        """Connections in a request (head received) or idle between requests."""
+        self.known: dict[object, GuardedProtocol] = {}
+        """aiohttp's protocol of each admitted connection -> its guard protocol (for the hooks)."""
         self._others = 0
         """Connections closed by the guard whose close was not seen yet."""
         self._timer: asyncio.TimerHandle | None = None
@@ -238,7 +276,7 @@ class ConnectionGuard:
 
     @property
     def pending(self) -> int:
-        """Open connections still waiting for their first request head."""
+        """Open connections waiting for a request head (the first, or a later one begun)."""
         return len(self._pending)
 
     def protocol_factory(self, inner: Callable[[], asyncio.Protocol]) -> Callable[[], Any]:
@@ -267,8 +305,30 @@ class ConnectionGuard:
         return True
 
     def head_complete(self, conn: GuardedProtocol) -> None:
+        conn.waiting_head = False
+        conn.idle = False
         if self._pending.pop(conn, None) is not None:
             self._active.add(conn)
+
+    def head_started(self, conn: GuardedProtocol) -> None:
+        """The first byte of a later request head came: its deadline starts now."""
+        if conn in self._active:
+            self._active.discard(conn)
+            conn.opened_s = self.clock()
+            self._pending[conn] = conn.opened_s
+
+    def request_started(self, inner: object) -> None:
+        """aiohttp began handling a request on the connection of ``inner``: its head is in."""
+        conn = self.known.get(inner)
+        if conn is not None:
+            self.head_complete(conn)
+
+    def response_done(self, inner: object) -> None:
+        """The response on the connection of ``inner`` was written: the next head is due (its
+        deadline starts with its first byte; until then the connection is idle)."""
+        conn = self.known.get(inner)
+        if conn is not None and conn in self._active:
+            conn.idle = True
 
     def closed(self, conn: GuardedProtocol) -> None:
         if self._pending.pop(conn, None) is not None:
@@ -279,7 +339,7 @@ class ConnectionGuard:
             self._others = max(0, self._others - 1)
 
     def sweep(self, now: float | None = None) -> int:
-        """Close connections whose first head is overdue (408); return how many."""
+        """Close connections whose request head is overdue (408); return how many."""
         now = self.clock() if now is None else now
         limit = self.limits.header_timeout_s
         n = 0
@@ -309,86 +369,3 @@ class ConnectionGuard:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-
-class GuardedSite(web.BaseSite):
-    """A TCP listener whose connections go through a ``ConnectionGuard``."""
-
-    __slots__ = ("_bound_port", "_guard", "_host", "_port")
-
-    def __init__(
-        self,
-        runner: web.BaseRunner,
-        host: str,
-        port: int,
-        guard: ConnectionGuard,
-        *,
-        backlog: int = 4096,
-    ) -> None:
-        super().__init__(runner, backlog=backlog)
-        self._host = host
-        self._port = port
-        self._bound_port: int | None = None
-        self._guard = guard
-
-    @property
-    def name(self) -> str:
-        return f"http://{self._host}:{self._bound_port or self._port}"
-
-    async def start(self) -> None:
-        await super().start()
-        server = self._runner.server
-        assert server is not None
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._guard.protocol_factory(server),
-            self._host,
-            self._port,
-            backlog=self._backlog,
-            reuse_address=True,
-        )
-        self._bound_port = int(self._server.sockets[0].getsockname()[1])
-        self._guard.start()
-
-    async def stop(self) -> None:
-        self._guard.stop()
-        await super().stop()
-
-
-class BodyTimeout(Exception):
-    """A request body did not fully arrive in time (raised inside the handler's body read)."""
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def body_deadline(
-    timeout_s: float, answer: Callable[[], web.Response], stats: ConnectionStats | None = None
-) -> Any:
-    """Middleware: a request whose body has not fully arrived ``timeout_s`` after its head fails
-    its body read with ``BodyTimeout``, answered by ``answer()`` (a 408) on a closing connection.
-    The handler reads the body itself as before, so its own size limit (413) still applies."""
-
-    @web.middleware
-    async def deadline(request: web.Request, handler: Handler) -> web.StreamResponse:
-        content = request.content
-        if not request.body_exists or content.is_eof():
-            return await handler(request)
-
-        def expire() -> None:
-            if not content.is_eof():
-                content.set_exception(BodyTimeout(f"body not received within {timeout_s:g} s"))
-
-        timer = asyncio.get_running_loop().call_later(timeout_s, expire)
-        try:
-            return await handler(request)
-        except BodyTimeout:
-            if stats is not None:
-                stats.body_timeouts += 1
-            resp = answer()
-            resp.force_close()
-            return resp
-        finally:
-            timer.cancel()
-
-    return deadline

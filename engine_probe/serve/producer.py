@@ -10,6 +10,9 @@ the start of a stop string. When one appears the answer ends there with ``finish
 "stop"`` (the stop string not returned) and the engine is told to finish the request as ok at
 once (``AsyncEngine.finish``), so its record says ``stop`` with the tokens the answer used.
 The reference tokenizer decodes one character per token, so held characters are held tokens.
+
+With per-tenant limits on (``tenants``), a request first waits for its turn in the fair queue
+(``Hold.wait``) and is settled with the tokens it produced when it ends (``Hold.done``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from engine_probe.serve.queue_times import QueueTimes
 from engine_probe.serve.render import DONE, Renderer, error_piece
 from engine_probe.serve.request_context import RequestContext
 from engine_probe.serve.stop import StopScanner
+from engine_probe.serve.tenants import Hold
 from engine_probe.serve.text_ids import decode
 from engine_probe.serve.validation import CompletionRequest
 
@@ -100,6 +104,7 @@ class Producer:
         req: CompletionRequest,
         context: RequestContext,
         render: Renderer | None = None,
+        hold: Hold | None = None,
     ) -> None:
         from engine_probe.engine import SamplingParams
 
@@ -115,6 +120,7 @@ class Producer:
             sampling=sampling,
             request_id=flight.request_id,
             traffic_class=context.traffic_class,
+            tenant=context.tenant,
             traceparent=context.traceparent,
             tracestate=context.tracestate,
             http=context.http,
@@ -122,6 +128,8 @@ class Producer:
             arrival_s=flight.arrival_s,
         )
         try:
+            if hold is not None:
+                await hold.wait()
             async with contextlib.aclosing(gen):
                 async for out in gen:
                     if first:
@@ -154,6 +162,8 @@ class Producer:
             message = str(exc) if isinstance(exc, EngineConfigError) else f"engine failed: {exc}"
             flight.end(error_piece("error", message, type(exc).__name__))
         finally:
+            if hold is not None:
+                hold.done(generated)
             if first:
                 self.door.started()
             flight.end(error_piece("aborted", "request aborted", None))

@@ -44,6 +44,7 @@ class Refusals:
         max_tokens: int = 0,
         headers: dict[str, str] | None = None,
         arrival_s: float | None = None,
+        tenant: str | None = None,
     ) -> web.Response:
         """The error answer for ``exc``, counted and recorded."""
         resp = self.metrics.error(exc, {"X-Request-Id": request_id, **(headers or {})})
@@ -56,6 +57,7 @@ class Refusals:
             prompt_tokens=prompt_tokens,
             max_tokens=max_tokens,
             arrival_s=arrival_s,
+            tenant=tenant,
         )
         return resp
 
@@ -70,10 +72,16 @@ class Refusals:
         prompt_tokens: int = 0,
         max_tokens: int = 0,
         arrival_s: float | None = None,
+        tenant: str | None = None,
     ) -> None:
         """Report a refused request to the engine's observers (record, span, counters)."""
         info = RequestInfo(
-            request_id, prompt_tokens, max_tokens, traceparent=traceparent, operation=operation
+            request_id,
+            prompt_tokens,
+            max_tokens,
+            traceparent=traceparent,
+            operation=operation,
+            tenant=tenant,
         )
         refuse = getattr(self.aengine, "refuse", None)
         if refuse is None:

@@ -8,6 +8,10 @@
   Cardinality stays bounded downstream: telemetry caps the label's values per replica
   (``max_label_values``, 64) and folds the excess into ``other``, counted in
   ``fleetwatch_telemetry_label_overflow_total``.
+- Tenant: ``X-Fleetwatch-Tenant: acme`` names the request's tenant (same rule as a traffic class,
+  400 naming the header otherwise); it reaches the engine's record and span as ``tenant``, and,
+  with ``engine serve --tenant-limits``, selects the token bucket and fair-queue flow
+  (``tenants``, which bounds the distinct values). Absent: no tenant (the limits' ``default``).
 - Trace context: ``traceparent`` and ``tracestate`` are handed on as sent (telemetry's W3C
   propagator decides whether to continue them).
 - HTTP: method, matched route, the server's address and port as the client addressed it, and the
@@ -20,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -28,6 +32,7 @@ from engine_probe.serve.validation import InvalidRequest
 from telemetry.hooks import HttpRequestInfo
 
 __all__ = [
+    "TENANT_HEADER",
     "TRAFFIC_CLASS_HEADER",
     "TRAFFIC_CLASS_RULE",
     "RequestContext",
@@ -37,6 +42,7 @@ __all__ = [
 ]
 
 TRAFFIC_CLASS_HEADER: Final = "X-Fleetwatch-Traffic-Class"
+TENANT_HEADER: Final = "X-Fleetwatch-Tenant"
 TRAFFIC_CLASS_RULE: Final = "1-64 letters, digits, underscores, dots, colons or dashes"
 _CLASS: Final = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _REFUSED: Final = {"rejected": 429, "aborted": 503}
@@ -70,6 +76,19 @@ class RequestContext:
     traceparent: str | None = None
     tracestate: str | None = None
     http: HttpRequestInfo | None = None
+    tenant: str | None = None
+
+
+def _label_header(headers: Any, name: str) -> str | None:
+    """A header whose value becomes a label (traffic class, tenant): stripped, or
+    ``InvalidRequest`` (400 naming the header) when it breaks ``TRAFFIC_CLASS_RULE``."""
+    raw = headers.get(name)
+    if raw is None:
+        return None
+    value = str(raw).strip()
+    if not valid_traffic_class(value):
+        raise InvalidRequest(400, f"{name} must be {TRAFFIC_CLASS_RULE}, got {value[:80]!r}", name)
+    return value
 
 
 def _server(request: web.Request) -> tuple[str | None, int | None]:
@@ -84,19 +103,9 @@ def _server(request: web.Request) -> tuple[str | None, int | None]:
 
 def request_context(request: web.Request, default_class: str, *, streaming: bool) -> RequestContext:
     """The context of one request; ``InvalidRequest`` (400, naming the header) for a malformed
-    traffic class."""
+    traffic class or tenant."""
     headers = request.headers
-    raw = headers.get(TRAFFIC_CLASS_HEADER)
-    traffic_class = default_class
-    if raw is not None:
-        value = raw.strip()
-        if not valid_traffic_class(value):
-            raise InvalidRequest(
-                400,
-                f"{TRAFFIC_CLASS_HEADER} must be {TRAFFIC_CLASS_RULE}, got {value[:80]!r}",
-                TRAFFIC_CLASS_HEADER,
-            )
-        traffic_class = value
+    traffic_class = _label_header(headers, TRAFFIC_CLASS_HEADER) or default_class
     route = request.match_info.route.resource
     address, port = _server(request)
     http = HttpRequestInfo(
@@ -111,4 +120,5 @@ def request_context(request: web.Request, default_class: str, *, streaming: bool
         traceparent=headers.get("traceparent"),
         tracestate=headers.get("tracestate"),
         http=http,
+        tenant=_label_header(headers, TENANT_HEADER),
     )

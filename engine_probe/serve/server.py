@@ -61,6 +61,7 @@ from engine_probe.serve.refusals import Refusals
 from engine_probe.serve.render import Renderer
 from engine_probe.serve.status import StatusRoutes
 from engine_probe.serve.streaming import Responder
+from engine_probe.serve.tenants import TenantAdmission
 from engine_probe.serve.validation import Limits, parse_completion
 
 __all__ = ["CompletionServer"]
@@ -118,6 +119,17 @@ class CompletionServer:
                 "chat", parse_chat, ChatRenderer(name, wall_clock), "chatcmpl", "chat"
             ),
         }
+        self.tenants = (
+            TenantAdmission.build(
+                cfg.tenants,
+                slots=engine.engine_config.max_num_seqs,
+                registry=self.registry,
+                replica=engine.replica,
+                clock=clock,
+            )
+            if cfg.tenants is not None
+            else None
+        )
         self.handler = GenerateHandler(
             replica=engine.replica,
             config=cfg,
@@ -129,6 +141,7 @@ class CompletionServer:
             responder=self.responder,
             refusals=self.refusals,
             clock=engine.clock,
+            tenants=self.tenants,
         )
 
     @property

@@ -55,6 +55,8 @@ class FleetRun:
     """Ground truth: each replica's active faults during the run (outside the burst)."""
     dropped: int
     """Telemetry items dropped by the bounded queues (0 expected)."""
+    startups: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    """Each replica's cold start: seconds per phase (weights load, KV cache, warm-up, ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,13 @@ def _bodies(
     return [completion_body(_prompt(rng, p.prompt_tokens), p.max_tokens, model=model) for p in plan]
 
 
-def _engine(role: ReplicaRole, config: DemoConfig, model_config: Any, threads: int | None) -> Any:
+def _engine(
+    role: ReplicaRole,
+    config: DemoConfig,
+    model_config: Any,
+    threads: int | None,
+    startup: Any = None,
+) -> Any:
     from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
 
     return LLMEngine(
@@ -96,6 +104,7 @@ def _engine(role: ReplicaRole, config: DemoConfig, model_config: Any, threads: i
             num_threads=threads,
         ),
         faults=FaultConfig(slowdown=role.slowdown, seed=config.seed),
+        startup=startup,
     )
 
 
@@ -135,6 +144,7 @@ async def run_fleet(
     ``grace_s``: seconds to keep serving after the last response (lets a scraper see the end).
     """
     import telemetry.instrument  # noqa: F401  (first: importing telemetry.spans alone is circular)
+    from engine_probe.engine.startup import StartupTimer
     from engine_probe.serve import start_server
     from telemetry.metrics.drops import DropCounter
     from telemetry.records import to_frame
@@ -149,11 +159,15 @@ async def run_fleet(
     drops = DropCounter()
     provider = tracer_provider(env={}, span_file=span_file, drops=drops)
     sinks = [MemoryRecordSink() for _ in fleet_roles]
-    engines = [_engine(r, config, model_config, threads) for r in fleet_roles]
+    timers = [StartupTimer() for _ in fleet_roles]
+    engines = [
+        _engine(r, config, model_config, threads, t)
+        for r, t in zip(fleet_roles, timers, strict=True)
+    ]
     handles = []
     burst: asyncio.Task[None] | None = None
     try:
-        for engine, sink in zip(engines, sinks, strict=True):
+        for engine, sink, timer in zip(engines, sinks, timers, strict=True):
             handles.append(
                 await start_server(
                     engine,
@@ -161,8 +175,10 @@ async def run_fleet(
                     0,
                     tracer_provider=provider,
                     record_sink=sink,
+                    startup=timer,
                 )
             )
+        await asyncio.gather(*(h.wait_ready() for h in handles))
         addresses = {
             r.name: f"127.0.0.1:{h.port}" for r, h in zip(fleet_roles, handles, strict=True)
         }
@@ -220,6 +236,7 @@ async def run_fleet(
         planned=total,
         faults=faults,
         dropped=dropped,
+        startups={e.replica: t.seconds() for e, t in zip(engines, timers, strict=True)},
     )
 
 

@@ -85,5 +85,12 @@ def summary_lines(
                 for c in checks
             )
         )
+    start = summary.get("startup")
+    if start and start["slowest_replica"] is not None:
+        phases = ", ".join(f"{k} {v:.2f} s" for k, v in start["max_phase_s"].items())
+        lines.append(
+            f"  cold start: slowest {start['slowest_replica']} {start['slowest_total_s']:.2f} s "
+            f"(slowest per phase: {phases}); span 'startup' in traces.jsonl"
+        )
     lines.append(f"  report: {out / 'report.html'}")
     return tuple(lines)

@@ -207,6 +207,23 @@ def _prometheus_section(summary: Mapping[str, Any]) -> Section | None:
     return Section("What Prometheus saw", text, table_html(rows))
 
 
+def _startup_section(summary: Mapping[str, Any]) -> Section | None:
+    rows = [
+        {"replica": r["replica"], **r["startup_s"], "total": sum(r["startup_s"].values())}
+        for r in summary["replicas"]
+        if r.get("startup_s")
+    ]
+    if not rows:
+        return None
+    return Section(
+        "Cold start, phase by phase",
+        "Seconds each replica spent in each phase of its start (fleetwatch_engine_startup_seconds"
+        "; a 'startup' span with a child per phase in traces.jsonl). /ready turned 200 at the end "
+        "of the readiness phase.",
+        table_html(rows),
+    )
+
+
 def _files_section(summary: Mapping[str, Any]) -> Section:
     rows = [{"file": f} for f in summary["files"]]
     checks = [
@@ -235,8 +252,8 @@ def build_page(summary: Mapping[str, Any], burn: Mapping[str, Any], lines: Seque
         _tail_section(summary),
         _bound_section(summary),
     ]
-    prom = _prometheus_section(summary)
-    if prom is not None:
-        sections.append(prom)
+    for extra in (_startup_section(summary), _prometheus_section(summary)):
+        if extra is not None:
+            sections.append(extra)
     sections.append(_files_section(summary))
     return render_html("fleetwatch demo", intro, sections)

@@ -81,6 +81,24 @@ def _burn_series(analysis: Analysis, origin: float, view: PrometheusView | None)
     return out
 
 
+def _startup(fleet: FleetRun) -> dict[str, Any]:
+    """The replicas' cold starts: per phase the slowest replica's seconds, and the slowest total
+    (what ``fleetwatch fleet capacity --cold-start-from`` would plan with)."""
+    phases: dict[str, float] = {}
+    for seconds in fleet.startups.values():
+        for phase, s in seconds.items():
+            phases[phase] = max(phases.get(phase, 0.0), s)
+    totals = {r: sum(p.values()) for r, p in fleet.startups.items()}
+    slowest = max(totals, key=lambda r: totals[r], default=None)
+    return {
+        "metric": "fleetwatch_engine_startup_seconds",
+        "span": "startup reference",
+        "max_phase_s": phases,
+        "slowest_replica": slowest,
+        "slowest_total_s": totals.get(slowest, 0.0) if slowest is not None else 0.0,
+    }
+
+
 def _findings_rows(analysis: Analysis) -> list[dict[str, Any]]:
     return [{**f.to_dict(), "pass": f.found_in} for f in analysis.outliers.findings]
 
@@ -159,9 +177,11 @@ def build_summary(
                 "planted": r.planted,
                 "faults": dict(fleet.faults[r.name]),
                 "prompt_tokens": list(r.prompt_tokens),
+                "startup_s": dict(fleet.startups.get(r.name, {})),
             }
             for r in fleet.roles
         ],
+        "startup": _startup(fleet),
         "burst": {
             "start_s": burst[0],
             "end_s": burst[1],

@@ -67,6 +67,15 @@ class TokenBucket:
             self._level -= units
             return True
 
+    def seconds_until(self, units: float) -> float:
+        """Seconds until the bucket holds ``units`` (0 if it does now; ``inf`` if ``units`` is
+        more than ``burst``, which it never holds)."""
+        if units > self.burst:
+            return float("inf")
+        with self._lock:
+            self._refill()
+            return max(0.0, units - self._level) / self.rate_per_s
+
     def give_back(self, units: float) -> None:
         """Return units taken and not used (capped at ``burst``)."""
         if units < 0.0:
@@ -121,6 +130,15 @@ class TenantLimiter:
         if bucket is None or not bucket.try_take(reserved):
             return None
         return Reservation(tenant, input_units, max_output_units, reserved)
+
+    def release(self, reservation: Reservation) -> None:
+        """Refund a whole reservation: the request never ran (cancelled while queued)."""
+        if reservation.settled:
+            raise ValueError("reservation already settled")
+        reservation.settled = True
+        bucket = self.bucket(reservation.tenant)
+        if bucket is not None and reservation.reserved > 0.0:
+            bucket.give_back(reservation.reserved)
 
     def settle(self, reservation: Reservation, output_units: float) -> float:
         """Charge what was used and refund the rest; returns the units charged. A request that

@@ -62,8 +62,11 @@ class Instrumentation:
         offset_s: float,
         owned_provider: SdkTracerProvider | None = None,
         shutdown_timeout_s: float = 5.0,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.observer = observer
+        self.tracer_provider = tracer_provider
+        """The provider spans go to (given or built from the environment); None: no spans."""
         self.shutdown_timeout_s = shutdown_timeout_s
         """The default deadline of ``detach`` (seconds)."""
         self.shutdown_failures: dict[str, int] = {}
@@ -312,6 +315,7 @@ def instrument(
         offset_s=offset_s,
         owned_provider=owned,
         shutdown_timeout_s=shutdown_timeout_s,
+        tracer_provider=tracer_provider,
     )
 
 

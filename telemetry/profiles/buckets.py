@@ -44,6 +44,9 @@ FLEETWATCH_STEP_BUCKETS: Final = _b(
 FLEETWATCH_STEP_TOKEN_BUCKETS: Final = _b(
     1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192
 )
+FLEETWATCH_MODEL_LOAD_BUCKETS: Final = _b(
+    0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600
+)  # a small model loads on a host in well under a second, a 70B one in minutes
 
 # SGLang 0.5 defaults (override with Profile.with_buckets when the server sets its bucket envs).
 SGLANG_TTFT_BUCKETS: Final = VLLM_TTFT_BUCKETS

@@ -10,6 +10,7 @@ from typing import Final
 
 from telemetry.profiles.buckets import (
     FLEETWATCH_E2E_BUCKETS,
+    FLEETWATCH_MODEL_LOAD_BUCKETS,
     FLEETWATCH_PHASE_BUCKETS,
     FLEETWATCH_STEP_BUCKETS,
     FLEETWATCH_STEP_TOKEN_BUCKETS,
@@ -47,6 +48,22 @@ _GPU_SIGNALS: Final[Mapping[Signal, MetricRef]] = {
     Signal.GPU_ECC_ERRORS: _c("fleetwatch_gpu_ecc_errors_total"),
     Signal.GPU_REMAPPED_ROWS: _g("fleetwatch_gpu_remapped_rows"),
     Signal.GPU_SAMPLE_ERRORS: _c("fleetwatch_gpu_sample_errors_total"),
+}
+
+# Cold starts (``telemetry.startup``) and the several-model cache of ``engine serve --model``.
+_STARTUP_SIGNALS: Final[Mapping[Signal, MetricRef]] = {
+    Signal.ENGINE_STARTUP: _g("fleetwatch_engine_startup_seconds", "seconds"),
+    Signal.ENGINE_READY: _g("fleetwatch_engine_ready"),
+    Signal.MODEL_CACHE_BUDGET: _g("fleetwatch_model_cache_budget_bytes", "bytes"),
+    Signal.MODEL_CACHE_BYTES: _g("fleetwatch_model_cache_resident_bytes", "bytes"),
+    Signal.MODEL_CACHE_RESIDENT: _g("fleetwatch_model_cache_resident"),
+    Signal.MODEL_CACHE_PINNED: _g("fleetwatch_model_cache_pinned_requests"),
+    Signal.MODEL_CACHE_LOADS: _c("fleetwatch_model_cache_loads_total"),
+    Signal.MODEL_CACHE_EVICTIONS: _c("fleetwatch_model_cache_evictions_total"),
+    Signal.MODEL_CACHE_REFUSALS: _c("fleetwatch_model_cache_refusals_total"),
+    Signal.MODEL_CACHE_LOAD_TIME: _h(
+        "fleetwatch_model_cache_load_seconds", FLEETWATCH_MODEL_LOAD_BUCKETS
+    ),
 }
 
 FLEETWATCH: Final = Profile(
@@ -88,6 +105,7 @@ FLEETWATCH: Final = Profile(
         Signal.LABEL_OVERFLOW: _c("fleetwatch_telemetry_label_overflow_total"),
         Signal.LABEL_TRUNCATED: _c("fleetwatch_telemetry_label_truncated_total"),
         **_GPU_SIGNALS,
+        **_STARTUP_SIGNALS,
     },
     outcomes=OutcomeCounter(
         total=_c(FLEETWATCH_REQUESTS),

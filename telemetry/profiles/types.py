@@ -83,6 +83,16 @@ class Signal(StrEnum):
     GPU_ECC_ERRORS = "gpu_ecc_errors"
     GPU_REMAPPED_ROWS = "gpu_remapped_rows"
     GPU_SAMPLE_ERRORS = "gpu_sample_errors"
+    ENGINE_STARTUP = "engine_startup"
+    ENGINE_READY = "engine_ready"
+    MODEL_CACHE_BUDGET = "model_cache_budget"
+    MODEL_CACHE_BYTES = "model_cache_bytes"
+    MODEL_CACHE_RESIDENT = "model_cache_resident"
+    MODEL_CACHE_PINNED = "model_cache_pinned"
+    MODEL_CACHE_LOADS = "model_cache_loads"
+    MODEL_CACHE_EVICTIONS = "model_cache_evictions"
+    MODEL_CACHE_REFUSALS = "model_cache_refusals"
+    MODEL_CACHE_LOAD_TIME = "model_cache_load_time"
 
 
 Kind = Literal["histogram", "counter", "gauge"]

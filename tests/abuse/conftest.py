@@ -1,6 +1,6 @@
 """The abuse suite: what a slow, hostile or unlucky world does to fleetwatch, each bounded.
 
-- ``test_connection_limits``: slow connections against the cap (2,000 held, /health < 1 s, log
+- ``test_connection_limits``: slow connections against the cap (20,000 opened, /health < 1 s, log
   < 1 MB), late request heads and bodies (408), idle keep-alive, oversized headers (400), the fast
   503 beyond the cap, quiet accept-error logging, the idempotency table's byte bound and expiry;
 - ``test_gauges_follow_the_engine``: /metrics running/waiting/KV equal /health after seeded abort

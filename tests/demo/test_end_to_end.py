@@ -173,6 +173,16 @@ def test_output_folder_holds_every_artifact(demo_run: tuple[DemoResult, Seen]) -
         assert json.loads(d.read_text())["panels"]
     spans = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
     assert spans
+    # each served replica's cold start: one startup span with a child per phase, and the
+    # summary's phase seconds
+    starts = [s for s in spans if s["name"] == "startup reference"]
+    assert len(starts) == 4
+    ids = {x["context"]["span_id"] for x in starts}
+    phases = {s["name"] for s in spans if s.get("parent_id") in ids}
+    assert phases == {"weights_load", "kv_cache_alloc", "server_start", "warmup", "readiness"}
+    for r in result.summary["replicas"]:
+        assert set(r["startup_s"]) == phases and all(v >= 0 for v in r["startup_s"].values())
+    assert "cold start: slowest replica-" in "\n".join(result.lines)
     assert json.loads((out / "summary.json").read_text())["verdicts"]
 
 

@@ -125,3 +125,37 @@ def test_an_idle_tenant_saves_no_credit():
         q.push("b", f"b{n}", 1.0)
     order = [q.pop()[0] for _ in range(20)]
     assert order.count("b") == 10 and order.count("a") == 10  # alternates, no catch-up burst
+
+
+@given(
+    rate=st.floats(0.5, 50.0),
+    burst=st.floats(1.0, 100.0),
+    taken=st.floats(0.0, 1.0),
+    want=st.floats(0.0, 1.2),
+)
+def test_seconds_until_is_when_the_bucket_first_covers_the_units(rate, burst, taken, want):
+    clock = Clock()
+    bucket = TokenBucket(rate, burst, clock)
+    assert bucket.try_take(taken * burst)
+    units = want * burst
+    wait = bucket.seconds_until(units)
+    if units > burst:
+        assert wait == float("inf")
+        return
+    if wait > 1e-6:  # a moment earlier it does not cover them
+        clock.now += wait * 0.99
+        assert bucket.level < units
+        clock.now -= wait * 0.99
+    clock.now += wait
+    assert bucket.level == pytest.approx(units) or bucket.level >= units
+
+
+def test_release_refunds_the_whole_reservation_once():
+    clock = Clock()
+    lim = TenantLimiter({"a": (1.0, 50.0)}, weights=CostWeights(1.0, 2.0), clock=clock)
+    r = lim.admit("a", 10, 10)
+    assert r is not None and lim.bucket("a").level == pytest.approx(20)
+    lim.release(r)
+    assert lim.bucket("a").level == pytest.approx(50)
+    with pytest.raises(ValueError, match="already settled"):
+        lim.release(r)

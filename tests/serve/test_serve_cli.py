@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 import typer
@@ -116,3 +117,73 @@ def test_serve_rejects_a_malformed_goodput_target(value: str) -> None:
     result = CliRunner().invoke(app, ["serve", "--goodput", value])
     assert isinstance(result.exception, EngineConfigError)
     assert "--goodput" in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["--model", "chat"], "--model"),
+        (["--model", "a=default", "--model", "a=default"], "twice"),
+        (["--model", "a=default", "--replicas", "2"], "--replicas"),
+        (["--model-cache-bytes", "100"], "--model-cache-bytes needs --model"),
+    ],
+)
+def test_serve_rejects_bad_model_flags(args: list[str], where: str) -> None:
+    app = typer.Typer()
+    app.command("serve")(serve)
+    app.command("other")(lambda: None)
+    result = CliRunner().invoke(app, ["serve", *args])
+    assert isinstance(result.exception, EngineConfigError)
+    assert where in str(result.exception)
+
+
+def test_serve_several_models_loads_on_demand_and_drains_on_sigint(tmp_path: Path) -> None:
+    small = tmp_path / "small.json"
+    small.write_text(
+        json.dumps(
+            {
+                "vocab_size": 512,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+            }
+        )
+    )
+    argv = ["--port", "0", "--num-blocks", "256", "--model", f"small={small}"]
+    argv += ["--model", "ref=default"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LAUNCH, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("serving 2 models"), line
+        url = line.split(" on ")[1].split()[0]
+        body = json.dumps({"model": "small", "prompt": "hello", "max_tokens": 4}).encode()
+        req = urllib.request.Request(
+            f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=60) as r:
+            assert json.loads(r.read())["model"] == "small"
+        with urllib.request.urlopen(f"{url}/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        loads = [
+            x for x in metrics.splitlines() if x.startswith("fleetwatch_model_cache_loads_total{")
+        ]
+        assert any('model="small"' in x and x.endswith(" 1.0") for x in loads), loads
+        assert any('model="ref"' in x and x.endswith(" 0.0") for x in loads), loads
+        assert "fleetwatch_gpu_available{" in metrics
+        assert 'fleetwatch_engine_startup_seconds{model="small",phase="warmup"' in metrics
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert out.rstrip().endswith("stopped")
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

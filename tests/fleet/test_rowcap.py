@@ -1,0 +1,121 @@
+"""`fleet tail` and `fleet compare` read record files whole, so their memory is bounded by a row
+cap (`--max-rows`) that is checked before anything is read: a file over it is refused in one line
+with exit 2, naming the cap and the flag; the check reads a Parquet footer or scans JSON lines only
+until the cap is passed."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+import telemetry.records
+from fleet.errors import AnalysisError
+from fleet.rowcap import check_rows, count_rows
+from fleetwatch.cli import main
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
+from telemetry.records import write_records
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("rowcap")
+    write_records(d / "a.jsonl", synthetic_fleet(5, 40, seed=1))  # 200 rows
+    write_records(d / "a.parquet", synthetic_fleet(5, 40, seed=1))
+    write_records(d / "b.parquet", synthetic_fleet(5, 40, seed=2))
+    return d
+
+
+@pytest.fixture
+def nothing_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a record file fails the test: a refused file must not be read at all."""
+
+    def read_records(path: object) -> None:
+        raise AssertionError(f"{path} was read")
+
+    monkeypatch.setattr(telemetry.records, "read_records", read_records)
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", ["a.jsonl", "a.parquet"])
+def test_tail_refuses_a_file_over_the_cap_before_reading_it(
+    files: Path, name: str, capsys: pytest.CaptureFixture[str], nothing_read: None
+) -> None:
+    assert main(["fleet", "tail", str(files / name), "--max-rows", "199"]) == 2
+    line = _one_line_error(capsys)
+    assert name in line and "over the cap --max-rows 199" in line
+    assert "raise --max-rows" in line
+
+
+def test_compare_refuses_either_file_over_the_cap(
+    files: Path, capsys: pytest.CaptureFixture[str], nothing_read: None
+) -> None:
+    args = ["fleet", "compare", str(files / "a.parquet"), str(files / "b.parquet")]
+    assert main([*args, "--max-rows", "150"]) == 2
+    line = _one_line_error(capsys)
+    assert "a.parquet: 200 rows, over the cap --max-rows 150" in line
+
+
+def test_at_the_cap_the_analyses_run(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "200"]) == 0
+    args = ["fleet", "compare", str(files / "a.parquet"), str(files / "b.parquet")]
+    assert main([*args, "--max-rows", "200", "--draws", "100"]) == 0
+
+
+def test_blank_lines_are_not_rows(tmp_path: Path) -> None:
+    p = tmp_path / "r.jsonl"
+    p.write_bytes(b"{}\n\n  \n{}\r\n{}")  # three rows; the last without a newline
+    assert count_rows(p, 10) == 3
+    check_rows(p, 3)
+    with pytest.raises(AnalysisError, match="more than 2 rows"):
+        check_rows(p, 2)
+
+
+def test_the_jsonl_check_stops_at_the_cap_and_allocates_little(tmp_path: Path) -> None:
+    p = tmp_path / "big.jsonl"
+    line = b'{"request_id": "' + b"x" * 200 + b'"}\n'
+    with open(p, "wb") as fh:
+        for _ in range(20):
+            fh.write(line * 10_000)  # 200,000 rows, 44 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(AnalysisError, match="more than 1,000 rows"):
+            check_rows(p, 1_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak  # one 1 MiB chunk and its lines, not the file
+    assert count_rows(p, 1_000) <= 1_000 + 1 + (1 << 20) // len(line)  # stopped early
+
+
+def test_a_line_longer_than_any_record_is_refused_without_reading_it_whole(
+    tmp_path: Path,
+) -> None:
+    p = tmp_path / "one-line.jsonl"
+    p.write_bytes(b"{" + b" " * (3 << 20))
+    with pytest.raises(AnalysisError, match="line 1 is longer than 1 MiB"):
+        check_rows(p, 10)
+
+
+def test_a_non_positive_cap_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "0"]) == 2
+    assert "--max-rows must be at least 1" in _one_line_error(capsys)
+
+
+def test_files_the_reader_refuses_are_left_to_its_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    check_rows(bad, 1)  # not counted: the reader names the problem
+    assert main(["fleet", "tail", str(bad), "--max-rows", "1"]) == 2
+    assert "not a readable Parquet file" in _one_line_error(capsys)
+    check_rows(tmp_path / "missing.jsonl", 1)
