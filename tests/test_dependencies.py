@@ -30,6 +30,9 @@ NEEDS = [
     ("opentelemetry-api", "liberal=True", (1, 27)),
     # RecordBatch.drop_columns: pyarrow 16.0.0 (15.0 has it on Table only).
     ("pyarrow", "drop_columns", (16,)),
+    # request.url (the server's own address for span attributes): aiohttp before 3.10.7 builds it
+    # with URL.build(host="127.0.0.1:PORT"), which current yarl refuses ("cannot contain ':'").
+    ("aiohttp", "request.url", (3, 10, 7)),
 ]
 
 
