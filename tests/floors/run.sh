@@ -18,6 +18,10 @@ VENV="${FLOORS_VENV:-/tmp/fleetwatch-floors}"
 PYTHON="${PYTHON:-python3}"
 UV_PIN="uv==0.13.8"
 
+if [ -e "$VENV" ] && [ ! -f "$VENV/pyvenv.cfg" ]; then
+  echo "floors: $VENV exists and is not a virtual environment; set FLOORS_VENV to a new path" >&2
+  exit 2
+fi
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$UV_PIN"
