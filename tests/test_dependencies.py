@@ -17,6 +17,22 @@ NEEDS = [
     # RetryCallState.upcoming_sleep: jd/tenacity#423 (commit 99e7482, "Add ability to inspect
     # upcoming sleep in stop funcs"), first tagged in 8.3.0; 8.2.3 has no such attribute.
     ("tenacity", "upcoming_sleep", (8, 3)),
+    # prometheus_client.registry.Collector is an ABC through 0.23.1 and a typing.Protocol from
+    # 0.24.0; telemetry/instrument/api.py declares a Protocol extending it, which an older
+    # release refuses at import ("Protocols can only inherit from other protocols").
+    ("prometheus-client", "(Collector, Protocol)", (0, 24)),
+    # typer before 0.17.5 neither caps click nor works with click 8.3+ (a required option left
+    # out reaches its converter as None: exit 1 and a TypeError instead of exit 2 naming it);
+    # 0.17.5 caps click below 8.3 and later releases support it. Found by tests/floors/run.sh.
+    ("typer", "typer.Option(", (0, 17, 5)),
+    # parse_env_headers(..., liberal=True) (OTEL_EXPORTER_OTLP_HEADERS as the SDK itself reads
+    # them): opentelemetry-api 1.27.0; 1.26.0 takes the string alone.
+    ("opentelemetry-api", "liberal=True", (1, 27)),
+    # RecordBatch.drop_columns: pyarrow 16.0.0 (15.0 has it on Table only).
+    ("pyarrow", "drop_columns", (16,)),
+    # request.url (the server's own address for span attributes): aiohttp before 3.10.7 builds it
+    # with URL.build(host="127.0.0.1:PORT"), which current yarl refuses ("cannot contain ':'").
+    ("aiohttp", "request.url", (3, 10, 7)),
 ]
 
 
