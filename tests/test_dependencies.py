@@ -33,12 +33,19 @@ NEEDS = [
     # request.url (the server's own address for span attributes): aiohttp before 3.10.7 builds it
     # with URL.build(host="127.0.0.1:PORT"), which current yarl refuses ("cannot contain ':'").
     ("aiohttp", "request.url", (3, 10, 7)),
+    # The engine extra. torch.nn.functional.rms_norm: torch 2.4.0 (2.2 and 2.3 have no such
+    # function). scaled_dot_product_attention(..., enable_gqa=True) (grouped-query attention with
+    # fewer key/value heads): torch 2.5.0; 2.4 refuses the keyword. Found by tests/floors/run.sh
+    # with FLOORS_TORCH.
+    ("torch", "F.rms_norm(", (2, 4)),
+    ("torch", "enable_gqa=True", (2, 5)),
 ]
 
 
 def _floor(distribution: str) -> tuple[int, ...]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    for requirement in project["dependencies"]:
+    extras = project["optional-dependencies"].values()
+    for requirement in [*project["dependencies"], *(r for extra in extras for r in extra)]:
         name = re.match(r"[A-Za-z0-9_.-]+", requirement)
         if name and name.group(0).lower() == distribution:
             found = re.search(r">=\s*([0-9][0-9.]*)", requirement)
