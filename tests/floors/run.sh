@@ -9,10 +9,10 @@
 # Not part of `make test` (it builds a second environment); `make floors` runs it.
 # torch comes from constraints.txt (the CPU wheel): a local wheel folder in PIP_FIND_LINKS (or
 # /opt/wheels), or PyTorch's CPU index through UV_EXTRA_INDEX_URL.
-# FLOORS_TORCH=2.2.0 replaces that pin with another torch release (the engine extra's floor); with
+# FLOORS_TORCH=2.5.0 replaces that pin with another torch release (the engine extra's floor); with
 # no CPU wheel of it at hand that is the index's default build (on Linux x86_64 from PyPI, the CUDA
 # build with its nvidia-* wheels, gigabytes; it runs on CPU without a GPU), e.g.
-#   FLOORS_TORCH=2.2.0 FLOORS_VENV=/tmp/torchfloor bash tests/floors/run.sh tests/engine -x -q
+#   FLOORS_TORCH=2.5.0 FLOORS_VENV=/tmp/torchfloor bash tests/floors/run.sh tests/engine -x -q
 # Left out by default: tests/vllm (its own venv and vLLM pin), tests/acceptance and tests/abuse
 # (minutes of real servers and kills; they exercise the same libraries as the rest).
 set -euo pipefail
