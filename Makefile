@@ -7,7 +7,7 @@ OUT    ?= demo-out
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test test-vllm abuse lint bench dashboards promtool browser clean
+.PHONY: demo test test-vllm abuse floors lint bench dashboards promtool browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ $(VLLM_STAMP): pyproject.toml constraints.txt tests/vllm/setup_lane.sh tests/vll
 
 test-vllm: $(STAMP) promtool $(VLLM_STAMP)
 	$(BIN)/python -m pytest -m vllm tests/vllm
+
+## floors: every direct dependency at the lowest version pyproject.toml allows, in a throwaway
+## venv (FLOORS_VENV, default /tmp/fleetwatch-floors), then the tests against it (not in `make test`)
+floors:
+	bash tests/floors/run.sh
 
 # Optional: without a browser the report screenshot test is skipped, nothing else.
 browser:

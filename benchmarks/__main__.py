@@ -1,7 +1,9 @@
 """Run every benchmark module (``bench_*.py``) in this folder, or those named on the command line.
 
 Each module exposes ``main() -> None`` that prints its table; results are recorded by hand in
-BENCHMARKS.md together with the command that produced them.
+BENCHMARKS.md together with the command that produced them. ``readme [--check]`` is not a
+benchmark: it copies the figures BENCHMARKS.md marks for the README into README.md
+(``benchmarks/readme.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["readme"]:
+        from benchmarks.readme import main as readme
+
+        return readme(argv[1:])
     here = Path(__file__).parent
     names = sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_"))
     wanted = [a if a.startswith("bench_") else f"bench_{a}" for a in argv] or names

@@ -2,17 +2,25 @@
 
 Bin ``k`` (absolute: ``k * bin_s`` seconds on the records' clock) holds the events with times in
 ``((k - 1) * bin_s, k * bin_s]``, the events a counter sampled at ``k * bin_s`` counted since the
-sample one bin earlier. A time's bin is ``ceil((t - origin) / bin_s)`` plus the origin's bin, the
-origin being a multiple of ``bin_s`` near the data, so the subtraction is exact.
+sample one bin earlier. A time's bin is ``ceil(t / bin_s)`` with IEEE division: a correctly
+rounded quotient of a time just above ``k * bin_s`` is above ``k`` (the time's spacing divided by
+``bin_s`` is more than half the quotient's), and one at or below it is at most ``k``, so the
+formula is exactly the interval above (for every time not within ``1e-300`` of 0, where the
+quotient underflows; checked for bins of 1 to 100,000 s up to ``2**52``).
 
-Two ways to count, with the same result:
+Events are counted a cache-sized chunk at a time (the chunk is read from memory once and the rest
+of the work on it stays in cache), in one of two ways with the same result:
 
-- sorted times (records as a sink writes them, in finish order) with many events per bin: every
-  bin edge is located by binary search, first among every 64th time, then within 64 times, so
-  the work is per bin rather than per event; the times on both sides of every edge are checked
-  against the formula above (any disagreement: the second way);
-- otherwise every event's bin, computed in cache-sized chunks and counted with ``np.bincount``
-  chunk by chunk when a chunk spans few bins, else all at once.
+- a chunk of times in ascending order (records as a sink writes them, in finish order) with many
+  events per bin: the order is checked (each time against the next) and every bin edge in it is
+  located from the bins of every 64th time (counted, so how many of them lie before each edge is
+  known), then by a branch-free binary search within 64 times, so the work is per bin rather than
+  per event; the times on both sides of every edge are checked against the
+  formula (any disagreement: the second way). A chunk out of order sends it and the rest to the
+  second way, with the chunks before it already counted;
+- otherwise every event's bin, computed in place in the chunk's buffer (divide, ceil, and an
+  exact float-to-integer step: adding ``2**52`` and reading the bits), counted with
+  ``np.bincount``: chunk by chunk when a chunk spans few bins, else all chunks' bins at once.
 
 ``add`` may be called batch after batch (a Parquet file streamed row group by row group); the
 counts grow to cover new bins. Memory: 16 bytes per bin between the first and the last event (30
@@ -33,11 +41,15 @@ __all__ = ["MAX_BINS", "BinCounts"]
 
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
 
 MAX_BINS = 5_000_000
-_CHUNK = 1 << 19
+_CHUNK = 1 << 18
 _SUB = 64  # the coarse search looks at every 64th time; 2**6 - 1 left to search within
 _DENSE = 8  # events per bin from which the search beats a pass over every event
+_MAGIC = float(2**52)  # an integer n in [0, 2**52) added to this has n as its low bits
+_MAGIC_BITS = int(np.float64(_MAGIC).view(np.int64))
+_LIMIT = float(2**50)  # bins beyond this cannot take the exact integer step
 
 
 class BinCounts:
@@ -49,7 +61,6 @@ class BinCounts:
         self.first = 0
         self.total: IntArray = np.zeros(0, dtype=np.int64)
         self.bad: IntArray = np.zeros(0, dtype=np.int64)
-        self._origin: int | None = None
         self._low = MAX_BINS**2  # absolute bins of the earliest and latest event counted
         self._high = -(MAX_BINS**2)
 
@@ -60,134 +71,151 @@ class BinCounts:
 
     def add(self, events: SLIEvents) -> None:
         """Count ``events`` into their bins."""
-        t = events.times
-        if t.size == 0:
+        if events.times.size == 0:
             return
-        if self._origin is None:
-            self._origin = math.floor(float(t[0]) / self.bin_s)
-        sample = _sorted_sample(t) if events.count is None else None
-        if sample is not None:
-            t_min, t_max = float(t[0]), float(t[-1])
-            lo, hi = self._bin(t_min), self._bin(t_max)
-            self._reserve(lo, hi)
-            if t.size >= _DENSE * (hi - lo + 1):
-                bad = np.asarray(events.bad, dtype=bool)
-                found = self._search_sorted(t, sample, bad, lo, hi)
-                if found is not None:
-                    self._accumulate(lo, *found)
-                    return
-        self._count_chunks(events)
-
-    # --- the two counting paths ---------------------------------------------------------------
-
-    def _bin(self, t: float) -> int:
-        """Bin of one time, relative to the origin."""
-        assert self._origin is not None
-        return math.ceil((t - self._origin * self.bin_s) / self.bin_s)
-
-    def _bins(self, t: FloatArray) -> FloatArray:
-        assert self._origin is not None
-        out = np.subtract(t, float(self._origin * self.bin_s))
-        if self.bin_s != 1:
-            np.divide(out, self.bin_s, out=out)
-        return np.ceil(out, out=out)
-
-    def _bins_into(self, t: FloatArray, work: FloatArray, out: IntArray) -> IntArray:
-        """``_bins`` as integers, through preallocated buffers."""
-        assert self._origin is not None
-        np.subtract(t, float(self._origin * self.bin_s), out=work)
-        if self.bin_s != 1:
-            np.divide(work, self.bin_s, out=work)
-        np.ceil(work, out=out, casting="unsafe")
-        return out
-
-    def _search_sorted(
-        self,
-        t: FloatArray,
-        sample: FloatArray,
-        bad: np.ndarray[Any, np.dtype[np.bool_]],
-        lo: int,
-        hi: int,
-    ) -> tuple[IntArray, IntArray] | None:
-        assert self._origin is not None
-        ks = np.arange(lo - 1, hi + 1, dtype=np.int64)
-        edges = (ks + self._origin).astype(np.float64) * self.bin_s
-        pos = _count_at_most(t, sample, edges)
-        # The formula on both sides of every edge: the last time counted and the first not.
-        last = self._bins(np.take(t, pos - 1, mode="clip"))
-        first = self._bins(np.take(t, pos, mode="clip"))
-        if not (np.all((last <= ks) | (pos == 0)) and np.all((first > ks) | (pos == t.size))):
-            return None
-        bad_pos = np.searchsorted(np.flatnonzero(bad), pos)
-        return np.diff(pos), np.diff(bad_pos)
-
-    def _count_chunks(self, events: SLIEvents) -> None:
-        """Every event's bin, a cache-sized chunk at a time, counted chunk by chunk while chunks
-        span few bins (times in roughly increasing order, or bins wide next to the chunk);
-        otherwise the bins of all events are kept and counted at once. Each chunk's bins are
-        shifted to start at 0 (``np.bincount`` sizes its output to the highest): by the bin of
-        its first time when times look ascending, else by the lowest bin of the first chunk; a
-        chunk reaching below that is shifted further."""
-        t = events.times
-        chunk = _CHUNK
-        ints = np.empty(min(chunk, t.size), dtype=np.int64)
-        floats = np.empty(ints.size, dtype=np.float64)
-        bad_at = np.flatnonzero(events.bad) if events.count is None else None
-        low = ascending = 0
+        unit = events.count is None
+        bad_at = np.flatnonzero(events.bad) if unit else None
         acc = _Span()
-        for i in range(0, t.size, chunk):
-            x = t[i : i + chunk]
-            idx = self._bins_into(x, floats[: x.size], ints[: x.size])
-            if i == 0:
-                low = int(idx.min())
-                ascending = low == int(idx[0])
-            lo = int(idx[0]) if ascending else low
-            idx -= lo
-            self._check_span(int(idx.min()), int(idx.max()))  # before bincount sizes anything
-            if bad_at is not None:
-                try:
-                    total = np.bincount(idx)
-                except ValueError:  # bins below the shift
-                    lo += _shift_to_zero(idx)
-                    total = np.bincount(idx)
-                a, b = np.searchsorted(bad_at, (i, i + x.size))
-                bad = np.bincount(idx[bad_at[a:b] - i], minlength=total.size)
-            else:
-                assert events.count is not None
-                lo += _shift_to_zero(idx)
-                total = _round(np.bincount(idx, weights=events.count[i : i + chunk]))
-                weights = events.bad[i : i + chunk]
-                bad = _round(np.bincount(idx, weights=weights, minlength=total.size))
-            if total.size > (chunk // 2 if i == 0 else 8 * chunk):
-                # bins too wide to count chunk by chunk: the rest all at once
-                rest = slice(i, None)
-                count = None if events.count is None else events.count[rest]
-                self._count_all(SLIEvents(t[rest], events.bad[rest], count))
-                break
-            acc.add(lo, total, bad)
+        start = self._count_sorted(events.times, bad_at, acc) if unit else 0
+        if start < events.times.size:
+            self._count_binned(events, bad_at, start, acc)
         if acc.total is not None:
             assert acc.bad is not None
             self._accumulate(acc.lo, acc.total[: acc.size], acc.bad[: acc.size])
 
-    def _count_all(self, events: SLIEvents) -> None:
+    # --- the two counting paths ---------------------------------------------------------------
+
+    def _bin(self, t: float) -> int:
+        """Bin of one time."""
+        return math.ceil(t / self.bin_s)
+
+    def _bins(self, t: FloatArray, out: FloatArray) -> FloatArray:
+        """Bins of ``t`` as floats (integral values), written to ``out``."""
+        if self.bin_s == 1:
+            return np.ceil(t, out=out)
+        np.divide(t, float(self.bin_s), out=out)
+        return np.ceil(out, out=out)
+
+    def _count_sorted(self, t: FloatArray, bad_at: IntArray | None, acc: _Span) -> int:
+        """Count chunks of ``t`` by search while they are ascending and dense; return where the
+        first chunk that is not starts (``t.size``: all counted)."""
+        chunk = _CHUNK
+        order = np.empty(min(chunk, t.size), dtype=bool)
+        for i in range(0, t.size, chunk):
+            part = t[i : i + chunk + 1]  # and the next chunk's first time
+            step = order[: part.size - 1]
+            if step.size:
+                np.less_equal(part[:-1], part[1:], out=step)
+                if not bool(step.all()):
+                    return i
+            x = t[i : i + chunk]
+            if not (math.isfinite(x[0]) and math.isfinite(x[-1])):
+                return i  # the other way names the bad time
+            lo, hi = self._bin(float(x[0])), self._bin(float(x[-1]))
+            self._check_span(lo, hi)
+            if x.size < _DENSE * (hi - lo + 1):
+                return i
+            pos = self._search(x, lo, hi)
+            if pos is None:
+                return i
+            acc.add(lo, np.diff(pos), _bad_between(bad_at, i, pos))
+        return t.size
+
+    def _search(self, x: FloatArray, lo: int, hi: int) -> IntArray | None:
+        """For ascending ``x`` whose bins run ``lo..hi``: how many times are in bins up to each of
+        ``lo - 1..hi`` (None when the formula disagrees with the search at an edge)."""
+        pos = np.empty(hi - lo + 2, dtype=np.int64)
+        pos[0], pos[-1] = 0, x.size
+        if hi > lo:
+            ks = np.arange(lo, hi, dtype=np.int64)
+            # every 64th time's bin: how many of those times are in bins up to each edge
+            sample = x[_SUB - 1 :: _SUB]
+            sample_bins = self._bins(sample, np.empty(sample.size, dtype=np.float64))
+            at = np.bincount(sample_bins.astype(np.int64) - lo, minlength=hi - lo + 1)[:-1]
+            inner = _refine(x, np.cumsum(at, out=at), ks.astype(np.float64) * self.bin_s)
+            # The formula on both sides of every edge: the last time counted and the first not.
+            buf = np.empty(ks.size, dtype=np.float64)
+            last = self._bins(np.take(x, inner - 1, mode="clip"), buf) <= ks
+            first = self._bins(np.take(x, inner, mode="clip"), buf) > ks
+            if not (np.all(last | (inner == 0)) and np.all(first | (inner == x.size))):
+                return None
+            pos[1:-1] = inner
+        return pos
+
+    def _count_binned(
+        self, events: SLIEvents, bad_at: IntArray | None, start: int, acc: _Span
+    ) -> None:
+        """Every event's bin from ``start`` on, a cache-sized chunk at a time, counted chunk by
+        chunk while chunks span few bins (times in roughly increasing order, or bins wide next to
+        the chunk); otherwise the bins of all events left are kept and counted at once. Bins are
+        shifted to start at 0 (``np.bincount`` sizes its output to the highest): by the chunk's
+        lowest bin."""
         t = events.times
-        t_min, t_max = float(t.min()), float(t.max())
-        lo, hi = self._bin(t_min), self._bin(t_max)
+        chunk = _CHUNK
+        work = np.empty(min(chunk, t.size - start), dtype=np.float64)
+        bad_bins: list[IntArray] = []
+        for i in range(start, t.size, chunk):
+            x = t[i : i + chunk]
+            idx, lo, hi = self._indices(x, work[: x.size])
+            if hi - lo + 1 > (chunk // 2 if i == start else 8 * chunk):
+                # bins too wide to count chunk by chunk: the rest all at once
+                rest = slice(i, None)
+                count = None if events.count is None else events.count[rest]
+                self._count_all(SLIEvents(t[rest], events.bad[rest], count), acc, bad_bins)
+                break
+            if events.count is None:
+                assert bad_at is not None
+                total = np.bincount(idx, minlength=hi - lo + 1)
+                a, b = np.searchsorted(bad_at, (i, i + x.size))
+                bad_bins.append(idx[bad_at[a:b] - i] + lo)
+                acc.add(lo, total, np.zeros(0, dtype=np.int64))
+            else:
+                w = events.count[i : i + chunk]
+                total = _round(np.bincount(idx, weights=w, minlength=hi - lo + 1))
+                bad = _round(
+                    np.bincount(idx, weights=events.bad[i : i + chunk], minlength=total.size)
+                )
+                acc.add(lo, total, bad)
+        if bad_bins:
+            _add_bad(acc, np.concatenate(bad_bins))
+
+    def _indices(self, x: FloatArray, work: FloatArray) -> tuple[IntArray, int, int]:
+        """Bins of ``x`` less the lowest, as integers in ``work``'s memory; the lowest and highest
+        bin."""
+        q = self._bins(x, work)
+        lo_f, hi_f = float(q.min()), float(q.max())
+        if not (abs(lo_f) < _LIMIT and abs(hi_f) < _LIMIT):
+            raise _not_finite(x)
+        lo, hi = int(lo_f), int(hi_f)
         self._check_span(lo, hi)
-        n = hi - lo + 1
+        # q - lo is an integer in [0, 2**52): added to 2**52 it is exact and is the low bits
+        np.add(q, _MAGIC - lo_f, out=q)
+        idx = q.view(np.int64)
+        np.subtract(idx, _MAGIC_BITS, out=idx)
+        return idx, lo, hi
+
+    def _count_all(self, events: SLIEvents, acc: _Span, bad_bins: list[IntArray]) -> None:
+        t = events.times
+        low, high = float(t.min()), float(t.max())
+        if not (abs(low) < _LIMIT and abs(high) < _LIMIT):
+            raise _not_finite(t)
+        lo, hi = self._bin(low), self._bin(high)
+        self._check_span(lo, hi)
         idx = np.empty(t.size, dtype=np.int64)
-        work = np.empty(min(_CHUNK, t.size), dtype=np.float64)
+        flat = idx.view(np.float64)
         for i in range(0, t.size, _CHUNK):
             x = t[i : i + _CHUNK]
-            self._bins_into(x, work[: x.size], idx[i : i + x.size])
-        idx -= lo
+            q = self._bins(x, flat[i : i + x.size])
+            np.add(q, _MAGIC - lo, out=q)
+            part = idx[i : i + x.size]
+            np.subtract(part, _MAGIC_BITS, out=part)
+        n = hi - lo + 1
         if events.count is None:
-            total = np.bincount(idx, minlength=n)
-            bad = np.bincount(idx[np.flatnonzero(events.bad)], minlength=n)
+            acc.add(lo, np.bincount(idx, minlength=n), np.zeros(0, dtype=np.int64))
+            bad_bins.append(idx[np.flatnonzero(events.bad)] + lo)
         else:
             total = _round(np.bincount(idx, weights=events.count, minlength=n))
-            bad = _round(np.bincount(idx, weights=events.bad, minlength=n))
-        self._accumulate(lo, total, bad)
+            acc.add(lo, total, _round(np.bincount(idx, weights=events.bad, minlength=n)))
 
     def _check_span(self, lo: int, hi: int) -> None:
         if hi - lo + 1 > MAX_BINS:
@@ -197,18 +225,6 @@ class BinCounts:
                 "interval with a larger common divisor, or a shorter time range"
             )
 
-    def _reserve(self, lo: int, hi: int) -> None:
-        """Make room for the bins ``lo..hi`` (relative) at once, rather than growing to them."""
-        assert self._origin is not None
-        self._check_span(min(self._low, lo + self._origin), max(self._high, hi + self._origin))
-        start, end = lo + self._origin, hi + self._origin
-        if self.total.size == 0:
-            self.first = start
-            self.total = np.zeros(end - start + 1, dtype=np.int64)
-            self.bad = np.zeros_like(self.total)
-        elif start < self.first or end > self.last:
-            self._grow(min(start, self.first), max(end, self.last))
-
     def _grow(self, new_first: int, new_last: int) -> None:
         grown_total = np.zeros(new_last - new_first + 1, dtype=np.int64)
         grown_bad = np.zeros_like(grown_total)
@@ -217,9 +233,7 @@ class BinCounts:
         grown_bad[at : at + self.bad.size] = self.bad
         self.first, self.total, self.bad = new_first, grown_total, grown_bad
 
-    def _accumulate(self, lo: int, total: IntArray, bad: IntArray) -> None:
-        assert self._origin is not None
-        start = lo + self._origin
+    def _accumulate(self, start: int, total: IntArray, bad: IntArray) -> None:
         end = start + total.size - 1
         self._low, self._high = min(self._low, start), max(self._high, end)
         self._check_span(self._low, self._high)
@@ -275,30 +289,39 @@ class _Span:
         self.bad: IntArray | None = None
 
     def add(self, lo: int, total: IntArray, bad: IntArray) -> None:
+        """Add counts from bin ``lo`` on (``bad`` may be shorter than ``total``)."""
+        n = max(total.size, bad.size)
         if self.total is None or self.bad is None:
-            self.lo, self.size = lo, total.size
-            self.total = np.zeros(2 * total.size, dtype=np.int64)
+            self.lo, self.size = lo, n
+            self.total = np.zeros(2 * n, dtype=np.int64)
             self.bad = np.zeros_like(self.total)
-        elif lo < self.lo or lo + total.size > self.lo + self.total.size:
+        elif lo < self.lo or lo + n > self.lo + self.total.size:
             new_lo = min(lo, self.lo)
-            new_hi = max(lo + total.size, self.lo + self.size)
+            new_hi = max(lo + n, self.lo + self.size)
             grown = np.zeros(2 * (new_hi - new_lo), dtype=np.int64)
             grown_bad = np.zeros_like(grown)
             at = self.lo - new_lo
             grown[at : at + self.size] = self.total[: self.size]
             grown_bad[at : at + self.size] = self.bad[: self.size]
-            self.lo, self.total, self.bad = new_lo, grown, grown_bad
+            self.lo, self.size, self.total, self.bad = new_lo, self.size + at, grown, grown_bad
         at = lo - self.lo
         self.total[at : at + total.size] += total
         self.bad[at : at + bad.size] += bad
-        self.size = max(self.size, at + total.size)
+        self.size = max(self.size, at + n)
 
 
-def _shift_to_zero(idx: IntArray) -> int:
-    """Shift ``idx`` up so that its lowest entry is 0 when it is below; return the shift."""
-    low = min(int(idx.min()), 0)
-    idx -= low
-    return low
+def _add_bad(acc: _Span, bins: IntArray) -> None:
+    """Count bad events of absolute bins ``bins`` into ``acc``."""
+    if bins.size:
+        lo = int(bins.min())
+        acc.add(lo, np.zeros(0, dtype=np.int64), np.bincount(bins - lo))
+
+
+def _not_finite(t: FloatArray) -> SLOSpecError:
+    return SLOSpecError(
+        f"event times must be finite seconds on one clock; found {float(np.min(t))!r} to "
+        f"{float(np.max(t))!r}"
+    )
 
 
 def _round(x: np.ndarray[Any, Any]) -> IntArray:
@@ -306,26 +329,26 @@ def _round(x: np.ndarray[Any, Any]) -> IntArray:
     return np.asarray(np.rint(x), dtype=np.int64)
 
 
-def _sorted_sample(t: FloatArray) -> FloatArray | None:
-    """Every 64th time (``t[63::64]``, contiguous) when ``t`` is ascending, else None. The order
-    is checked a million times at a time, stopping at the first descent."""
-    piece = 1 << 20
-    buf = np.empty(min(piece, t.size), dtype=bool)
-    for i in range(0, t.size, piece):
-        part = t[i : i + piece + 1]
-        step = buf[: part.size - 1]
-        np.less_equal(part[:-1], part[1:], out=step)
-        if not bool(step.all()):
-            return None
-    return np.ascontiguousarray(t[_SUB - 1 :: _SUB])
+def _bad_between(bad_at: IntArray | None, start: int, pos: IntArray) -> IntArray:
+    """Bad events between consecutive positions ``pos`` (relative to ``start``; ascending,
+    from 0), given the positions of all bad events ``bad_at``: each bad event's slot searched
+    when they are fewer than the slots, else each slot's bound searched among them."""
+    if bad_at is None:
+        return np.zeros(pos.size - 1, dtype=np.int64)
+    a, b = np.searchsorted(bad_at, (start, start + int(pos[-1])))
+    rel = bad_at[a:b] - start
+    if rel.size < pos.size:
+        slot = np.searchsorted(pos, rel, side="right") - 1
+        return np.bincount(slot, minlength=pos.size - 1)
+    return np.diff(np.searchsorted(rel, pos))
 
 
-def _count_at_most(t: FloatArray, sample: FloatArray, edges: FloatArray) -> IntArray:
-    """For ascending ``t`` and ``edges``: how many times are <= each edge. A binary search in
-    ``sample`` (every 64th time), then a branch-free one within the 63 times left, so memory is
-    touched near each edge only. A probe past the end reads the last time (``mode="clip"``): it
-    adds only when every time is <= the edge, and the count is capped at ``t.size``."""
-    at = np.searchsorted(sample, edges, side="right")
+def _refine(t: FloatArray, at: IntArray, edges: FloatArray) -> IntArray:
+    """For ascending ``t`` and ``edges``: how many times are <= each edge, given ``at``: how many
+    of every 64th time (``t[63::64]``) are. The rest is among the 63 times from ``64 * at``:
+    found by a branch-free binary search, so memory is touched near each edge only. A probe past
+    the end reads the last time (``mode="clip"``): it adds only when every time is <= the edge,
+    and the count is capped at ``t.size``."""
     at *= _SUB
     probe = np.empty_like(at)
     values = np.empty(at.size, dtype=np.float64)

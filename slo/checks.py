@@ -23,9 +23,10 @@ def _present(frame: Any, column: str) -> str:
     return shown + (f" and {len(values) - _SHOWN} more" if len(values) > _SHOWN else "")
 
 
-def check_selectors(spec: SLOSpec, frame: Any, *, where: str) -> None:
+def check_selectors(spec: SLOSpec, frame: Any, *, where: str, records: int | None = None) -> None:
     """``SLOSpecError`` for the first SLO whose selector matches none of the records in ``frame``,
-    naming the selector and the values the records hold."""
+    naming the selector and the values the records hold. ``frame`` may hold only the distinct
+    selector values of ``records`` records."""
     for slo in spec.slos:
         sel = slo.selector
         wanted = {
@@ -42,7 +43,8 @@ def check_selectors(spec: SLOSpec, frame: Any, *, where: str) -> None:
         shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
         present = "; ".join(f"{k} values present: {_present(frame, k)}" for k in wanted)
         raise SLOSpecError(
-            f"selector {{{shown}}} of SLO '{slo.name}' matches none of the {len(frame)} "
+            f"selector {{{shown}}} of SLO '{slo.name}' matches none of the "
+            f"{len(frame) if records is None else records} "
             f"records in {where} ({present})",
             path=f"{slo.path}.selector",
         )

@@ -33,11 +33,24 @@ _GOODPUT = typer.Option(
 
 
 def _records(spec: Any, path: Path) -> Any:
-    """The records at ``path``, refused when empty or when an SLO's selector matches none."""
+    """The records at ``path``, refused when empty or when an SLO's selector matches none.
+    Parquet stays a path (streamed in row batches by the commands); only the distinct selector
+    values are read to check it."""
     from slo.checks import check_selectors
     from slo.errors import SLOSpecError
     from telemetry.records import read_records
 
+    if path.suffix.lower() in (".parquet", ".pq"):
+        from slo.stream import distinct_rows
+
+        selected = {
+            c for slo in spec.slos for c in ("traffic_class", "model") if getattr(slo.selector, c)
+        }
+        seen, rows = distinct_rows(path, tuple(sorted(selected)))
+        if rows == 0:
+            raise SLOSpecError(f"{path}: no records to evaluate (the file is empty)")
+        check_selectors(spec, seen, where=str(path), records=rows)
+        return path
     frame = read_records(path)
     if len(frame) == 0:
         raise SLOSpecError(f"{path}: no records to evaluate (the file is empty)")

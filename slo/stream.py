@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from slo.backtest import Backtest, backtest_counts, new_counts
 from slo.bins import BinCounts
@@ -33,7 +34,7 @@ from slo.spec import SLOSpec
 from telemetry.records import RecordError, validate_frame
 from telemetry.records.schema import DEFAULTS, FIELDS, ITL_BOUNDS
 
-__all__ = ["BATCH_ROWS", "StreamedCounts", "backtest_parquet", "stream_counts"]
+__all__ = ["BATCH_ROWS", "StreamedCounts", "backtest_parquet", "distinct_rows", "stream_counts"]
 
 BATCH_ROWS = 1 << 18
 
@@ -97,6 +98,46 @@ def _check_gaps(column: Any, out_tokens: Any, path: str, offset: int) -> None:
         raise RecordError(message, path=path, row=row, field="itl_buckets")
 
 
+def _open_schema(path: str | os.PathLike[str]) -> Any:
+    import pyarrow.parquet as pq
+
+    if not Path(path).exists():
+        raise RecordError("no such file", path=str(path))
+    try:
+        return pq.read_schema(path)
+    except Exception as exc:
+        raise RecordError(f"not a readable Parquet file ({exc})", path=str(path)) from None
+
+
+def distinct_rows(
+    path: str | os.PathLike[str], columns: tuple[str, ...], *, batch_rows: int = BATCH_ROWS
+) -> tuple[pd.DataFrame, int]:
+    """The distinct combinations of ``columns`` in a Parquet record file and its number of rows,
+    read a batch at a time (a column the file leaves out holds its default)."""
+    import pyarrow.parquet as pq
+
+    present = set(_open_schema(path).names)
+    read = [c for c in columns if c in present]
+    pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+    rows = pf.metadata.num_rows
+    seen: list[pd.DataFrame] = []
+    if read:
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=read):
+            part = batch.to_pandas().drop_duplicates()
+            seen.append(part)
+            if len(seen) > 64:  # keep the list short: fold what was seen so far
+                seen = [pd.concat(seen).drop_duplicates()]
+    frame = (
+        pd.concat(seen).astype(object).drop_duplicates()
+        if seen
+        else pd.DataFrame(index=range(min(rows, 1)))
+    )
+    for c in columns:
+        if c not in read:
+            frame[c] = str(DEFAULTS.get(c, ""))
+    return frame.reset_index(drop=True), rows
+
+
 def stream_counts(
     spec: SLOSpec, path: str | os.PathLike[str], *, batch_rows: int = BATCH_ROWS
 ) -> StreamedCounts:
@@ -104,12 +145,7 @@ def stream_counts(
     import pyarrow.parquet as pq
 
     name = str(path)
-    if not Path(path).exists():
-        raise RecordError("no such file", path=name)
-    try:
-        schema = pq.read_schema(path)
-    except Exception as exc:
-        raise RecordError(f"not a readable Parquet file ({exc})", path=name) from None
+    schema = _open_schema(path)
     present = set(schema.names)
     for spec_field in FIELDS:
         if spec_field.name not in present and not (

@@ -9,6 +9,13 @@ requests per second, and its fleet has at least ``min_fleet`` such replicas.
 
 Unlike ``fleetwatch fleet outliers``, PromQL cannot normalise by prompt length or say why: the
 alert names the replica and the runbook tells the responder to run the command for the cause.
+What it can do is compare like with like: when the profile counts prompt tokens, a replica whose
+prompt tokens per request stray more than ``mix_ratio`` (either way) from its fleet's median is
+left out of the median and MAD and does not alert (``replica:fleet_requests:rate<w>_peers`` lists
+the compared replicas). Without that, a replica sent only long prompts (3-10x the TPOT, 10-15x the
+TTFT of its peers on a busy host) is either blamed itself, or, beside a truly slow replica in a
+fleet of four, pulls the median and MAD up so far that the slow one's robust z stays near the
+cutoff and a noisy series never holds it for the whole ``for``.
 Metric names come from ``telemetry.profiles``; nothing here spells an engine's names.
 """
 
@@ -21,10 +28,18 @@ from typing import Any
 import yaml
 
 from fleet.errors import AnalysisError
-from fleet.outliers.exposition import LATENCY_SOURCES, ref_labels
+from fleet.outliers.exposition import ref_labels
 from fleet.outliers.histogram import histogram_quantile
+from fleet.outliers.rule_parts import (
+    alert_annotations,
+    latency_refs,
+    names,
+    ok_label,
+    peer_records,
+    rendered,
+)
 from telemetry.duration import format_duration, parse_duration
-from telemetry.profiles import MetricRef, Profile
+from telemetry.profiles import MetricRef, Profile, Signal
 from telemetry.promql import format_matchers
 
 __all__ = [
@@ -42,7 +57,9 @@ RUNBOOK = "runbooks/replica-outlier.md"
 
 @dataclass(frozen=True, slots=True)
 class RuleOptions:
-    """Generation settings. ``window``: rate window; ``for_``: how long before firing."""
+    """Generation settings. ``window``: rate window; ``for_``: how long before firing;
+    ``mix_ratio``: how far (either way) a replica's prompt tokens per request may stray from its
+    fleet's median before it is compared with nobody (see the module's docstring)."""
 
     window: str = "5m"
     min_effect: float = 1.25
@@ -52,32 +69,10 @@ class RuleOptions:
     error_floor: float = 0.005
     min_rate_per_s: float = 0.1
     min_fleet: int = 3
+    mix_ratio: float = 1.25
     for_: str = "10m"
     severity: str = "ticket"
     runbook_url: str = RUNBOOK
-
-
-def _latency_refs(profile: Profile) -> list[tuple[str, MetricRef]]:
-    out = []
-    for name, sigs in LATENCY_SOURCES:
-        for s in sigs:
-            if profile.has(s) and profile.metric(s).kind == "histogram":
-                out.append((name, profile.metric(s)))
-                break
-    return out
-
-
-def _names(signal: str, w: str) -> dict[str, str]:
-    base = f"fleet_{signal}_seconds" if signal != "error" else "fleet_error"
-    stat = f"p50_{w}" if signal != "error" else f"ratio_{w}"
-    return {
-        "replica": f"replica:{base}:{stat}",
-        "median": f"fleet:{base}:{stat}_median",
-        "mad": f"fleet:{base}:{stat}_mad",
-        "scale": f"fleet:{base}:{stat}_scale",
-        "ratio": f"replica:{base}:{stat}_ratio_to_median",
-        "z": f"replica:{base}:{stat}_robust_z",
-    }
 
 
 def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[str, Any]:
@@ -92,11 +87,12 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[
             "record": volume,
             "expr": f"sum by ({m}, {r}) (rate({profile.outcomes.total.selector()}[{w}]))",
         },
-        {"record": size, "expr": f"count by ({m}) ({volume} >= {o.min_rate_per_s:g})"},
     ]
+    peers = peer_records(profile, o, records)
+    records.append({"record": size, "expr": f"count by ({m}) ({peers})"})
     alerts: list[dict[str, Any]] = []
     signals: list[tuple[str, str, float, str]] = []
-    for name, ref in _latency_refs(profile):
+    for name, ref in latency_refs(profile):
         expr = (
             f"histogram_quantile(0.5, sum by ({m}, {r}, le) "
             f"(rate({ref.selector(suffix='_bucket')}[{w}])))"
@@ -119,7 +115,7 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[
     if not signals:
         raise AnalysisError(f"profile '{profile.name}' has no latency histogram or error counter")
     for name, expr, floor, gate in signals:
-        n = _names(name, w)
+        n = names(name, w)
         floor_expr = (
             f"{floor:g} * {n['median']}"
             if gate == "ratio"
@@ -130,10 +126,13 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[
                 "record": n["replica"],
                 "expr": f"({expr}) and on ({m}, {r}) ({volume} >= {o.min_rate_per_s:g})",
             },
-            {"record": n["median"], "expr": f"quantile by ({m}) (0.5, {n['replica']})"},
+            {
+                "record": n["median"],
+                "expr": f"quantile by ({m}) (0.5, {n['replica']} and on ({m}, {r}) ({peers}))",
+            },
             {
                 "record": n["mad"],
-                "expr": f"quantile by ({m}) (0.5, abs({n['replica']} - on ({m}) group_left () {n['median']}))",
+                "expr": f"quantile by ({m}) (0.5, abs({n['replica']} - on ({m}) group_left () {n['median']}) and on ({m}, {r}) ({peers}))",
             },
             {
                 "record": n["scale"],
@@ -159,40 +158,15 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[
         alerts.append(
             {
                 "alert": ALERT_NAME,
-                "expr": f"({effect}) and ({n['z']} > {o.z_cutoff:g}) and on ({m}) ({size} >= {o.min_fleet})",
+                "expr": f"({effect}) and ({n['z']} > {o.z_cutoff:g}) and on ({m}, {r}) ({peers}) and on ({m}) ({size} >= {o.min_fleet})",
                 "for": o.for_,
                 "labels": {"severity": o.severity, "signal": name},
-                "annotations": _annotations(profile, o, name, shown),
+                "annotations": alert_annotations(profile, o, name, shown),
             }
         )
     return {
         "groups": [{"name": f"fleetwatch-fleet-outliers-{profile.name}", "rules": records + alerts}]
     }
-
-
-def _annotations(profile: Profile, o: RuleOptions, signal: str, shown: str) -> dict[str, str]:
-    r, m = profile.replica_label, profile.model_label
-    return {
-        "summary": f"Replica {{{{ $labels.{r} }}}} {signal} is {shown} its fleet median",
-        "description": (
-            f"{{{{ $labels.{r} }}}} ({{{{ $labels.{m} }}}}) stands out from its peers on "
-            f"{signal} over {o.window} (robust z > {o.z_cutoff:g}). Run `fleetwatch fleet "
-            "outliers --prometheus URL` to see whether the replica or its traffic is to blame."
-        ),
-        "runbook_url": o.runbook_url,
-    }
-
-
-def _rendered(
-    profile: Profile, o: RuleOptions, signal: str, shown: str, labels: dict[str, str]
-) -> dict[str, str]:
-    """The annotations as promtool renders them for one alert (for the test's expectations)."""
-    out = {}
-    for k, v in _annotations(profile, o, signal, shown).items():
-        for name, value in labels.items():
-            v = v.replace(f"{{{{ $labels.{name} }}}}", value)
-        out[k] = v
-    return out
 
 
 def render_yaml(doc: dict[str, Any]) -> str:
@@ -216,7 +190,10 @@ def outlier_rules_test(
 ) -> dict[str, Any]:
     """A promtool test: five replicas, one twice as slow on every latency signal and one with
     10 % errors; the slow one alerts per latency signal, the failing one on ``error``, the
-    rest stay quiet. A second case, a healthy fleet, expects no alert."""
+    rest stay quiet. A second case, a healthy fleet, expects no alert. When the profile counts
+    prompt tokens, a third case adds a sixth replica sent eight times the fleet's prompt tokens
+    per request and slower than the slow one on every latency signal: its prompt mix leaves it
+    compared with nobody, so it does not alert and the same two replicas do."""
     o = options or RuleOptions()
     r, m = profile.replica_label, profile.model_label
     replicas = [f"replica-{i}" for i in range(5)]
@@ -230,14 +207,25 @@ def outlier_rules_test(
     at = format_duration(30 * step_s)
     interval = format_duration(step_s)
 
-    def fleet_series(bad: bool) -> list[dict[str, str]]:
+    long_rep = "replica-5"
+
+    def fleet_series(bad: bool, long: bool = False) -> list[dict[str, str]]:
         series: list[dict[str, str]] = []
-        for rep in replicas:
+        for rep in [*replicas, *([long_rep] if long else [])]:
             base = {m: "m", r: rep}
-            for _name, ref in _latency_refs(profile):
+            if profile.has(Signal.PROMPT_TOKENS):
+                tokens = profile.metric(Signal.PROMPT_TOKENS)
+                per_request = 320 if rep == long_rep else 40
+                series.append(
+                    {
+                        "series": _series(tokens.name, {**base, **ref_labels(tokens)}),
+                        "values": f"0+{per_min * per_request}x{minutes}",
+                    }
+                )
+            for _name, ref in latency_refs(profile):
                 bounds = [b for b in ref.buckets if b > 0]
                 i = len(bounds) // 2
-                lo_i = i if not (bad and rep == slow) else i + 1
+                lo_i = i + 2 if rep == long_rep else i + 1 if bad and rep == slow else i
                 for le in [*bounds[max(0, i - 2) : i + 3], float("inf")]:
                     in_bucket = le >= bounds[lo_i]
                     le_s = "+Inf" if le == float("inf") else f"{le:g}"
@@ -254,7 +242,7 @@ def outlier_rules_test(
             if bad_ref is not None and bad_ref.name == total.name:
                 series.append(
                     {
-                        "series": _series(total.name, {**total_labels, **_ok_label(bad_ref)}),
+                        "series": _series(total.name, {**total_labels, **ok_label(bad_ref)}),
                         "values": f"0+{per_min - errors}x{minutes}",
                     }
                 )
@@ -296,7 +284,7 @@ def outlier_rules_test(
     expected = [
         {
             "exp_labels": {"severity": o.severity, "signal": name, m: "m", r: slow},
-            "exp_annotations": _rendered(
+            "exp_annotations": rendered(
                 profile,
                 o,
                 name,
@@ -304,7 +292,7 @@ def outlier_rules_test(
                 {r: slow, m: "m"},
             ),
         }
-        for name, ref in _latency_refs(profile)
+        for name, ref in latency_refs(profile)
     ]
     has_error = "error" in profile.outcomes.bad or profile.outcomes.good is not None
     alerts = [
@@ -322,7 +310,7 @@ def outlier_rules_test(
                                 m: "m",
                                 r: failing,
                             },
-                            "exp_annotations": _rendered(
+                            "exp_annotations": rendered(
                                 profile, o, "error", "10% above", {r: failing, m: "m"}
                             ),
                         }
@@ -334,11 +322,11 @@ def outlier_rules_test(
         },
     ]
     ratio_rule = (
-        _names(_latency_refs(profile)[0][0], o.window)["ratio"] if _latency_refs(profile) else None
+        names(latency_refs(profile)[0][0], o.window)["ratio"] if latency_refs(profile) else None
     )
     expr_tests = []
     if ratio_rule is not None:
-        ref = _latency_refs(profile)[0][1]
+        ref = latency_refs(profile)[0][1]
         healthy, slow_v = quantile_of(ref, False), quantile_of(ref, True)
         expr_tests.append(
             {
@@ -364,11 +352,16 @@ def outlier_rules_test(
                 "input_series": fleet_series(False),
                 "alert_rule_test": [{"eval_time": at, "alertname": ALERT_NAME, "exp_alerts": []}],
             },
+            *(
+                [
+                    {
+                        "interval": interval,
+                        "input_series": fleet_series(True, long=True),
+                        "alert_rule_test": alerts,
+                    }
+                ]
+                if profile.has(Signal.PROMPT_TOKENS)
+                else []
+            ),
         ],
     }
-
-
-def _ok_label(bad: MetricRef) -> dict[str, str]:
-    """The label set of the non-error share of a counter split by a status-like label."""
-    labels = ref_labels(bad)
-    return {k: ("ok" if k == "status" else "stop") for k in labels}

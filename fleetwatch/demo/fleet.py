@@ -35,6 +35,8 @@ _ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz     ", dtype=np.uint8)
 
 OnReady = Callable[[Mapping[str, str]], Awaitable[None]]
 """Called with {replica: "127.0.0.1:port"} once every server listens, before traffic starts."""
+Hold = Callable[[float], Awaitable[None]]
+"""Awaited after the traffic (and ``grace_s``) with the Unix time it ended, before the fleet stops."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +142,13 @@ async def run_fleet(
     on_ready: OnReady | None = None,
     progress: Progress | None = None,
     grace_s: float = 0.0,
+    hold: Hold | None = None,
     threads: int | None = 1,
 ) -> FleetRun:
     """Serve the fleet, run the planned traffic with the burst, stop, return records and times.
 
-    ``grace_s``: seconds to keep serving after the last response (lets a scraper see the end).
+    ``grace_s``: seconds to keep serving after the last response (lets a scraper see the end);
+    ``hold`` is then awaited with the Unix time the traffic ended, the replicas still serving.
     """
     import telemetry.instrument  # noqa: F401  (first: importing telemetry.spans alone is circular)
     from engine_probe.engine.startup import StartupTimer
@@ -221,6 +225,8 @@ async def run_fleet(
         host = probe.end()
         if grace_s > 0:
             await asyncio.sleep(grace_s)
+        if hold is not None:
+            await hold(end_wall)
     finally:
         if burst is not None and not burst.done():
             burst.cancel()

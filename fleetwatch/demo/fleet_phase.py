@@ -2,7 +2,10 @@
 evaluates the generated rules, and what that Prometheus observed.
 
 With Prometheus, it starts once the replicas listen and its first scrape is awaited; the fleet
-keeps serving ``GRACE_S`` after the traffic so the end is scraped and evaluated too. Its config
+keeps serving ``GRACE_S`` after the traffic, then until Prometheus has scraped every replica and
+evaluated the rules after the end, and has had every replica's requests in the outlier rules for
+their whole ``for:`` (a slowed replica on a busy host finishes its first requests late), at most
+``HOLD_TIMEOUT_S``: the run lasts as long as the host needs, not a fixed time. Its config
 and log are copied to ``<out>/prometheus/``; its working folder is removed.
 """
 
@@ -23,10 +26,40 @@ from fleetwatch.demo.progress import Progress
 from fleetwatch.demo.scenario import DemoConfig
 from fleetwatch.demo.spec import PAGE_SLO, page_alert
 
-__all__ = ["GRACE_S", "Inspect", "fleet_phase"]
+__all__ = ["GRACE_S", "HOLD_TIMEOUT_S", "Inspect", "fleet_phase", "judged"]
 
 GRACE_S = 3.0
 """Seconds the fleet keeps serving after the traffic so Prometheus scrapes and evaluates the end."""
+
+
+HOLD_TIMEOUT_S = 60.0
+"""The longest the fleet keeps serving after the traffic for Prometheus to catch up."""
+
+
+def judged(prom: Any, end_s: float, replicas: int) -> bool:
+    """Whether ``prom`` has scraped every target and evaluated the outlier rules after ``end_s``
+    (Unix seconds), and has had each of ``replicas`` serving in those rules for their ``for:``."""
+    from fleet.outliers.rules import RuleOptions
+    from fleetwatch.demo.artifacts import OUTLIER_FOR, OUTLIER_WINDOW
+    from telemetry.duration import parse_duration
+
+    rate = f"replica:fleet_requests:rate{OUTLIER_WINDOW}"
+    serving = f"{rate} >= {RuleOptions().min_rate_per_s:g}"
+    steps = int(parse_duration(OUTLIER_FOR)) + 1
+    checks = (
+        (f"min(timestamp(up)) > {end_s:.3f}", 1),
+        (f"min(timestamp({rate})) > {end_s:.3f}", 1),
+        (f"count_over_time(({serving})[{steps}s:1s]) >= {steps}", replicas),
+    )
+    return all(len(prom.query(q)) >= n for q, n in checks)
+
+
+async def _hold(prom: Any, end_s: float, replicas: int) -> None:
+    deadline = time.monotonic() + HOLD_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if await asyncio.to_thread(judged, prom, end_s, replicas):
+            return
+        await asyncio.sleep(0.5)
 
 
 Inspect = Callable[[Any, FleetRun], None]
@@ -94,6 +127,7 @@ async def fleet_phase(
             progress=progress,
             on_ready=on_ready,
             grace_s=GRACE_S,
+            hold=lambda end_s: _hold(holder[0], end_s, config.replicas),
         )
         prom = holder[0]
         slo = next(s for s in spec.slos if s.name == PAGE_SLO)

@@ -200,3 +200,94 @@ def test_skipped_runs_never_hold_a_firing_evaluation(
                 cond = (tl.ratio(w.long_s) > thr) & (tl.ratio(w.short_s) > thr)
                 brute |= cond & (tl.counts(w.long_s)[0] >= min_events)
         assert (alert_firing(slo, tl, windows) == brute).all()
+
+
+def _truth(times: np.ndarray, bad: np.ndarray, bin_s: int, counts: BinCounts) -> None:
+    """``counts`` hold, at every bin edge k * bin_s, the events and bad events at or before it."""
+    lo, hi = counts.span() or (0, 0)
+    total, bad_counts = counts.window(lo - 1, hi + 1)
+    edges = np.arange(lo - 1, hi + 2) * float(bin_s)
+    ordered = np.sort(times)
+    assert (np.cumsum(total) == np.searchsorted(ordered, edges, side="right")).all()
+    bad_times = np.sort(times[bad])
+    assert (np.cumsum(bad_counts) == np.searchsorted(bad_times, edges, side="right")).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(min_value=1, max_value=3000),
+    sorted_share=st.sampled_from([0.0, 0.3, 0.9, 1.0]),
+    bin_s=st.sampled_from([1, 7, 30]),
+    base=st.sampled_from([-5000.0, 0.0, 1.7e9]),
+    bad_share=st.sampled_from([0.0, 0.01, 0.5, 1.0]),
+    chunk=st.sampled_from([64, 256, 1024]),
+    seed=st.integers(min_value=0, max_value=1000),
+)
+def test_searched_chunks_then_binned_chunks_count_every_edge_exactly(
+    n: int,
+    sorted_share: float,
+    bin_s: int,
+    base: float,
+    bad_share: float,
+    chunk: int,
+    seed: int,
+) -> None:
+    # Dense times (many per bin, a fifth exactly on a bin edge), ascending up to a point and
+    # shuffled after it: the chunks before it are counted by search, the rest bin by bin.
+    import slo.bins
+
+    rng = np.random.default_rng(seed)
+    span = max(1, n // 40) * bin_s
+    times = np.sort(base + rng.uniform(0, span, n))
+    on_edge = rng.random(n) < 0.2
+    times[on_edge] = base + rng.integers(0, span // bin_s + 1, int(on_edge.sum())) * bin_s
+    times.sort()
+    cut = int(n * sorted_share)
+    times[cut:] = rng.permutation(times[cut:])
+    bad = rng.random(n) < bad_share
+    saved = slo.bins._CHUNK
+    slo.bins._CHUNK = chunk
+    try:
+        counts = BinCounts(bin_s)
+        counts.add(SLIEvents(times, bad))
+        reference = BinCounts(bin_s)
+        for part in np.array_split(rng.permutation(n), 3):
+            reference.add(SLIEvents(times[part], bad[part]))
+    finally:
+        slo.bins._CHUNK = saved
+    _truth(times, bad, bin_s, counts)
+    _truth(times, bad, bin_s, reference)
+
+
+@pytest.mark.parametrize("where", [0, -1])
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_times_that_are_not_finite_are_refused_on_either_path(where: int, value: float) -> None:
+    ascending = np.linspace(1.7e9, 1.7e9 + 600, 5000)
+    for times in (ascending, ascending[::-1].copy()):
+        times = times.copy()
+        times[where] = value
+        with pytest.raises(SLOSpecError, match="finite"):
+            BinCounts(30).add(SLIEvents(times, np.zeros(times.size, dtype=bool)))
+
+
+@pytest.mark.parametrize("which", ["first", "last", "both"])
+def test_bad_events_at_the_ends_of_each_bin_land_in_that_bin(which: str) -> None:
+    # ascending and dense (the search path): a bad event that opens or closes a bin, including
+    # one exactly on the edge, counts in that bin
+    import slo.bins
+
+    rng = np.random.default_rng(4)
+    times = np.sort(np.concatenate([rng.uniform(0, 3000, 20_000), np.arange(0, 3001, 30.0)]))
+    k = np.ceil(times / 30)
+    opens = np.concatenate(([True], k[1:] != k[:-1]))
+    closes = np.concatenate((k[1:] != k[:-1], [True]))
+    bad = {"first": opens, "last": closes, "both": opens | closes}[which]
+    saved = slo.bins._CHUNK
+    slo.bins._CHUNK = 1024
+    try:
+        counts = BinCounts(30)
+        counts.add(SLIEvents(times, bad))
+    finally:
+        slo.bins._CHUNK = saved
+    _truth(times, bad, 30, counts)
+    assert (counts.window(1, 100)[1] == {"first": 1, "last": 1, "both": 2}[which]).all()

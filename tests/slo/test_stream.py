@@ -101,3 +101,42 @@ def test_a_bad_row_is_named_by_its_row_in_the_file(tmp_path: Path) -> None:
     with pytest.raises(RecordError) as whole:
         read_records(path)
     assert (whole.value.row, whole.value.field) == (4322, "finished_s")
+
+
+def test_the_cli_streams_parquet_and_checks_selectors_from_distinct_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import telemetry.records
+    from fleetwatch.cli import main
+
+    path = tmp_path / "records.parquet"
+    frame = _frame().drop(columns=["itl_buckets"])
+    write_records(path, frame)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace(
+        "  - {name: itl, objective: 99, period: 1d, sli: {kind: latency, signal: itl, threshold: 0.1}}\n", ""
+    ))  # fmt: skip
+    expected = backtest_spec(load_spec(spec.read_text()), read_records(path))
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Parquet file was read whole")
+
+    monkeypatch.setattr(telemetry.records, "read_records", refuse)
+    assert main(["slo", "backtest", str(spec), "--records", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [len(s["intervals"]) for s in out["slos"]] == [len(bt.intervals) for bt in expected]
+    assert any(s["intervals"] for s in out["slos"])
+    assert main(["slo", "report", str(spec), "--records", str(path)]) == 0
+    # a selector matching none of the records: one line naming it, the rows and the values held
+    spec.write_text(spec.read_text().replace("traffic_class: chat", "traffic_class: voice"))
+    assert main(["slo", "backtest", str(spec), "--records", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"matches none of the {len(frame)} records" in err and "'batch', 'chat'" in err
+    # and a file with no rows
+    empty = tmp_path / "empty.parquet"
+    write_records(empty, frame.iloc[:0])
+    assert main(["slo", "report", str(spec), "--records", str(empty)]) == 2
+    assert "no records" in capsys.readouterr().err
