@@ -78,25 +78,48 @@ class TenantLimits:
     ``max_num_seqs``)."""
 
     def __post_init__(self) -> None:
-        if not self.rate_per_s > 0:
-            raise ValueError("TenantLimits.rate_per_s must be > 0")
-        if not self.burst > 0:
-            raise ValueError("TenantLimits.burst must be > 0")
-        if not (self.prompt_weight >= 0 and self.output_weight >= 0):
-            raise ValueError("TenantLimits.prompt_weight and output_weight must be >= 0")
+        finite = math.isfinite
+        if not (finite(self.rate_per_s) and self.rate_per_s > 0):
+            raise ValueError(
+                f"TenantLimits.rate_per_s must be finite and > 0, got {self.rate_per_s}"
+            )
+        if not (finite(self.burst) and self.burst > 0):
+            raise ValueError(f"TenantLimits.burst must be finite and > 0, got {self.burst}")
+        for field_name, w in (
+            ("prompt_weight", self.prompt_weight),
+            ("output_weight", self.output_weight),
+        ):
+            if not (finite(w) and w >= 0):
+                raise ValueError(f"TenantLimits.{field_name} must be finite and >= 0, got {w}")
         if self.max_tenants < 1:
             raise ValueError("TenantLimits.max_tenants must be >= 1")
         if self.slots is not None and self.slots < 1:
             raise ValueError("TenantLimits.slots must be >= 1")
         for name, w in self.weights:
-            if not w > 0:
-                raise ValueError(f"TenantLimits.weights: weight of {name!r} must be > 0, got {w}")
-        for name, rate, burst in self.overrides:
-            if not (rate > 0 and burst > 0):
+            if not (finite(w) and w > 0):
                 raise ValueError(
-                    f"TenantLimits.overrides: rate and burst of {name!r} must be > 0,"
+                    f"TenantLimits.weights: weight of {name!r} must be finite and > 0, got {w}"
+                )
+        for name, rate, burst in self.overrides:
+            if not (finite(rate) and finite(burst) and rate > 0 and burst > 0):
+                raise ValueError(
+                    f"TenantLimits.overrides: rate and burst of {name!r} must be finite and > 0,"
                     f" got {rate:g}, {burst:g}"
                 )
+        named = self.named_tenants()
+        if len(named) > self.max_tenants:
+            raise ValueError(
+                f"TenantLimits.max_tenants is {self.max_tenants} but {len(named)} tenants are named"
+                f" ({', '.join(named)}): each needs a bucket of its own"
+            )
+
+    def named_tenants(self) -> list[str]:
+        """The default tenant and those named in ``weights`` or ``overrides``, in that order."""
+        out = [DEFAULT_TENANT]
+        for name in [n for n, _ in self.weights] + [n for n, _, _ in self.overrides]:
+            if name not in out:
+                out.append(name)
+        return out
 
 
 class Refusal(NamedTuple):
@@ -172,8 +195,7 @@ class TenantGate:
         )
         self.queue: FairQueue[Ticket] = FairQueue(dict(limits.weights))
         self.cap = LabelCap("tenant", limits.max_tenants)
-        named = [n for n, _ in limits.weights] + [n for n, _, _ in limits.overrides]
-        for name in (DEFAULT_TENANT, *named):
+        for name in limits.named_tenants():
             self.cap.get(name)
         self.metrics = metrics
         self.in_engine = 0
