@@ -99,10 +99,10 @@ def tenant_limits(
     defaults = TenantLimits()
     burst = defaults.burst if burst is None else burst
     cap = defaults.max_tenants if max_tenants is None else max_tenants
-    named = {"default"} | {w.partition("=")[0].strip() for w in [*weights, *overrides]}
-    if cap >= 1 and len(named) > cap:
+    tenants = {"default"} | {w.partition("=")[0].strip() for w in [*weights, *overrides]}
+    if cap >= 1 and len(tenants) > cap:
         raise EngineConfigError(
-            f"--max-tenants {cap} is less than the {len(named)} tenants named (default plus"
+            f"--max-tenants {cap} is less than the {len(tenants)} tenants named (default plus"
             " --tenant-weight/--tenant-limit): raise --max-tenants or name fewer"
         )
     try:
