@@ -11,7 +11,8 @@
 - Cost: ``prompt_weight × prompt tokens + output_weight × output tokens``. At admission a
   request reserves its worst case (``max_tokens`` of output) from its tenant's token bucket
   (``rate_per_s`` and ``burst``, or the tenant's own in ``overrides``); at its end it is
-  charged what it used and the rest is refunded.
+  charged what it used and the rest is refunded; a request that produced no output (refused by
+  the engine: queue full, KV capacity; aborted before its first token) is charged nothing.
   A tenant whose bucket cannot cover the reservation now gets 429 with ``Retry-After`` (whole
   seconds until the bucket refills enough); a request whose reservation exceeds ``burst`` can
   never be admitted and gets 400 naming the limit (not retryable).
@@ -287,14 +288,19 @@ class TenantGate:
         self._gauge(ticket.tenant)
         self.limiter.release(ticket.reservation)
 
-    def finish(self, ticket: Ticket, output_tokens: int) -> list[Ticket]:
-        """A dispatched request ended having produced ``output_tokens``: charge it, free its slot;
-        returns the tickets that enter the engine now."""
+    def finish(self, ticket: Ticket, output_tokens: int, *, ran: bool = True) -> list[Ticket]:
+        """A dispatched request ended having produced ``output_tokens``: charge it (``ran``
+        False: the engine refused or dropped it before any output, and the whole reservation is
+        refunded), free its slot; returns the tickets that enter the engine now."""
         if not ticket.dispatched or ticket.finished:
             return []
         ticket.finished = True
-        charged = self.limiter.settle(ticket.reservation, output_tokens)
-        if self.metrics is not None:
+        charged = 0.0
+        if ran:
+            charged = self.limiter.settle(ticket.reservation, output_tokens)
+        else:
+            self.limiter.release(ticket.reservation)
+        if self.metrics is not None and charged:
             self.metrics.charged.labels(self.metrics.replica, ticket.tenant).inc(charged)
         self.in_engine -= 1
         return self._dispatch()
@@ -327,11 +333,12 @@ class Hold:
             gate.cancel(self.ticket)  # no-op when it was let in meanwhile: done() frees the slot
             raise
 
-    def done(self, output_tokens: int) -> None:
-        """The request ended (or never entered the engine): settle, free its slot."""
+    def done(self, output_tokens: int, *, ran: bool = True) -> None:
+        """The request ended (or never entered the engine): settle, free its slot. ``ran``
+        False: it produced no output (refused by the engine, aborted first): nothing charged."""
         gate = self.admission.gate
         if self.ticket.dispatched:
-            self.admission.wake(gate.finish(self.ticket, output_tokens))
+            self.admission.wake(gate.finish(self.ticket, output_tokens, ran=ran))
         else:
             self.admission.waiting.pop(self.ticket, None)
             gate.cancel(self.ticket)

@@ -260,3 +260,22 @@ def test_limits_refuse_non_finite_numbers_and_more_named_tenants_than_the_cap(
     limits = TenantLimits(max_tenants=3, weights=(("a", 2.0),), overrides=(("a", 1.0, 9.0),))
     gate = TenantGate(limits, 4, clock=FrozenClock())
     assert [gate.tenant(n) for n in ("default", "a", "b", "c")] == ["default", "a", "b", "other"]
+
+
+def test_a_request_the_engine_refuses_costs_its_tenant_nothing(kit: Any) -> None:
+    # max_waiting 0: the engine refuses every arrival (QueueFull, 429) before any output
+    config = ServerConfig(tenants=LIMITS)
+    with kit.live_server(kit.make_engine(max_waiting=0), config=config) as h:
+        clock = FrozenClock()
+        old = h.server.tenants.gate
+        h.server.tenants.gate = gate = TenantGate(LIMITS, 8, clock=clock, metrics=old.metrics)
+        for _ in range(3):
+            with pytest.raises(openai.RateLimitError):
+                _complete(_client(h.url, "acme"), 50)
+        bucket = gate.limiter.bucket("acme")
+        assert bucket is not None and bucket.level == pytest.approx(100.0)  # all refunded
+        assert gate.in_engine == 0
+        assert _sample(h, "fleetwatch_tenant_tokens_charged_total", tenant="acme") == 0
+        assert (
+            _sample(h, "fleetwatch_tenant_requests_total", tenant="acme", outcome="admitted") == 3
+        )
