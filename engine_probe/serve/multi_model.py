@@ -295,6 +295,8 @@ class MultiModelServer:
         return web.json_response(body)
 
     async def ready(self, request: web.Request) -> web.Response:
+        """200 unless draining, with no model resident too: models load on a request, so a 503
+        until one is would keep a balancer from sending the request that loads it."""
         if self.draining:
             return web.json_response({"ready": False, "reason": "draining"}, status=503)
         return web.json_response({"ready": True})
@@ -311,8 +313,10 @@ class MultiModelServer:
         return resp
 
     async def close(self) -> None:
-        """Refuse new requests, drain and unload every resident model."""
+        """Refuse new requests, let a load in progress end, drain and unload every resident
+        model (one loaded by that last load included)."""
         self.draining = True
+        await self.cache.join()
         for name in self.cache.resident_names():
             entry = self.cache.entry(name)
             if entry is not None and entry.value is not None:

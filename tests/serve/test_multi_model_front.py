@@ -81,3 +81,24 @@ def test_one_tenant_gate_covers_every_model_and_outlives_reloads(kit: Any) -> No
 
     got = asyncio.run(go())
     assert got == {"small": 200, "big": 429, "big_default": 200, "small_reloaded": 429}
+
+
+def test_close_waits_for_a_load_in_progress_and_unloads_it(kit: Any) -> None:
+    server = MultiModelServer(MODELS[:2], BUDGET)
+    unloaded: list[str] = []
+    unload = server._unload
+
+    async def counted(name: str, loaded: Any) -> None:
+        unloaded.append(name)
+        await unload(name, loaded)
+
+    server._unload = counted  # type: ignore[method-assign]
+
+    async def go() -> None:
+        request = asyncio.ensure_future(server.cache.acquire("small"))
+        await kit.wait_for(lambda: server.cache.resident_bytes > 0)  # the load has begun
+        request.cancel()  # its client went: the load goes on, owned by the cache
+        await server.close()
+
+    asyncio.run(go())
+    assert unloaded == ["small"]
