@@ -284,6 +284,7 @@ class TenantGate:
         if ticket.dispatched or ticket.cancelled:
             return
         ticket.cancelled = True
+        self.queue.forget(ticket.tenant, ticket.cost)
         self.queued[ticket.tenant] -= 1
         self._gauge(ticket.tenant)
         self.limiter.release(ticket.reservation)
