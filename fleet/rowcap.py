@@ -7,6 +7,11 @@ default cap of ``DEFAULT_MAX_ROWS`` rows keeps one file under about 2.2 GB; ``--
 or lowers it. The check itself is bounded: a Parquet file's row count comes from its footer, a
 JSON-lines file is scanned in 1 MiB chunks and only until the cap is passed, and a line longer
 than ``MAX_LINE_BYTES`` (no record is near it) stops the scan too.
+
+Rows alone do not bound memory (a few rows may be huge), so the bytes are capped too, at the
+same bound: ``max_rows × BYTES_PER_ROW``, against a JSON-lines file's size and a Parquet
+file's total uncompressed size (its footer's row groups). A record is ~0.4 KB of JSON and
+~0.1 KB uncompressed in Parquet, so files of ordinary rows meet the row cap first.
 """
 
 from __future__ import annotations
@@ -15,7 +20,14 @@ from pathlib import Path
 
 from fleet.errors import AnalysisError
 
-__all__ = ["BYTES_PER_ROW", "DEFAULT_MAX_ROWS", "MAX_LINE_BYTES", "check_rows", "count_rows"]
+__all__ = [
+    "BYTES_PER_ROW",
+    "DEFAULT_MAX_ROWS",
+    "MAX_LINE_BYTES",
+    "check_rows",
+    "count_rows",
+    "data_bytes",
+]
 
 DEFAULT_MAX_ROWS = 2_000_000
 BYTES_PER_ROW = 1_100
@@ -70,6 +82,23 @@ def count_rows(path: Path, stop_after: int) -> int | None:
     return None
 
 
+def data_bytes(path: Path) -> int | None:
+    """The bytes a record file holds as read: a JSON-lines file's size, a Parquet file's total
+    uncompressed size from its footer; None when left for the reader to report."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix in _JSONL:
+            return path.stat().st_size
+        if suffix in _PARQUET:
+            import pyarrow.parquet as pq
+
+            md = pq.ParquetFile(path).metadata
+            return sum(int(md.row_group(i).total_byte_size) for i in range(md.num_row_groups))
+    except Exception:
+        return None
+    return None
+
+
 def check_rows(path: Path, max_rows: int, flag: str = "--max-rows") -> None:
     """Refuse (``AnalysisError``: one line, exit 2) a record file of more than ``max_rows`` rows,
     before it is read."""
@@ -77,6 +106,13 @@ def check_rows(path: Path, max_rows: int, flag: str = "--max-rows") -> None:
         raise AnalysisError(f"{flag} must be at least 1, got {max_rows}")
     if not path.is_file():
         return  # the reader names what is wrong
+    size, cap = data_bytes(path), max_rows * BYTES_PER_ROW
+    if size is not None and size > cap:
+        kind = "uncompressed " if path.suffix.lower() in _PARQUET else ""
+        raise AnalysisError(
+            f"{path}: {size:,} {kind}bytes, over the {cap:,} bytes the cap {flag} {max_rows:,} "
+            f"allows (about {BYTES_PER_ROW:,} bytes of memory a row); raise {flag} to read it"
+        )
     rows = count_rows(path, max_rows)
     if rows is not None and rows > max_rows:
         counted = f"more than {max_rows:,}" if path.suffix.lower() in _JSONL else f"{rows:,}"

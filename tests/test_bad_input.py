@@ -182,6 +182,18 @@ def _rows() -> list[Row]:
     add(c, "range", "engine serve --max-queue -1", "max-queue")
     add(c, "range", "engine serve --tenant-rate 5", "needs --tenant-limits")
     add(c, "range", "engine serve --tenant-limits --tenant-weight gold=x", "--tenant-weight")
+    add(c, "range", "engine serve --tenant-limits --tenant-rate inf", "--tenant-rate")
+    add(c, "range", "engine serve --tenant-limits --tenant-burst nan", "--tenant-burst")
+    add(c, "range", "engine serve --tenant-limits --tenant-output-weight inf", "--tenant-output")
+    add(c, "range", "engine serve --tenant-limits --tenant-weight gold=inf", "--tenant-weight")
+    add(c, "range", "engine serve --tenant-limits --tenant-limit gold=nan", "--tenant-limit")
+    add(c, "range", "engine serve --tenant-limits --tenant-limit gold=5:inf", "--tenant-limit")
+    add(
+        c,
+        "range",
+        "engine serve --tenant-limits --max-tenants 2 --tenant-weight a=2 --tenant-limit b=5",
+        "--max-tenants 2 is less than the 3 tenants",
+    )
     add(
         c,
         "range",

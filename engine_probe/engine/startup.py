@@ -14,7 +14,10 @@ that grew is only actionable when one knows which one grew:
 - ``readiness``: from warm to accepting traffic (starting the step loop, marking the server
   ready).
 
-The phases follow each other without gaps, so their sum is the cold start.
+One process's phases follow each other without gaps, so their sum is its cold start. Where
+several replicas start in one process, each replica's phases are its own work: ``server_start``
+runs from the call that starts its server, ``warmup`` and ``readiness`` from their task's turn,
+so time spent on another replica's start (building its engine) counts to none of them.
 
 ``StartupTimer`` stamps each phase with an injected clock (tests pass a fake one); its wall-clock
 offset is captured once so the phases become span times. On CUDA a phase ends only after the
@@ -99,10 +102,12 @@ class StartupTimer:
         self.phases: list[PhaseTime] = []
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
+    def phase(self, name: str, *, from_now: bool = False) -> Iterator[None]:
         """Time the block as phase ``name`` (recorded only when the block completes). A phase
-        starts where the previous one ended: time between them counts to the later one."""
-        start = self.phases[-1].end_s if self.phases else self.clock()
+        starts where the previous one ended: time between them counts to the later one; with
+        ``from_now`` it starts now (a phase run by a task whose turn may come after other work:
+        that wait is not this phase's)."""
+        start = self.phases[-1].end_s if self.phases and not from_now else self.clock()
         yield
         if self.sync is not None:
             self.sync()
@@ -131,10 +136,9 @@ class StartupTimer:
 
     @property
     def total_s(self) -> float:
-        """Seconds from the first phase's start to the last one's end (0 without phases)."""
-        if not self.phases:
-            return 0.0
-        return self.phases[-1].end_s - self.phases[0].start_s
+        """The cold start: the phases' seconds added up (0 without phases). One process alone
+        runs them without gaps; beside other replicas' starts, the gaps are their work."""
+        return sum(p.seconds for p in self.phases)
 
     def seconds(self) -> dict[str, float]:
         """Seconds per phase (a phase timed twice adds up)."""
@@ -209,7 +213,7 @@ def warm_up(
     if timer is None:
         engine.generate([ids], max_tokens=max_tokens)
         return
-    with timer.phase("warmup"):
+    with timer.phase("warmup", from_now=True):
         engine.generate([ids], max_tokens=max_tokens)
 
 

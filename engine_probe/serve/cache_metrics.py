@@ -7,7 +7,7 @@ bound once at start. Bytes are the cache's accounting (each model's estimated fo
 - ``fleetwatch_model_cache_resident{model}`` (1 while loaded), ``..._pinned_requests{model}``
   (leases held: requests in flight on it),
 - ``fleetwatch_model_cache_loads_total{model}``, ``..._evictions_total{model}``,
-  ``..._refusals_total{model,reason}`` (``too_large``, ``all_pinned``),
+  ``..._refusals_total{model,reason}`` (``too_large``, ``all_pinned``, ``unload_failed``),
 - ``fleetwatch_model_cache_load_seconds{model}`` (histogram: a load is a cold start, from the
   request that asked to the model serving).
 """
@@ -27,7 +27,7 @@ __all__ = ["LOAD_BUCKETS", "CacheMetrics"]
 LOAD_BUCKETS: Final = FLEETWATCH_MODEL_LOAD_BUCKETS
 """Seconds (the fleetwatch profile's buckets for this histogram)."""
 
-_REASONS: Final = ("too_large", "all_pinned")
+_REASONS: Final = ("too_large", "all_pinned", "unload_failed")
 
 
 class CacheMetrics(CacheEvents):

@@ -272,7 +272,9 @@ def serve(
             timer = StartupTimer()
             if i == 0:
                 timer.since_process_start()
-            engine = LLMEngine(mcfg, engine_config(i), startup=timer)
+            # built off the loop: the replicas already started warm up meanwhile, their phase
+            # times untouched by this build
+            engine = await asyncio.to_thread(LLMEngine, mcfg, engine_config(i), startup=timer)
             options = telemetry_options(engine.replica, goodput=target, span_file=span_file)
             handle = await start_server(
                 engine,

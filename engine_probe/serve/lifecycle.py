@@ -128,6 +128,7 @@ async def start_server(
     """
     from engine_probe.engine import AsyncEngine
 
+    entered = startup.clock() if startup is not None else 0.0
     owns = not isinstance(engine, AsyncEngine)
     aengine = AsyncEngine(engine) if owns else engine
     registry = registry if registry is not None else CollectorRegistry()
@@ -186,6 +187,9 @@ async def start_server(
     housekeeping = asyncio.create_task(_housekeeping(server, limits.sweep_interval_s))
     warming = None
     if startup is not None and warm:
+        # this server's own start, marked before returning: the caller may build the next
+        # replica's engine on the loop before the warm-up task first runs
+        startup.mark("server_start", entered)
         metrics = StartupMetrics(aengine.engine.replica, lambda: readiness.ready)
         registry.register(metrics)
         provider = instrumentation.tracer_provider if instrumentation is not None else None
@@ -220,7 +224,6 @@ async def _warm(
     """Warm the engine up off the loop with telemetry paused (the warm-up is not traffic), start
     its step loop, then mark the server ready and publish the startup."""
     engine = aengine.engine
-    timer.mark("server_start", timer.last_end_s)
     if instrumentation is not None:
         instrumentation.pause()
     try:
@@ -231,7 +234,7 @@ async def _warm(
     finally:
         if instrumentation is not None:
             instrumentation.resume()
-    start = timer.last_end_s
+    start = timer.clock()  # from this task's turn: a wait for the loop is not this start's
     await aengine.start()
     timer.mark("readiness", start)
     readiness.set(None)

@@ -199,12 +199,19 @@ class GuardedProtocol(asyncio.Protocol):
         if inner is None:
             return
         if self.idle:
+            rest = data.lstrip(b"\r\n")  # empty lines before a request line are allowed
+            if not rest:
+                inner.data_received(data)
+                return
             self.idle = False
             self.waiting_head = True
             self._tail = b""
             self.guard.head_started(self)
+            data_for_head = rest
+        else:
+            data_for_head = data
         if self.waiting_head:
-            window = self._tail + data
+            window = self._tail + data_for_head
             if b"\n\r\n" in window or b"\n\n" in window:
                 self.waiting_head = False
                 self._tail = b""
@@ -323,9 +330,14 @@ class ConnectionGuard:
         if conn is not None:
             self.head_complete(conn)
 
-    def response_done(self, inner: object) -> None:
+    def response_done(self, inner: object, body: Any = None) -> None:
         """The response on the connection of ``inner`` was written: the next head is due (its
-        deadline starts with its first byte; until then the connection is idle)."""
+        deadline starts with its first byte; until then the connection is idle). ``body``: the
+        request's body stream (``is_eof``, ``on_eof``); while the client is still sending it (a
+        response sent before the body was read), its bytes are no head: idle only at its end."""
+        if body is not None and not body.is_eof():
+            body.on_eof(lambda: self.response_done(inner))
+            return
         conn = self.known.get(inner)
         if conn is not None and conn in self._active:
             conn.idle = True

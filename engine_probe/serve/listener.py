@@ -39,7 +39,7 @@ def request_hooks(guard: ConnectionGuard) -> tuple[Any, type[AbstractAccessLogge
 
     class ResponseDone(AbstractAccessLogger):
         def log(self, request: BaseRequest, response: web.StreamResponse, time: float) -> None:
-            guard.response_done(request.protocol)
+            guard.response_done(request.protocol, request.content)
 
         @property
         def enabled(self) -> bool:

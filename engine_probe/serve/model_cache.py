@@ -17,7 +17,13 @@ model for its whole life, streaming included; a leased model is *pinned* and is 
   used since (Cao and Irani, 1997). Pinned models and the one loading are never candidates.
 - **Refusals** (``CacheRefusal``, answered 503): a model larger than the whole budget
   (``too_large``: retrying cannot help); not enough unpinned bytes to evict (``all_pinned``:
-  answered with ``Retry-After``, the pins end when their requests do).
+  answered with ``Retry-After``, the pins end when their requests do); unloading a victim
+  failed and left too little room (``unload_failed``, ``Retry-After``: the victim stays resident
+  and is evicted again later).
+- **Cancellation.** Each load, with the evictions that make room for it, is a task the cache
+  owns; requests await it shielded. A request cancelled mid-load or mid-eviction leaves the task
+  to finish: no model is forgotten while still in memory, no second build of the same model
+  starts while the first runs, and an evicted model's bytes stay counted until its unload ends.
 
 Invariant (asserted by the property test): resident bytes (loaded, loading and still being
 unloaded) never exceed the budget, and a model with a lease is never unloaded.
@@ -85,7 +91,7 @@ class ModelCache(Generic[T]):
 
     ``load(name)`` returns the loaded value; ``unload(name, value)`` releases it (called only
     for a model without leases). Both are awaited on the loop; a failed load leaves nothing
-    resident and raises to its request; a request that waited for it tries the load again.
+    resident and raises to every request waiting for it; a later request tries the load again.
 
     >>> async def demo():
     ...     async def load(name): return name.upper()
@@ -124,6 +130,7 @@ class ModelCache(Generic[T]):
         self._inflation = 0.0
         self._uses = itertools.count(1)
         self._loads = asyncio.Lock()
+        self._tasks: dict[str, asyncio.Task[Resident[T]]] = {}
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -156,41 +163,54 @@ class ModelCache(Generic[T]):
             self.release(r)
 
     async def acquire(self, name: str) -> Resident[T]:
-        """Pin and return ``name``'s entry (``release`` it); see ``lease``."""
+        """Pin and return ``name``'s entry (``release`` it); see ``lease``.
+
+        The load (and the evictions that make room for it) is a task the cache owns: requests
+        await it shielded, so a request cancelled meanwhile leaves it running to its end and the
+        accounting exact; the model it loads stays resident, unpinned."""
         size = self.sizes[name]
-        r = self._resident.get(name)
-        if r is not None and r.ready:
-            return self._pin(r)
-        if size > self.budget_bytes:
-            self.events.refused(name, "too_large")
-            raise CacheRefusal(
-                name,
-                "too_large",
-                f"model {name!r} needs {size} bytes; the model cache holds {self.budget_bytes}",
-                None,
-            )
-        async with self._loads:
+        while True:
             r = self._resident.get(name)
             if r is not None and r.ready:
                 return self._pin(r)
-            victims = self._victims(name, size)
-            for v in victims:  # out of reach at once, bytes counted until unloaded
-                del self._resident[v.name]
-                self._unloading_bytes += v.size
-            try:
-                for v in victims:
-                    await self._evict(v)
-            finally:
-                for v in victims:
-                    self._unloading_bytes -= v.size
-            return await self._load_pinned(name, size)
+            if size > self.budget_bytes:
+                self.events.refused(name, "too_large")
+                raise CacheRefusal(
+                    name,
+                    "too_large",
+                    f"model {name!r} needs {size} bytes; the model cache holds {self.budget_bytes}",
+                    None,
+                )
+            task = self._tasks.get(name)
+            if task is None:
+                task = asyncio.get_running_loop().create_task(self._make_resident(name, size))
+                self._tasks[name] = task
+                task.add_done_callback(self._task_done(name))
+            loaded = await asyncio.shield(task)
+            if self._resident.get(name) is loaded and loaded.ready:
+                return self._pin(loaded)
+            # evicted between the load's end and this request's turn: load it again
 
     def release(self, r: Resident[T]) -> None:
         """End one lease on ``r``."""
         r.pins -= 1
         self.events.changed(self)
 
+    async def join(self) -> None:
+        """Wait for the loads (and their evictions) in progress to end, whatever their outcome."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
     # -- inside --------------------------------------------------------------------------------
+
+    def _task_done(self, name: str) -> Callable[[asyncio.Task[Resident[T]]], None]:
+        def done(task: asyncio.Task[Resident[T]]) -> None:
+            if self._tasks.get(name) is task:
+                del self._tasks[name]
+            if not task.cancelled():
+                task.exception()  # retrieved: every waiter may have gone
+
+        return done
 
     def _pin(self, r: Resident[T]) -> Resident[T]:
         r.pins += 1
@@ -198,6 +218,29 @@ class ModelCache(Generic[T]):
         r.priority = self._inflation + r.reload_cost_s / r.size
         self.events.changed(self)
         return r
+
+    async def _make_resident(self, name: str, size: int) -> Resident[T]:
+        """The cache's own task: evict what must go, then load ``name`` (loads one at a time)."""
+        async with self._loads:
+            r = self._resident.get(name)
+            if r is not None and r.ready:
+                return r
+            victims = self._victims(name, size)
+            for v in victims:  # out of reach at once, bytes counted until really unloaded
+                del self._resident[v.name]
+                self._unloading_bytes += v.size
+            failed = [v for v in victims if not await self._evict(v)]
+            if self.budget_bytes - self.resident_bytes < size:
+                self.events.refused(name, "unload_failed")
+                names = ", ".join(v.name for v in failed)
+                raise CacheRefusal(
+                    name,
+                    "unload_failed",
+                    f"model {name!r} needs {size} bytes; unloading {names} to make room failed; "
+                    "retry shortly",
+                    self.retry_after_s,
+                )
+            return await self._load_entry(name, size)
 
     def _victims(self, name: str, size: int) -> list[Resident[T]]:
         """The models to evict, cheapest (lowest priority) first, so ``size`` more bytes fit;
@@ -227,16 +270,28 @@ class ModelCache(Generic[T]):
             )
         return chosen
 
-    async def _evict(self, v: Resident[T]) -> None:
+    async def _evict(self, v: Resident[T]) -> bool:
+        """Unload ``v`` (already out of ``_resident``, its bytes in ``_unloading_bytes``): True
+        when it is gone; False when the unload failed, and then it is resident again (still in
+        memory as far as anyone knows), to be evicted again later. A cancelled unload (only
+        ``close`` cancels the cache's tasks) keeps its bytes counted."""
         assert v.pins == 0, f"model {v.name!r} evicted with {v.pins} leases"
-        self._inflation = max(self._inflation, v.priority)
         assert v.value is not None
-        await self._unload(v.name, v.value)
+        try:
+            await self._unload(v.name, v.value)
+        except Exception:
+            self._unloading_bytes -= v.size
+            self._resident[v.name] = v
+            self.events.changed(self)
+            return False
+        self._unloading_bytes -= v.size
+        self._inflation = max(self._inflation, v.priority)
         self.events.evicted(v.name)
         self.events.changed(self)
+        return True
 
-    async def _load_pinned(self, name: str, size: int) -> Resident[T]:
-        r: Resident[T] = Resident(name, size, pins=1)
+    async def _load_entry(self, name: str, size: int) -> Resident[T]:
+        r: Resident[T] = Resident(name, size)
         self._resident[name] = r
         start = self._clock()
         try:

@@ -11,6 +11,11 @@ response is complete. A model that cannot be made resident is a 503 naming the r
 (``model_too_large``, or ``model_cache_full`` with ``Retry-After`` while every resident model
 serves requests).
 
+A request's body and headers are checked against its model's limits (known from its configs)
+before it may load or evict anything: an invalid request costs no load. Tenant limits (when on)
+are one gate for the whole server, shared by every model and kept across evictions and reloads:
+a tenant's budget does not multiply with the models it asks for.
+
 Each loaded model has its own Prometheus registry; ``/metrics`` merges them with the server's
 own (cache metrics, startup gauges) into one body (``merged_metrics``).
 """
@@ -35,8 +40,9 @@ from engine_probe.serve.errors import InvalidRequest
 from engine_probe.serve.http_metrics import HttpMetrics
 from engine_probe.serve.merged_metrics import merged_exposition
 from engine_probe.serve.model_cache import CacheRefusal, ModelCache, retry_after_header
-from engine_probe.serve.server import CompletionServer
+from engine_probe.serve.server import CompletionServer, request_limits
 from engine_probe.serve.startup import publish_startup
+from engine_probe.serve.tenants import TenantAdmission
 from telemetry.startup import StartupMetrics
 
 __all__ = ["Loaded", "MultiModelServer", "ServedModel", "parse_model_flag", "served_models"]
@@ -116,6 +122,20 @@ class MultiModelServer:
         self.metrics = HttpMetrics(self.registry, replica)
         self.startup = StartupMetrics(replica, lambda: not self.draining)
         self.registry.register(self.startup)
+        self.limits = {
+            name: request_limits(m.model, m.engine, self.config) for name, m in self.models.items()
+        }
+        self.tenants = (  # one gate for every model: a tenant's budget is the server's
+            TenantAdmission.build(
+                self.config.tenants,
+                slots=sum(m.engine.max_num_seqs for m in self.models.values()),
+                registry=self.registry,
+                replica=replica,
+                clock=clock,
+            )
+            if self.config.tenants is not None
+            else None
+        )
         sizes = {name: m.size_bytes for name, m in self.models.items()}
         events = CacheMetrics(self.registry, replica, list(self.models), budget_bytes)
         self.cache: ModelCache[Loaded] = ModelCache(
@@ -154,7 +174,9 @@ class MultiModelServer:
         )
         aengine = AsyncEngine(engine)
         await aengine.start()
-        server = CompletionServer(aengine, config=self.config, registry=registry)
+        server = CompletionServer(
+            aengine, config=self.config, registry=registry, tenants=self.tenants
+        )
         timer.mark("readiness", start)
         provider = instrumentation.tracer_provider
         publish_startup(timer, self.startup, provider, model=name, replica=engine.replica)
@@ -199,6 +221,7 @@ class MultiModelServer:
             return self.refuse(InvalidRequest(413, f"body exceeds {limit} bytes"))
         try:
             name = self._model_of(raw)
+            self._check(request, raw, name)
         except InvalidRequest as exc:
             return self.refuse(exc)
         try:
@@ -209,6 +232,19 @@ class MultiModelServer:
             code = "model_too_large" if exc.reason == "too_large" else "model_cache_full"
             err = InvalidRequest(503, exc.message, "model", code=code, reason="ModelNotResident")
             return self.refuse(err, retry_after_header(exc))
+
+    def _check(self, request: web.Request, raw: bytes, name: str) -> None:
+        """The checks that need no loaded model (the body against the model's limits, the
+        headers), before the request may cost a load or an eviction: ``InvalidRequest``."""
+        from engine_probe.serve.chat import parse_chat
+        from engine_probe.serve.idempotency import check_key
+        from engine_probe.serve.request_context import request_context
+        from engine_probe.serve.validation import parse_completion
+
+        parse = parse_completion if request.path == "/v1/completions" else parse_chat
+        req = parse(raw, self.limits[name])
+        check_key(request.headers.get("Idempotency-Key"))
+        request_context(request, self.config.traffic_class, streaming=req.stream)
 
     def _model_of(self, raw: bytes) -> str:
         """The ``model`` field: 400 when the body is not a JSON object or has no model name, 404
@@ -259,6 +295,8 @@ class MultiModelServer:
         return web.json_response(body)
 
     async def ready(self, request: web.Request) -> web.Response:
+        """200 unless draining, with no model resident too: models load on a request, so a 503
+        until one is would keep a balancer from sending the request that loads it."""
         if self.draining:
             return web.json_response({"ready": False, "reason": "draining"}, status=503)
         return web.json_response({"ready": True})
@@ -275,8 +313,10 @@ class MultiModelServer:
         return resp
 
     async def close(self) -> None:
-        """Refuse new requests, drain and unload every resident model."""
+        """Refuse new requests, let a load in progress end, drain and unload every resident
+        model (one loaded by that last load included)."""
         self.draining = True
+        await self.cache.join()
         for name in self.cache.resident_names():
             entry = self.cache.entry(name)
             if entry is not None and entry.value is not None:

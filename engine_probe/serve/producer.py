@@ -162,8 +162,8 @@ class Producer:
             message = str(exc) if isinstance(exc, EngineConfigError) else f"engine failed: {exc}"
             flight.end(error_piece("error", message, type(exc).__name__))
         finally:
-            if hold is not None:
-                hold.done(generated)
+            if hold is not None:  # no output: the engine refused or never ran it, no charge
+                hold.done(generated, ran=generated > 0)
             if first:
                 self.door.started()
             flight.end(error_piece("aborted", "request aborted", None))

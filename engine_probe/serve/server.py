@@ -64,7 +64,20 @@ from engine_probe.serve.streaming import Responder
 from engine_probe.serve.tenants import TenantAdmission
 from engine_probe.serve.validation import Limits, parse_completion
 
-__all__ = ["CompletionServer"]
+__all__ = ["CompletionServer", "request_limits"]
+
+
+def request_limits(model: Any, engine: Any, config: ServerConfig) -> Limits:
+    """What a request to the model with these configs may ask (``ModelConfig``,
+    ``EngineConfig``): known before the model is loaded."""
+    return Limits(
+        vocab_size=model.vocab_size,
+        context_tokens=model.max_position_embeddings,
+        model_name=engine.model_name,
+        max_tokens_cap=config.max_tokens_cap,
+        kv_blocks=engine.num_blocks,
+        block_size=engine.block_size,
+    )
 
 
 class CompletionServer:
@@ -78,7 +91,10 @@ class CompletionServer:
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        tenants: TenantAdmission | None = None,
     ) -> None:
+        """``tenants``: a tenant gate shared with other servers (several models behind one
+        front); None builds this server's own from ``config.tenants`` (when on)."""
         self.aengine = aengine
         engine = aengine.engine
         self.engine = engine
@@ -86,15 +102,7 @@ class CompletionServer:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.clock = clock
         self.wall_clock = wall_clock
-        mc = engine.model_config
-        self.limits = Limits(
-            vocab_size=mc.vocab_size,
-            context_tokens=mc.max_position_embeddings,
-            model_name=engine.model_name,
-            max_tokens_cap=cfg.max_tokens_cap,
-            kv_blocks=engine.engine_config.num_blocks,
-            block_size=engine.engine_config.block_size,
-        )
+        self.limits = request_limits(engine.model_config, engine.engine_config, cfg)
         self.metrics = HttpMetrics(self.registry, engine.replica)
         self.queue_times = QueueTimes()
         self._detach_queue_times = engine.attach(self.queue_times)
@@ -119,17 +127,15 @@ class CompletionServer:
                 "chat", parse_chat, ChatRenderer(name, wall_clock), "chatcmpl", "chat"
             ),
         }
-        self.tenants = (
-            TenantAdmission.build(
+        self.tenants = tenants
+        if self.tenants is None and cfg.tenants is not None:
+            self.tenants = TenantAdmission.build(
                 cfg.tenants,
                 slots=engine.engine_config.max_num_seqs,
                 registry=self.registry,
                 replica=engine.replica,
                 clock=clock,
             )
-            if cfg.tenants is not None
-            else None
-        )
         self.handler = GenerateHandler(
             replica=engine.replica,
             config=cfg,

@@ -5,11 +5,13 @@ and held, per tenant), ``--tenant-prompt-weight`` and ``--tenant-output-weight``
 prompt and per output token), ``--tenant-weight NAME=W`` (repeatable: fair-queue weight of one
 tenant, others 1), ``--tenant-limit NAME=RATE[:BURST]`` (repeatable: one tenant's own bucket,
 burst defaulting to ``--tenant-burst``) and ``--max-tenants`` tune them. A tuning flag without ``--tenant-limits`` is
-refused, so a limit never silently does nothing.
+refused, so a limit never silently does nothing; so is a value that is not a finite number, and
+naming more tenants (the default one included) than ``--max-tenants`` keeps apart.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from engine_probe.engine.errors import EngineConfigError
@@ -29,9 +31,10 @@ def parse_tenant_weights(items: Sequence[str]) -> tuple[tuple[str, float], ...]:
             weight = float(value)
         except ValueError:
             weight = float("nan")
-        if not sep or not valid_traffic_class(name) or not weight > 0:
+        if not sep or not valid_traffic_class(name) or not (math.isfinite(weight) and weight > 0):
             raise EngineConfigError(
-                f"--tenant-weight must be NAME=WEIGHT (NAME: {TRAFFIC_CLASS_RULE}; WEIGHT > 0),"
+                f"--tenant-weight must be NAME=WEIGHT (NAME: {TRAFFIC_CLASS_RULE}; WEIGHT a"
+                " finite number > 0),"
                 f" got {item!r}"
             )
         if name in out:
@@ -55,10 +58,11 @@ def parse_tenant_overrides(
             burst = float(burst_text) if colon else default_burst
         except ValueError:
             rate = burst = float("nan")
-        if not sep or not valid_traffic_class(name) or not (rate > 0 and burst > 0):
+        finite = math.isfinite(rate) and math.isfinite(burst)
+        if not sep or not valid_traffic_class(name) or not (finite and rate > 0 and burst > 0):
             raise EngineConfigError(
                 f"--tenant-limit must be NAME=RATE[:BURST] (NAME: {TRAFFIC_CLASS_RULE}; RATE and"
-                f" BURST > 0), got {item!r}"
+                f" BURST finite numbers > 0), got {item!r}"
             )
         if name in out:
             raise EngineConfigError(f"--tenant-limit names tenant {name!r} twice")
@@ -94,6 +98,13 @@ def tenant_limits(
         return None
     defaults = TenantLimits()
     burst = defaults.burst if burst is None else burst
+    cap = defaults.max_tenants if max_tenants is None else max_tenants
+    tenants = {"default"} | {w.partition("=")[0].strip() for w in [*weights, *overrides]}
+    if cap >= 1 and len(tenants) > cap:
+        raise EngineConfigError(
+            f"--max-tenants {cap} is less than the {len(tenants)} tenants named (default plus"
+            " --tenant-weight/--tenant-limit): raise --max-tenants or name fewer"
+        )
     try:
         return TenantLimits(
             rate_per_s=defaults.rate_per_s if rate is None else rate,

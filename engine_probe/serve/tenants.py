@@ -11,7 +11,8 @@
 - Cost: ``prompt_weight × prompt tokens + output_weight × output tokens``. At admission a
   request reserves its worst case (``max_tokens`` of output) from its tenant's token bucket
   (``rate_per_s`` and ``burst``, or the tenant's own in ``overrides``); at its end it is
-  charged what it used and the rest is refunded.
+  charged what it used and the rest is refunded; a request that produced no output (refused by
+  the engine: queue full, KV capacity; aborted before its first token) is charged nothing.
   A tenant whose bucket cannot cover the reservation now gets 429 with ``Retry-After`` (whole
   seconds until the bucket refills enough); a request whose reservation exceeds ``burst`` can
   never be admitted and gets 400 naming the limit (not retryable).
@@ -78,25 +79,48 @@ class TenantLimits:
     ``max_num_seqs``)."""
 
     def __post_init__(self) -> None:
-        if not self.rate_per_s > 0:
-            raise ValueError("TenantLimits.rate_per_s must be > 0")
-        if not self.burst > 0:
-            raise ValueError("TenantLimits.burst must be > 0")
-        if not (self.prompt_weight >= 0 and self.output_weight >= 0):
-            raise ValueError("TenantLimits.prompt_weight and output_weight must be >= 0")
+        finite = math.isfinite
+        if not (finite(self.rate_per_s) and self.rate_per_s > 0):
+            raise ValueError(
+                f"TenantLimits.rate_per_s must be finite and > 0, got {self.rate_per_s}"
+            )
+        if not (finite(self.burst) and self.burst > 0):
+            raise ValueError(f"TenantLimits.burst must be finite and > 0, got {self.burst}")
+        for field_name, w in (
+            ("prompt_weight", self.prompt_weight),
+            ("output_weight", self.output_weight),
+        ):
+            if not (finite(w) and w >= 0):
+                raise ValueError(f"TenantLimits.{field_name} must be finite and >= 0, got {w}")
         if self.max_tenants < 1:
             raise ValueError("TenantLimits.max_tenants must be >= 1")
         if self.slots is not None and self.slots < 1:
             raise ValueError("TenantLimits.slots must be >= 1")
         for name, w in self.weights:
-            if not w > 0:
-                raise ValueError(f"TenantLimits.weights: weight of {name!r} must be > 0, got {w}")
-        for name, rate, burst in self.overrides:
-            if not (rate > 0 and burst > 0):
+            if not (finite(w) and w > 0):
                 raise ValueError(
-                    f"TenantLimits.overrides: rate and burst of {name!r} must be > 0,"
+                    f"TenantLimits.weights: weight of {name!r} must be finite and > 0, got {w}"
+                )
+        for name, rate, burst in self.overrides:
+            if not (finite(rate) and finite(burst) and rate > 0 and burst > 0):
+                raise ValueError(
+                    f"TenantLimits.overrides: rate and burst of {name!r} must be finite and > 0,"
                     f" got {rate:g}, {burst:g}"
                 )
+        named = self.named_tenants()
+        if len(named) > self.max_tenants:
+            raise ValueError(
+                f"TenantLimits.max_tenants is {self.max_tenants} but {len(named)} tenants are named"
+                f" ({', '.join(named)}): each needs a bucket of its own"
+            )
+
+    def named_tenants(self) -> list[str]:
+        """The default tenant and those named in ``weights`` or ``overrides``, in that order."""
+        out = [DEFAULT_TENANT]
+        for name in [n for n, _ in self.weights] + [n for n, _, _ in self.overrides]:
+            if name not in out:
+                out.append(name)
+        return out
 
 
 class Refusal(NamedTuple):
@@ -172,8 +196,7 @@ class TenantGate:
         )
         self.queue: FairQueue[Ticket] = FairQueue(dict(limits.weights))
         self.cap = LabelCap("tenant", limits.max_tenants)
-        named = [n for n, _ in limits.weights] + [n for n, _, _ in limits.overrides]
-        for name in (DEFAULT_TENANT, *named):
+        for name in limits.named_tenants():
             self.cap.get(name)
         self.metrics = metrics
         self.in_engine = 0
@@ -261,18 +284,24 @@ class TenantGate:
         if ticket.dispatched or ticket.cancelled:
             return
         ticket.cancelled = True
+        self.queue.forget(ticket.tenant, ticket.cost)
         self.queued[ticket.tenant] -= 1
         self._gauge(ticket.tenant)
         self.limiter.release(ticket.reservation)
 
-    def finish(self, ticket: Ticket, output_tokens: int) -> list[Ticket]:
-        """A dispatched request ended having produced ``output_tokens``: charge it, free its slot;
-        returns the tickets that enter the engine now."""
+    def finish(self, ticket: Ticket, output_tokens: int, *, ran: bool = True) -> list[Ticket]:
+        """A dispatched request ended having produced ``output_tokens``: charge it (``ran``
+        False: the engine refused or dropped it before any output, and the whole reservation is
+        refunded), free its slot; returns the tickets that enter the engine now."""
         if not ticket.dispatched or ticket.finished:
             return []
         ticket.finished = True
-        charged = self.limiter.settle(ticket.reservation, output_tokens)
-        if self.metrics is not None:
+        charged = 0.0
+        if ran:
+            charged = self.limiter.settle(ticket.reservation, output_tokens)
+        else:
+            self.limiter.release(ticket.reservation)
+        if self.metrics is not None and charged:
             self.metrics.charged.labels(self.metrics.replica, ticket.tenant).inc(charged)
         self.in_engine -= 1
         return self._dispatch()
@@ -305,11 +334,12 @@ class Hold:
             gate.cancel(self.ticket)  # no-op when it was let in meanwhile: done() frees the slot
             raise
 
-    def done(self, output_tokens: int) -> None:
-        """The request ended (or never entered the engine): settle, free its slot."""
+    def done(self, output_tokens: int, *, ran: bool = True) -> None:
+        """The request ended (or never entered the engine): settle, free its slot. ``ran``
+        False: it produced no output (refused by the engine, aborted first): nothing charged."""
         gate = self.admission.gate
         if self.ticket.dispatched:
-            self.admission.wake(gate.finish(self.ticket, output_tokens))
+            self.admission.wake(gate.finish(self.ticket, output_tokens, ran=ran))
         else:
             self.admission.waiting.pop(self.ticket, None)
             gate.cancel(self.ticket)

@@ -55,3 +55,11 @@ class FairQueue(Generic[T]):
         _finish, _seq, start, tenant, item = heapq.heappop(self._heap)
         self._virtual = max(self._virtual, start)
         return tenant, item
+
+    def forget(self, tenant: str, cost: float) -> None:
+        """An item ``tenant`` pushed with ``cost`` left unserved (it stays in the heap and the
+        caller skips it when popped): take its cost back off the tenant's finish, so a request
+        cancelled while queued does not push the tenant's later ones back."""
+        finish = self._finish.get(tenant)
+        if finish is not None:
+            self._finish[tenant] = max(self._virtual, finish - cost / self.weight(tenant))

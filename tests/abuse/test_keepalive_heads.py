@@ -183,3 +183,59 @@ def test_a_client_trickling_its_second_head_is_cut_at_the_header_timeout(tools: 
     assert first.startswith(b"HTTP/1.1 200 ")
     assert cut, f"the second head trickled for {TRICKLE_S} s without being cut"
     assert after == b"" or after.startswith(b"HTTP/1.1 408 "), after[:200]
+
+
+def test_empty_lines_after_a_response_do_not_start_the_next_head_deadline() -> None:
+    now = [0.0]
+    guard = _guard(now, header_timeout_s=5.0, keepalive_timeout_s=60.0)
+    conn, t = _connect(guard)
+    _served(guard, conn)
+    conn.data_received(b"\r\n")  # a client's CRLF after its body: allowed before a request line
+    conn.data_received(b"\r\n\r\n")
+    assert guard.pending == 0
+    now[0] = 30.0
+    assert guard.sweep() == 0 and t.state == "open"
+    conn.data_received(b"\r\nGET /health HTTP/1.1\r\n")  # the next head begins: deadline from now
+    assert guard.pending == 1
+    now[0] = 36.0
+    assert guard.sweep() == 1 and t.written == HEAD_TIMEOUT
+
+
+class Body:
+    """A request body stream as aiohttp's: ``is_eof`` and ``on_eof``."""
+
+    def __init__(self) -> None:
+        self.eof = False
+        self.callbacks: list[Any] = []
+
+    def is_eof(self) -> bool:
+        return self.eof
+
+    def on_eof(self, callback: Any) -> None:
+        self.callbacks.append(callback)
+
+    def end(self) -> None:
+        self.eof = True
+        for c in self.callbacks:
+            c()
+
+
+def test_a_body_still_arriving_after_an_early_response_is_not_a_slow_head() -> None:
+    now = [0.0]
+    guard = _guard(now, header_timeout_s=5.0, keepalive_timeout_s=60.0)
+    conn, t = _connect(guard)
+    conn.data_received(b"POST /v1/completions HTTP/1.1\r\nContent-Length: 9000\r\n\r\n")
+    guard.request_started(conn.inner)
+    body = Body()
+    guard.response_done(conn.inner, body)  # answered (say 400) before the body was read
+    for _ in range(10):  # the client keeps sending its body, slowly: no head deadline on it
+        now[0] += 3.0
+        conn.data_received(b"x" * 900)
+        assert guard.pending == 0 and guard.sweep() == 0
+    body.end()
+    now[0] += 30.0
+    assert guard.sweep() == 0 and t.state == "open"
+    conn.data_received(b"GET /health HTTP/1.1\r\n")  # the next head: its deadline runs
+    assert guard.pending == 1
+    now[0] += 6.0
+    assert guard.sweep() == 1

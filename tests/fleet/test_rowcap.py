@@ -12,7 +12,7 @@ import pytest
 
 import telemetry.records
 from fleet.errors import AnalysisError
-from fleet.rowcap import check_rows, count_rows
+from fleet.rowcap import BYTES_PER_ROW, check_rows, count_rows
 from fleetwatch.cli import main
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from telemetry.records import write_records
@@ -87,13 +87,15 @@ def test_the_jsonl_check_stops_at_the_cap_and_allocates_little(tmp_path: Path) -
             fh.write(line * 10_000)  # 200,000 rows, 44 MB
     tracemalloc.start()
     try:
-        with pytest.raises(AnalysisError, match="more than 1,000 rows"):
-            check_rows(p, 1_000)
+        assert p.stat().st_size < 45_000 * BYTES_PER_ROW  # under the byte cap: rows counted
+        with pytest.raises(AnalysisError, match="more than 45,000 rows"):
+            check_rows(p, 45_000)
+        rows = count_rows(p, 1_000)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert peak < 8 << 20, peak  # one 1 MiB chunk and its lines, not the file
-    assert count_rows(p, 1_000) <= 1_000 + 1 + (1 << 20) // len(line)  # stopped early
+    assert rows is not None and rows <= 1_000 + 1 + (1 << 20) // len(line)  # stopped early
 
 
 def test_a_line_longer_than_any_record_is_refused_without_reading_it_whole(
@@ -102,7 +104,7 @@ def test_a_line_longer_than_any_record_is_refused_without_reading_it_whole(
     p = tmp_path / "one-line.jsonl"
     p.write_bytes(b"{" + b" " * (3 << 20))
     with pytest.raises(AnalysisError, match="line 1 is longer than 1 MiB"):
-        check_rows(p, 10)
+        check_rows(p, 10_000)  # 3 MiB is under the byte cap of 10,000 rows
 
 
 def test_a_non_positive_cap_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,3 +121,22 @@ def test_files_the_reader_refuses_are_left_to_its_message(
     assert main(["fleet", "tail", str(bad), "--max-rows", "1"]) == 2
     assert "not a readable Parquet file" in _one_line_error(capsys)
     check_rows(tmp_path / "missing.jsonl", 1)
+
+
+def test_few_huge_rows_are_refused_by_their_bytes_before_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nothing_read: None
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    jsonl = tmp_path / "huge.jsonl"
+    jsonl.write_bytes((b'{"request_id": "' + b"x" * 500_000 + b'"}\n') * 5)  # 5 rows, 2.5 MB
+    assert main(["fleet", "tail", str(jsonl), "--max-rows", "100"]) == 2
+    line = _one_line_error(capsys)
+    assert "huge.jsonl" in line and "over the 110,000 bytes the cap --max-rows 100" in line
+    parquet = tmp_path / "huge.parquet"
+    pq.write_table(pa.table({"request_id": ["y" * 50_000] * 10}), parquet)  # 10 rows, 0.5 MB
+    assert main(["fleet", "tail", str(parquet), "--max-rows", "20"]) == 2
+    line = _one_line_error(capsys)
+    assert "uncompressed bytes, over the 22,000 bytes the cap --max-rows 20" in line
+    assert "raise --max-rows" in line

@@ -159,3 +159,13 @@ def test_release_refunds_the_whole_reservation_once():
     assert lim.bucket("a").level == pytest.approx(50)
     with pytest.raises(ValueError, match="already settled"):
         lim.release(r)
+
+
+def test_a_cancelled_item_does_not_push_its_tenants_later_items_back():
+    q: FairQueue[str] = FairQueue({})
+    q.push("a", "a1", 1000.0)  # a big request, cancelled while queued
+    q.forget("a", 1000.0)
+    q.push("a", "a2", 10.0)
+    q.push("b", "b1", 10.0)
+    served = [q.pop()[1] for _ in range(3)]
+    assert [s for s in served if s != "a1"] == ["a2", "b1"]  # a2 is not behind a1's cost

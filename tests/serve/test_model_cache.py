@@ -20,8 +20,12 @@ class World:
     """What is really in memory, kept by the load and unload callbacks (not by the cache), and
     the leases the requests really hold: the ground truth the invariants are checked against."""
 
-    def __init__(self, sizes: dict[str, int], budget: int, rng: random.Random) -> None:
+    def __init__(
+        self, sizes: dict[str, int], budget: int, rng: random.Random, unload_fails: float = 0.0
+    ) -> None:
         self.sizes = sizes
+        self.unload_fails = unload_fails
+        self.failed_unloads = 0
         self.budget = budget
         self.rng = rng
         self.in_memory: dict[str, int] = {}
@@ -47,17 +51,24 @@ class World:
         assert value == f"engine:{name}"
         assert self.held[name] == 0, f"{name} unloaded with {self.held[name]} requests in flight"
         await self._yield(3)
+        if self.rng.random() < self.unload_fails:
+            self.failed_unloads += 1
+            raise RuntimeError(f"unloading {name} failed; still in memory")
         del self.in_memory[name]
         self.evictions.append(name)
 
 
-async def _traffic(seed: int, n_models: int, n_requests: int) -> tuple[World, dict[str, int]]:
+async def _traffic(
+    seed: int, n_models: int, n_requests: int, cancels: float = 0.0, unload_fails: float = 0.0
+) -> tuple[World, dict[str, int]]:
+    """``cancels``: the share of requests cancelled (a client gone) at a random point of their
+    life: waiting for a load, during an eviction, while streaming."""
     rng = random.Random(seed)
     sizes = {f"m{i}": rng.randint(1, 60) for i in range(n_models)}
     budget = rng.randint(max(sizes.values()) // 2, sum(sizes.values()))
-    world = World(sizes, budget, rng)
+    world = World(sizes, budget, rng, unload_fails)
     cache = ModelCache(budget, sizes, world.load, world.unload, retry_after_s=1)
-    outcomes = {"ok": 0, "too_large": 0, "all_pinned": 0}
+    outcomes = {"ok": 0, "too_large": 0, "all_pinned": 0, "unload_failed": 0, "cancelled": 0}
 
     async def request(name: str, hold: int) -> None:
         await world._yield(20)
@@ -73,19 +84,30 @@ async def _traffic(seed: int, n_models: int, n_requests: int) -> tuple[World, di
                     world.held[name] -= 1
             outcomes["ok"] += 1
         except CacheRefusal as exc:
-            assert exc.reason in ("too_large", "all_pinned")
+            assert exc.reason in ("too_large", "all_pinned", "unload_failed")
             assert (exc.retry_after_s is None) == (exc.reason == "too_large")
             if exc.reason == "too_large":
                 assert sizes[name] > budget
             outcomes[exc.reason] += 1
         assert cache.resident_bytes <= budget
 
+    async def cancel_later(task: asyncio.Task[None], after: int) -> None:
+        for _ in range(after):
+            await asyncio.sleep(0)
+        if task.cancel():
+            outcomes["cancelled"] += 1
+
     names = list(sizes)
     weights = [rng.random() + 0.05 for _ in names]
-    await asyncio.gather(
-        *(request(rng.choices(names, weights)[0], rng.randint(0, 30)) for _ in range(n_requests))
-    )
+    tasks = [
+        asyncio.ensure_future(request(rng.choices(names, weights)[0], rng.randint(0, 30)))
+        for _ in range(n_requests)
+    ]
+    killers = [cancel_later(t, rng.randint(0, 60)) for t in tasks if rng.random() < cancels]
+    await asyncio.gather(*tasks, *killers, return_exceptions=True)
+    await cache.join()  # loads outlive the requests cancelled while waiting for them
     assert all(n == 0 for n in world.held.values())
+    assert all(r.pins == 0 for r in map(cache.entry, names) if r is not None)
     assert sum(world.in_memory.values()) == cache.resident_bytes <= budget
     return world, outcomes
 
@@ -102,6 +124,58 @@ def test_concurrent_requests_never_lose_a_model_in_use_nor_exceed_the_budget(see
 def test_invariants_hold_for_any_traffic(seed: int, n_models: int) -> None:
     world, _ = asyncio.run(_traffic(seed, n_models=n_models, n_requests=40))
     assert world.max_bytes <= world.budget
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_cancelled_requests_and_failed_unloads_never_lose_a_model_nor_exceed_the_budget(
+    seed: int,
+) -> None:
+    # ground truth from the callbacks: what is in memory never passes the budget, the cache's
+    # count equals it at the end (no model forgotten while loaded), no model in use unloaded
+    world, outcomes = asyncio.run(
+        _traffic(seed, n_models=5, n_requests=120, cancels=0.4, unload_fails=0.2)
+    )
+    assert outcomes["cancelled"] > 0 and outcomes["ok"] > 0
+    assert world.max_bytes <= world.budget
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_models=st.integers(1, 6))
+def test_invariants_hold_under_any_cancellations(seed: int, n_models: int) -> None:
+    world, _ = asyncio.run(
+        _traffic(seed, n_models=n_models, n_requests=40, cancels=0.5, unload_fails=0.2)
+    )
+    assert world.max_bytes <= world.budget
+
+
+def test_a_request_cancelled_during_a_load_leaves_one_build_running() -> None:
+    builds: list[str] = []
+    gate = asyncio.Event
+
+    async def go() -> list[str]:
+        release = gate()
+
+        async def load(name: str) -> str:
+            builds.append(name)
+            await release.wait()  # a build in a thread: a cancelled waiter cannot stop it
+            return name
+
+        async def unload(name: str, value: str) -> None:
+            return None
+
+        cache: ModelCache[str] = ModelCache(10, {"a": 5}, load, unload)
+        first = asyncio.ensure_future(cache.acquire("a"))
+        await asyncio.sleep(0)
+        first.cancel()
+        second = asyncio.ensure_future(cache.acquire("a"))
+        await asyncio.sleep(0)
+        assert cache.resident_bytes == 5  # the build still running is counted
+        release.set()
+        r = await second
+        assert r.pins == 1 and cache.resident_names() == ["a"]
+        return builds
+
+    assert asyncio.run(go()) == ["a"]
 
 
 def _cache(

@@ -6,6 +6,7 @@ the event loop."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -204,7 +205,7 @@ def test_flags_build_the_limits_and_refuse_tuning_without_the_switch() -> None:
         tenant_limits(False, rate=10)
     with pytest.raises(EngineConfigError, match="--tenant-weight must be NAME=WEIGHT"):
         tenant_limits(True, weights=["gold"])
-    with pytest.raises(EngineConfigError, match="--tenant-burst must be > 0"):
+    with pytest.raises(EngineConfigError, match="--tenant-burst must be finite and > 0"):
         tenant_limits(True, burst=0)
     limits = tenant_limits(True, burst=500, overrides=["gold=80:6000", "free=1"])
     assert limits is not None and limits.overrides == (("gold", 80, 6000), ("free", 1, 500))
@@ -237,3 +238,44 @@ def test_the_cli_refuses_a_bad_tenant_flag_before_starting() -> None:
     result = CliRunner().invoke(app, ["serve", "--tenant-limits", "--tenant-weight", "gold=-1"])
     assert isinstance(result.exception, EngineConfigError)
     assert "--tenant-weight must be NAME=WEIGHT" in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"rate_per_s": math.inf},
+        {"burst": math.nan},
+        {"prompt_weight": math.inf},
+        {"weights": (("gold", math.inf),)},
+        {"overrides": (("gold", 5.0, math.inf),)},
+        {"max_tenants": 2, "weights": (("a", 2.0),), "overrides": (("b", 1.0, 9.0),)},
+    ],
+)
+def test_limits_refuse_non_finite_numbers_and_more_named_tenants_than_the_cap(
+    kwargs: dict[str, Any],
+) -> None:
+    with pytest.raises(ValueError, match=r"finite|tenants are named"):
+        TenantLimits(**kwargs)
+    # named tenants within the cap (the default counted once) are each kept apart
+    limits = TenantLimits(max_tenants=3, weights=(("a", 2.0),), overrides=(("a", 1.0, 9.0),))
+    gate = TenantGate(limits, 4, clock=FrozenClock())
+    assert [gate.tenant(n) for n in ("default", "a", "b", "c")] == ["default", "a", "b", "other"]
+
+
+def test_a_request_the_engine_refuses_costs_its_tenant_nothing(kit: Any) -> None:
+    # max_waiting 0: the engine refuses every arrival (QueueFull, 429) before any output
+    config = ServerConfig(tenants=LIMITS)
+    with kit.live_server(kit.make_engine(max_waiting=0), config=config) as h:
+        clock = FrozenClock()
+        old = h.server.tenants.gate
+        h.server.tenants.gate = gate = TenantGate(LIMITS, 8, clock=clock, metrics=old.metrics)
+        for _ in range(3):
+            with pytest.raises(openai.RateLimitError):
+                _complete(_client(h.url, "acme"), 50)
+        bucket = gate.limiter.bucket("acme")
+        assert bucket is not None and bucket.level == pytest.approx(100.0)  # all refunded
+        assert gate.in_engine == 0
+        assert _sample(h, "fleetwatch_tenant_tokens_charged_total", tenant="acme") == 0
+        assert (
+            _sample(h, "fleetwatch_tenant_requests_total", tenant="acme", outcome="admitted") == 3
+        )
