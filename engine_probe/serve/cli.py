@@ -150,13 +150,12 @@ def serve(
     """Serve the reference engine: /v1/chat/completions, /v1/completions (SSE or JSON), /v1/models,
     /metrics, /health. Ctrl-C (or SIGTERM, SIGHUP) drains, writes the remaining records and stops."""
     import asyncio
-    import signal
     from dataclasses import replace
 
     from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
     from engine_probe.engine.startup import StartupTimer, startup_line
     from engine_probe.serve.config import ServerConfig
-    from engine_probe.serve.lifecycle import start_server
+    from engine_probe.serve.lifecycle import start_server, until_signalled
     from engine_probe.serve.limits import ConnectionLimits, raise_file_limit
     from engine_probe.serve.telemetry_options import goodput_target, telemetry_options
     from engine_probe.serve.tenant_options import tenant_limits
@@ -298,11 +297,7 @@ def serve(
         for handle in handles:
             typer.echo(f"{handle.engine.replica} {startup_line(handle.startup)}")
         typer.echo("Ctrl-C drains in-flight requests and stops")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await until_signalled()
         typer.echo("draining in-flight requests ...")
         cut = sum(await asyncio.gather(*(h.stop() for h in handles)))
         if sink is not None:  # closed by each server's telemetry already; bounded all the same

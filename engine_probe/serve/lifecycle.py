@@ -27,7 +27,7 @@ from engine_probe.engine.startup import StartupTimer, warm_up
 from engine_probe.serve.config import ServerConfig
 from engine_probe.serve.conn_metrics import ConnectionMetrics
 from engine_probe.serve.limits import ConnectionGuard
-from engine_probe.serve.listener import HOOK_LOGGER, GuardedSite, body_deadline, request_hooks
+from engine_probe.serve.listener import body_deadline, listen, request_hooks
 from engine_probe.serve.quiet_log import AcceptErrors, http_log
 from engine_probe.serve.server import CompletionServer
 from engine_probe.serve.startup import Readiness, publish_startup
@@ -172,18 +172,9 @@ async def start_server(
     app.middlewares.append(
         body_deadline(limits.body_timeout_s, lambda: server.metrics.error(timeout), guard.stats)
     )
-    runner = web.AppRunner(
-        app,
-        handle_signals=False,
-        handler_cancellation=True,
-        access_log_class=response_done,
-        access_log=HOOK_LOGGER,
-        **limits.handler_args(logger),
+    runner, bound_port = await listen(
+        app, host, port, guard, response_done, limits.handler_args(logger)
     )
-    await runner.setup()
-    site = GuardedSite(runner, host, port, guard, backlog=4096)
-    await site.start()
-    bound_port = int(runner.addresses[0][1])
     housekeeping = asyncio.create_task(_housekeeping(server, limits.sweep_interval_s))
     warming = None
     if startup is not None and warm:
@@ -211,6 +202,17 @@ async def start_server(
         startup=startup if warm else None,
         warming=warming,
     )
+
+
+async def until_signalled() -> None:
+    """Return at SIGINT, SIGTERM or SIGHUP (the serving commands then drain and stop)."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
 
 
 async def _warm(

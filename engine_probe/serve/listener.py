@@ -5,6 +5,7 @@
   handling it) and an access-logger class, called by aiohttp once each response is written, that
   tells it the response is done (so the next head's deadline can start). The logger logs nothing.
 - ``body_deadline``: a middleware bounding the time from a request head to the end of its body.
+- ``listen``: run an app on a ``GuardedSite`` with those hooks; the one way both servers listen.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from aiohttp.web_request import BaseRequest
 
 from engine_probe.serve.limits import ConnectionGuard, ConnectionStats
 
-__all__ = ["BodyTimeout", "GuardedSite", "body_deadline", "request_hooks"]
+__all__ = ["BodyTimeout", "GuardedSite", "body_deadline", "listen", "request_hooks"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -46,6 +47,30 @@ def request_hooks(guard: ConnectionGuard) -> tuple[Any, type[AbstractAccessLogge
             return True
 
     return started, ResponseDone
+
+
+async def listen(
+    app: web.Application,
+    host: str,
+    port: int,
+    guard: ConnectionGuard,
+    response_done: type[AbstractAccessLogger],
+    handler_args: dict[str, Any],
+) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on a ``GuardedSite`` (``response_done`` from ``request_hooks``, whose
+    middleware the app already has); returns the runner and the port it bound."""
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        handler_cancellation=True,
+        access_log_class=response_done,
+        access_log=HOOK_LOGGER,
+        **handler_args,
+    )
+    await runner.setup()
+    site = GuardedSite(runner, host, port, guard, backlog=4096)
+    await site.start()
+    return runner, int(runner.addresses[0][1])
 
 
 class GuardedSite(web.BaseSite):

@@ -4,7 +4,6 @@ server from the command line (flags checked here, served by ``multi_lifecycle``)
 from __future__ import annotations
 
 import asyncio
-import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,6 +52,7 @@ def serve_models(
     telemetry_options: Callable[[str], dict[str, Any]],
 ) -> None:
     """Serve until SIGINT/SIGTERM/SIGHUP, then drain and unload every model."""
+    from engine_probe.serve.lifecycle import until_signalled
     from engine_probe.serve.multi_lifecycle import start_multi_model_server
     from engine_probe.serve.multi_model import MultiModelServer
 
@@ -86,11 +86,7 @@ def serve_models(
         sizes = ", ".join(f"{m.name} {m.size_bytes / 2**20:.1f} MiB" for m in models)
         typer.echo(f"serving {len(models)} models ({sizes}) on {handle.url}")
         typer.echo(f"model cache: {budget / 2**20:.1f} MiB; models load on first request")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await until_signalled()
         typer.echo("draining in-flight requests ...")
         await handle.stop()
         await asyncio.to_thread(gpu.stop)

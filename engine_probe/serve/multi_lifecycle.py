@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from engine_probe.serve.limits import ConnectionGuard
-from engine_probe.serve.listener import HOOK_LOGGER, GuardedSite, body_deadline, request_hooks
+from engine_probe.serve.listener import body_deadline, listen, request_hooks
 from engine_probe.serve.multi_model import MultiModelServer
 from engine_probe.serve.quiet_log import http_log
 from engine_probe.serve.validation import InvalidRequest
@@ -56,16 +56,5 @@ async def start_multi_model_server(
     app.middlewares.append(
         body_deadline(limits.body_timeout_s, lambda: server.refuse(timeout), guard.stats)
     )
-    runner = web.AppRunner(
-        app,
-        handle_signals=False,
-        handler_cancellation=True,
-        access_log_class=response_done,
-        access_log=HOOK_LOGGER,
-        **limits.handler_args(logger),
-    )
-    await runner.setup()
-    site = GuardedSite(runner, host, port, guard, backlog=4096)
-    await site.start()
-    bound = int(runner.addresses[0][1])
+    runner, bound = await listen(app, host, port, guard, response_done, limits.handler_args(logger))
     return MultiModelHandle(f"http://{host}:{bound}", bound, server, runner)
