@@ -1,11 +1,14 @@
-"""Histogram quantile math: Prometheus' ``histogram_quantile`` over cumulative bucket counts."""
+"""Histogram math: Prometheus' ``histogram_quantile`` over cumulative bucket counts, and the
+requests a histogram counted, as samples for the per-request rank test."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-__all__ = ["histogram_quantile"]
+import numpy as np
+
+__all__ = ["bucket_samples", "histogram_quantile"]
 
 
 def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> float:
@@ -29,3 +32,13 @@ def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> floa
             return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
         prev_le, prev_c = le, c
     return pairs[-1][0]
+
+
+def bucket_samples(cumulative: Mapping[float, float]) -> np.ndarray:
+    """The observations one histogram counted, each at its bucket's upper bound (+Inf for the
+    last): cumulative ``{le: count}`` (an ``increase()`` over a window, rounded to whole
+    requests). Only their order matters to a rank test, and observations in one bucket tie."""
+    les = sorted(cumulative)
+    counts = np.rint(np.maximum.accumulate([max(cumulative[le], 0.0) for le in les]))
+    per_bucket = np.diff(counts, prepend=0.0).astype(np.int64)
+    return np.repeat(np.asarray(les, dtype=np.float64), per_bucket)

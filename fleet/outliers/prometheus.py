@@ -8,6 +8,7 @@ length and cache-hit rate.
 from __future__ import annotations
 
 import json
+import math
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,6 +25,7 @@ from fleet.outliers.exposition import (
     NOT_FINGERPRINT,
     signal_ref,
 )
+from fleet.outliers.histogram import bucket_samples
 from fleet.outliers.table import FleetTable
 from telemetry.profiles import PROFILES, MetricRef, Profile, ProfileError, Signal
 
@@ -111,12 +113,16 @@ def table_from_prometheus(
         return ref.selector(selector, suffix)
 
     values: dict[str, dict[str, float]] = {}
+    buckets: dict[str, dict[str, float]] = {}
     for name, sigs in LATENCY_SOURCES:
         ref = signal_ref(profile, *sigs)
         if ref is None:
             continue
         expr = f"histogram_quantile({q}, sum by ({r}, le) (rate({sel(ref, '_bucket')}[{window}])))"
         values[name] = _by(url, expr, r, at, get)
+        if name in PER_REQUEST:
+            counted = f"sum by ({r}, le) (increase({sel(ref, '_bucket')}[{window}]))"
+            buckets[name] = _query(url, counted, at, get)
     total = f"sum by ({r}) (increase({sel(profile.outcomes.total)}[{window}]))"
     volume = _by(url, total, r, at, get)
     rate_total = f"sum by ({r}) (rate({sel(profile.outcomes.total)}[{window}]))"
@@ -177,6 +183,7 @@ def table_from_prometheus(
     index = pd.Index(replicas, dtype="object")
     fps = pd.DataFrame(fp_rows).T.reindex(index) if fp_rows else None
     return FleetTable(
+        samples=_samples(buckets, r),
         values=pd.DataFrame(values).reindex(index).astype("float64"),
         volume=pd.Series(volume, dtype="float64").reindex(index),
         workload=pd.DataFrame(workload).reindex(index).astype("float64"),
@@ -187,3 +194,30 @@ def table_from_prometheus(
             "workload judged from mean prompt length and cache-hit rate",
         ),
     )
+
+
+PER_REQUEST = ("ttft", "e2e")
+"""Latency histograms observed once per request, whose bucket counts are per-request samples for
+the rank test (``ranks``); TPOT/ITL histograms of some engines count tokens, not requests."""
+
+MAX_SAMPLES = 2_000_000
+"""Requests in the window beyond which the rank test is left out (the table stays summaries)."""
+
+
+def _samples(buckets: dict[str, dict[str, float]], label: str) -> pd.DataFrame | None:
+    """Per-request samples (``replica`` + one column per signal, NaN elsewhere) from each
+    replica's bucket increases over the window; None when there are none or too many."""
+    frames = []
+    for name, series in buckets.items():
+        per_replica: dict[str, dict[float, float]] = {}
+        for key, v in series.items():
+            labels = json.loads(key)
+            rep, le = labels.get(label), labels.get("le")
+            if rep is not None and le is not None and math.isfinite(v):
+                per_replica.setdefault(rep, {})[float(le)] = v
+        for rep, cumulative in per_replica.items():
+            obs = bucket_samples(cumulative)
+            frames.append(pd.DataFrame({"replica": rep, name: obs}))
+    if not frames or sum(len(f) for f in frames) > MAX_SAMPLES:
+        return None
+    return pd.concat(frames, ignore_index=True)
