@@ -95,28 +95,34 @@ class DayOneFleet:
 
     async def start(self) -> None:
         from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
+        from engine_probe.engine.startup import StartupTimer
         from engine_probe.serve import ServerConfig, start_server
         from engine_probe.serve.telemetry_options import telemetry_options
 
         model = model_config(self.traffic.seed)
         for i in range(self.replicas):
+            timer = StartupTimer()  # as `engine serve`: phases timed, warm-up before /ready
             engine = LLMEngine(
                 model,
                 EngineConfig(
                     replica=f"replica-{i}", model_name="reference", device="cpu", num_threads=1
                 ),
                 faults=FaultConfig(stall_every_steps=1, stall_s=STEP_S, seed=self.traffic.seed),
+                startup=timer,
             )
-            engine.generate([[1, 2, 3, 4]], max_tokens=4)  # warm up, unobserved
             handle = await start_server(
                 engine,
                 "127.0.0.1",
                 0,
                 config=ServerConfig(),
                 telemetry_options=telemetry_options(engine.replica, goodput=GOODPUT),
+                startup=timer,
             )
             self.engines.append(engine)
             self.handles.append(handle)
+        for handle in self.handles:
+            if not await handle.wait_ready():
+                raise RuntimeError(f"{handle.url}: warm-up failed")
         self._client = _ResilientClient(self.registry, [h.url for h in self.handles], self.outcomes)
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
