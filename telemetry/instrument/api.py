@@ -170,10 +170,14 @@ class Instrumentation:
         sink = self.record_sink
         if sink is not None:
             step("records", sink.close)
-        if self._owned_provider is not None:
-            step("spans", self._owned_provider.shutdown)
-        if self.gpu is not None:
+        if self.gpu is not None:  # local and quick: before the network, which may take it all
             step("gpu", self.gpu.stop)
+        if self._owned_provider is not None:
+            lost_before = self.drops.get("spans")
+            step("spans", self._owned_provider.shutdown)
+            lost = self.drops.get("spans") - lost_before
+            if lost > 0 and "spans" not in failed:  # the exporter gave up inside the deadline
+                failed["spans"] = f"{lost} spans not exported"
         if self.registry is not None:
             for c in (self.metrics, self.gpu):
                 if c is not None:
