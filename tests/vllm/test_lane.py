@@ -259,7 +259,20 @@ def test_fleet_outliers_name_the_replica_side_difference_from_metrics_and_record
     report = json.loads(cli("fleet", "outliers", str(path), "--min-requests", "20", "--json"))
     blamed = {f["replica"] for f in report["findings"] if f["side"] == "replica"}
     print(f"records: replica-side {sorted(blamed)}")
-    assert blamed == {slow}, cli("fleet", "outliers", str(path), "--min-requests", "20")
+    # The one-at-a-time replica queues: it is the one blamed for TTFT and e2e. The three vLLM
+    # servers share this host's two cores and the records carry no CPU wait, so a healthy one's
+    # decode (TPOT) can really run slower while the others batch; that finding names host
+    # contention as a possible cause and is not the planted difference.
+    queued = {
+        f["replica"]
+        for f in report["findings"]
+        if f["side"] == "replica" and f["signal"] in ("ttft", "e2e")
+    }
+    assert slow in blamed and queued == {slow}, cli(
+        "fleet", "outliers", str(path), "--min-requests", "20"
+    )
+    others = [f for f in report["findings"] if f["replica"] != slow and f["side"] == "replica"]
+    assert all(f["signal"] == "tpot" for f in others), others
 
     tail = json.loads(cli("fleet", "tail", str(path), "--json"))
     assert tail
