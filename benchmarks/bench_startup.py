@@ -14,25 +14,17 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import statistics
 import time
 from collections import OrderedDict
 
+from benchmarks.machine import machine
 from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
 from engine_probe.engine.startup import StartupTimer, warm_up
 from engine_probe.serve.model_cache import ModelCache
 
 REPEATS = 5
-
-
-def _machine() -> str:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-    one, five, fifteen = os.getloadavg()
-    cpu = models[0] if models else "unknown CPU"
-    return f"{cpu}, {os.cpu_count()} CPUs; load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def _cold_start(timed: bool) -> tuple[float, float, dict[str, float], list[int]]:
@@ -57,7 +49,7 @@ def bench_cold_start() -> None:
     print(
         f"\n## Reference engine cold start (default model, 2048 KV blocks, CPU; median of {REPEATS})"
     )
-    print(f"({_machine()})\n")
+    print(f"({machine()})\n")
     print("| phase | wall s (median) |")
     print("|---|---:|")
     for phase in runs[True][0][2]:

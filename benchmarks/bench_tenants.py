@@ -19,11 +19,11 @@ engine slot taken, FIFO admission into the engine against the fair queue.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from typing import Any
 
+from benchmarks.machine import machine
 from fleetwatch.scenarios.tenant_flood import (
     CONTENDED_SCENARIO,
     FLOOD_SCENARIO,
@@ -34,14 +34,6 @@ from fleetwatch.scenarios.tenant_flood import (
 
 SEEDS = (0, 1, 2, 3, 4)
 GOAL = 1.2
-
-
-def _machine() -> str:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-    one, five, fifteen = os.getloadavg()
-    cpu = models[0] if models else "unknown CPU"
-    return f"{cpu}, {os.cpu_count()} CPUs; load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def _describe(sc: FloodScenario) -> str:
@@ -87,7 +79,7 @@ def _table(sc: FloodScenario, variants: list[tuple[str, dict[str, Any]]]) -> lis
 
 
 def main() -> None:
-    print(f"machine: {_machine()}")
+    print(f"machine: {machine()}")
     sc = FLOOD_SCENARIO
     print("\n## A tenant floods long prompts; every other tenant within its limits")
     gated = _table(
@@ -118,4 +110,4 @@ def main() -> None:
             ("flood, fair queue", {"limits": cs.limits}),
         ],
     )
-    print(f"\n(end: {_machine()})")
+    print(f"\n(end: {machine()})")

@@ -1,0 +1,17 @@
+"""The machine line every benchmark prints beside its results: CPU model, CPUs, load now."""
+
+from __future__ import annotations
+
+import os
+
+
+def machine() -> str:
+    """``<CPU model>, <n> CPUs; load average <1> <5> <15>`` ('unknown CPU' without cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+    except OSError:
+        models = []
+    one, five, fifteen = os.getloadavg()
+    cpu = models[0] if models else "unknown CPU"
+    return f"{cpu}, {os.cpu_count()} CPUs; load average {one:.2f} {five:.2f} {fifteen:.2f}"
