@@ -19,6 +19,7 @@ __all__ = [
     "GPU_GAUGES",
     "LATENCY_SOURCES",
     "NOT_FINGERPRINT",
+    "per_request",
     "ref_labels",
     "signal_ref",
 ]
@@ -35,6 +36,15 @@ LATENCY_SOURCES: tuple[tuple[str, tuple[Signal, ...]], ...] = (
     ("e2e", (Signal.E2E,)),
 )
 """Latency columns and the profile signals that give them, the first the profile has winning."""
+
+
+def per_request(profile: Profile) -> frozenset[str]:
+    """The latency columns whose histogram ``profile`` observes once per request, so that its
+    bucket counts are per-request samples for the rank test: TTFT and e2e, and TPOT where it is
+    the per-request mean (vLLM's ``request_time_per_output_token``, TGI's, fleetwatch's), not an
+    inter-token latency observed per decode step (SGLang's)."""
+    return frozenset(("ttft", "e2e", *(("tpot",) if profile.has(Signal.TPOT) else ())))
+
 
 GPU_GAUGES: Mapping[str, tuple[Signal, Signal | None]] = {
     "sm_clock_ratio": (Signal.GPU_SM_CLOCK, Signal.GPU_SM_CLOCK_MAX),

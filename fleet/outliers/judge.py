@@ -4,7 +4,8 @@ Each flagged cell becomes a ``Finding`` with its cause and evidence. The pass te
 ``alpha / (k · passes)`` each (see ``stats``): k signals with at least three values, not all
 equal, and ``passes`` the number of passes that share the family-wise level. Where the table has
 per-request samples, the signals with samples are tested request by request instead
-(``ranks``, ``score``).
+(``ranks``, ``score``). Where a signal's values are quantiles read from histograms, a replica
+inside the bucket that holds the fleet median is not told apart from it (``histogram.resolvable``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import pandas as pd
 from fleet.outliers.causes import Cause, ReplicaContext, Side, classify
 from fleet.outliers.config import DetectorConfig
 from fleet.outliers.context import config_drift, host_context, matched_context, workload_context
+from fleet.outliers.histogram import median_bucket, resolvable
 from fleet.outliers.ranks import rank_p_values
 from fleet.outliers.report import Finding, Pass, finite_or_none
-from fleet.outliers.score import score_cells
+from fleet.outliers.score import score_matrix
 from fleet.outliers.signals import SignalSpec
 from fleet.outliers.stats import FLOOR_CUTOFF, RobustColumns, max_z_sf, signal_level
 from fleet.outliers.table import FleetTable
@@ -79,6 +81,16 @@ def _test_line(
     )
 
 
+def _bucket_line(held: tuple[float, float] | None, spec: SignalSpec) -> tuple[str, ...]:
+    if held is None:
+        return ()
+    lo, hi = held
+    return (
+        f"read from a histogram: outside the bucket ({_fmt(lo, spec.unit)}, "
+        f"{_fmt(hi, spec.unit)}] that holds the fleet median, the finest difference it can show",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Judgement:
     """One judgement of part of the fleet: its findings and, for the first pass, the statistics."""
@@ -112,7 +124,6 @@ def judge(
         present = ~missing.all(axis=0)
     cols = [c for c, keep in zip(table.values.columns, present.tolist(), strict=True) if keep]
     x = every if present.all() else every[:, present]
-    values = pd.DataFrame(x, index=judged, columns=pd.Index(cols), copy=False)
     specs = [cfg.spec(c) for c in cols]
     # A signal with under three values, or the same value everywhere, cannot produce a finding.
     if complete:
@@ -126,13 +137,33 @@ def judge(
     level = signal_level(cfg.alpha, tested, passes)
     signs = np.array([{"higher": 1.0, "lower": -1.0, "both": 0.0}[s.worse] for s in specs])
     rank_p = None
-    counts: dict[str, float] = {}
+    counts: dict[tuple[str, str], float] = {}
     if table.samples is not None and len(table.samples):
         rank_p = rank_p_values(table.samples, judged, cols, signs)
+        # Per signal: a histogram source stacks each signal's requests in rows of their own.
+        have = [c for c in cols if c in table.samples.columns]
+        per = table.samples.assign(replica=table.samples["replica"].astype(str))
+        counted = per.groupby("replica")[have].count()
+        grid = counted.to_numpy(dtype=np.float64)
         counts = {
-            str(k): float(v) for k, v in table.samples["replica"].astype(str).value_counts().items()
+            (str(r), c): float(grid[i, j])
+            for i, r in enumerate(counted.index.tolist())
+            for j, c in enumerate(have)
         }
-    rc, oz, flag = score_cells(values, table.stderr, specs, level, rank_p)
+    se = None
+    if table.stderr is not None and len(table.stderr.columns):
+        se = table.stderr.reindex(index=judged, columns=pd.Index(cols)).to_numpy(
+            dtype=np.float64, na_value=np.nan
+        )
+    rc, oz, flag = score_matrix(x, specs, level, se, rank_p)
+    buckets: dict[str, tuple[float, float]] = {}
+    for j, c in enumerate(cols):
+        bounds = table.bins.get(c)
+        if bounds and flag[:, j].any():
+            flag[:, j] &= resolvable(x[:, j], float(rc.median[j]), bounds, specs[j].worse)
+        held = median_bucket(float(rc.median[j]), bounds) if bounds else None
+        if held is not None:
+            buckets[c] = held
 
     fleet = {
         c: {
@@ -144,6 +175,14 @@ def judge(
             **(
                 {"rank_level": finite_or_none(float(rc.rank_level[j]))}
                 if rc.rank_level is not None
+                else {}
+            ),
+            **(
+                {
+                    "median_bucket_low": finite_or_none(buckets[c][0]),
+                    "median_bucket_high": finite_or_none(buckets[c][1]),
+                }
+                if c in buckets
                 else {}
             ),
         }
@@ -208,7 +247,13 @@ def judge(
             f"{_fmt(float(rc.median[j]), spec.unit)}"
             + (f" ({rc.ratio[i, j]:.2f}x)" if math.isfinite(rc.ratio[i, j]) else ""),
             _test_line(
-                rc, float(oz[i, j]), i, j, spec, counts.get(r, math.nan), float(p_max[0][i, j])
+                rc,
+                float(oz[i, j]),
+                i,
+                j,
+                spec,
+                counts.get((r, cols[j]), math.nan),
+                float(p_max[0][i, j]),
             )
             + (
                 f"; {rc.z_own[i, j]:.3g} of its own standard errors from the median"
@@ -216,6 +261,7 @@ def judge(
                 else ""
             ),
             _spread_line(rc, i, j, spec, x[:, j]),
+            *_bucket_line(buckets.get(cols[j]), spec),
             *why,
             *busy.get((i, j), ()),
             how,

@@ -23,6 +23,7 @@ from fleet.outliers.exposition import (
     GPU_GAUGES,
     LATENCY_SOURCES,
     NOT_FINGERPRINT,
+    per_request,
     signal_ref,
 )
 from fleet.outliers.histogram import bucket_samples
@@ -120,9 +121,8 @@ def table_from_prometheus(
             continue
         expr = f"histogram_quantile({q}, sum by ({r}, le) (rate({sel(ref, '_bucket')}[{window}])))"
         values[name] = _by(url, expr, r, at, get)
-        if name in PER_REQUEST:
-            counted = f"sum by ({r}, le) (increase({sel(ref, '_bucket')}[{window}]))"
-            buckets[name] = _query(url, counted, at, get)
+        counted = f"sum by ({r}, le) (increase({sel(ref, '_bucket')}[{window}]))"
+        buckets[name] = _query(url, counted, at, get)
     total = f"sum by ({r}) (increase({sel(profile.outcomes.total)}[{window}]))"
     volume = _by(url, total, r, at, get)
     rate_total = f"sum by ({r}) (rate({sel(profile.outcomes.total)}[{window}]))"
@@ -183,22 +183,20 @@ def table_from_prometheus(
     index = pd.Index(replicas, dtype="object")
     fps = pd.DataFrame(fp_rows).T.reindex(index) if fp_rows else None
     return FleetTable(
-        samples=_samples(buckets, r),
+        samples=_samples({k: v for k, v in buckets.items() if k in per_request(profile)}, r),
+        bins={name: _bounds(series) for name, series in buckets.items() if series},
         values=pd.DataFrame(values).reindex(index).astype("float64"),
         volume=pd.Series(volume, dtype="float64").reindex(index),
         workload=pd.DataFrame(workload).reindex(index).astype("float64"),
         fingerprint=fps,
         source=f"prometheus {url}",
         notes=(
-            f"quantile {q} over {window} from histograms; no per-prompt-length breakdown: "
-            "workload judged from mean prompt length and cache-hit rate",
+            f"quantile {q} over {window} from histograms (a quantile inside the fleet median's "
+            "bucket is not told apart from it); no per-prompt-length breakdown: workload judged "
+            "from mean prompt length and cache-hit rate",
         ),
     )
 
-
-PER_REQUEST = ("ttft", "e2e")
-"""Latency histograms observed once per request, whose bucket counts are per-request samples for
-the rank test (``ranks``); TPOT/ITL histograms of some engines count tokens, not requests."""
 
 MAX_SAMPLES = 2_000_000
 """Requests in the window beyond which the rank test is left out (the table stays summaries)."""
@@ -221,3 +219,17 @@ def _samples(buckets: dict[str, dict[str, float]], label: str) -> pd.DataFrame |
     if not frames or sum(len(f) for f in frames) > MAX_SAMPLES:
         return None
     return pd.concat(frames, ignore_index=True)
+
+
+def _bounds(series: dict[str, float]) -> tuple[float, ...]:
+    """The finite bucket upper bounds (``le``) among a bucket query's series."""
+    les = set()
+    for key in series:
+        le = json.loads(key).get("le")
+        try:
+            b = float(le)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(b):
+            les.add(b)
+    return tuple(sorted(les))

@@ -2,7 +2,9 @@
 
 Histogram quantiles and counter ratios per replica, named through ``telemetry.profiles``.
 Snapshots hold lifetime totals and no per-prompt-length breakdown, so a workload difference is
-judged from mean prompt length and cache-hit rate.
+judged from mean prompt length and cache-hit rate. The TTFT, e2e and (per-request) TPOT
+histograms count every request, so their buckets are also the per-request samples of the rank
+test (``ranks``), as for the Prometheus source.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from fleet.outliers.exposition import (
     GPU_GAUGES,
     LATENCY_SOURCES,
     NOT_FINGERPRINT,
+    per_request,
     ref_labels,
     signal_ref,
 )
-from fleet.outliers.histogram import histogram_quantile
+from fleet.outliers.histogram import bucket_samples, histogram_quantile
+from fleet.outliers.prometheus import MAX_SAMPLES
 from fleet.outliers.table import FleetTable
 from telemetry.profiles import MetricRef, Profile, Signal
 
@@ -63,12 +67,14 @@ def _mean(samples: list[Sample], ref: MetricRef) -> float:
     return float(np.mean([s[2] for s in chosen])) if chosen else math.nan
 
 
-def _hist(samples: list[Sample], ref: MetricRef, q: float) -> tuple[float, float]:
+def _hist(
+    samples: list[Sample], ref: MetricRef, q: float
+) -> tuple[float, float, dict[float, float]]:
     by_le: dict[float, float] = defaultdict(float)
     for _name, labels, value in _select(samples, ref.name + "_bucket", ref_labels(ref)):
         by_le[float(labels.get("le", "nan"))] += value
     count = _sum(samples, MetricRef(ref.name + "_count", "counter", matchers=ref.matchers))
-    return histogram_quantile(q, by_le.items()), count
+    return histogram_quantile(q, by_le.items()), count, dict(by_le)
 
 
 def _error_rate(samples: list[Sample], profile: Profile) -> tuple[float, float]:
@@ -83,15 +89,23 @@ def _error_rate(samples: list[Sample], profile: Profile) -> tuple[float, float]:
     return (0.0 if math.isnan(errors) else errors / total), total
 
 
+Row = tuple[
+    dict[str, float], float, dict[str, float], dict[str, str], dict[str, dict[float, float]]
+]
+"""One replica: signals, request count, workload, fingerprint, and each latency histogram's
+cumulative ``{le: count}``."""
+
+
 def _row_from_samples(
     samples: list[Sample], profile: Profile, q: float, fingerprint_metric: str
-) -> tuple[dict[str, float], float, dict[str, float], dict[str, str]]:
+) -> Row:
     values: dict[str, float] = {}
+    hists: dict[str, dict[float, float]] = {}
     volume = math.nan
     for name, sigs in LATENCY_SOURCES:
         ref = signal_ref(profile, *sigs)
         if ref is not None:
-            values[name], count = _hist(samples, ref, q)
+            values[name], count, hists[name] = _hist(samples, ref, q)
             if name == "e2e" or math.isnan(volume):
                 volume = count if not math.isnan(count) else volume
     values["error_rate"], total = _error_rate(samples, profile)
@@ -121,13 +135,34 @@ def _row_from_samples(
     for name, labels, _ in samples:
         if name == fingerprint_metric:
             fp.update({k: v for k, v in labels.items() if k not in NOT_FINGERPRINT})
-    return values, volume, workload, fp
+    return values, volume, workload, fp, hists
+
+
+def _samples(rows: Mapping[str, Row], profile: Profile) -> pd.DataFrame | None:
+    """Per-request samples of the histograms observed once per request (``replica`` + one column
+    per signal): each replica's lifetime bucket counts; None when there are none or too many."""
+    once = per_request(profile)
+    frames = [
+        pd.DataFrame({"replica": r, name: bucket_samples(cumulative)})
+        for r, row in rows.items()
+        for name, cumulative in row[4].items()
+        if name in once and cumulative
+    ]
+    if not frames or sum(len(f) for f in frames) > MAX_SAMPLES:
+        return None
+    return pd.concat(frames, ignore_index=True)
+
+
+def _bins(rows: Mapping[str, Row]) -> dict[str, tuple[float, ...]]:
+    out: dict[str, set[float]] = defaultdict(set)
+    for row in rows.values():
+        for name, cumulative in row[4].items():
+            out[name] |= {le for le in cumulative if math.isfinite(le)}
+    return {name: tuple(sorted(les)) for name, les in out.items() if les}
 
 
 def _assemble(
-    rows: Mapping[str, tuple[dict[str, float], float, dict[str, float], dict[str, str]]],
-    source: str,
-    notes: tuple[str, ...],
+    rows: Mapping[str, Row], profile: Profile, source: str, notes: tuple[str, ...]
 ) -> FleetTable:
     index = pd.Index(sorted(rows), dtype="object")
     values = pd.DataFrame({r: rows[r][0] for r in index}).T.reindex(index).astype("float64")
@@ -139,13 +174,16 @@ def _assemble(
         volume=volume,
         workload=workload.astype("float64") if len(workload.columns) else None,
         fingerprint=fps if len(fps.columns) else None,
+        samples=_samples(rows, profile),
+        bins=_bins(rows),
         source=source,
         notes=notes,
     )
 
 
 _SNAPSHOT_NOTE = (
-    "snapshots hold lifetime totals: quantiles and rates are since each process started; "
+    "snapshots hold lifetime totals: quantiles and rates are since each process started "
+    "(a quantile inside the fleet median's histogram bucket is not told apart from it); "
     "no per-prompt-length breakdown, workload judged from mean prompt length and cache hits"
 )
 
@@ -186,7 +224,7 @@ def _table(
         raise insufficient_data(
             [where[r] for r in empty], profile, profiles_present(names, profile), not names
         )
-    return _assemble(rows, "metrics snapshots", (_SNAPSHOT_NOTE,))
+    return _assemble(rows, profile, "metrics snapshots", (_SNAPSHOT_NOTE,))
 
 
 def table_from_metrics_dir(

@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -79,6 +79,7 @@ from scipy import optimize as _opt
 from scipy import special as _sp
 from scipy.interpolate import PchipInterpolator
 
+from fleet.outliers.cells import Cells, ratio_at, z_floor_at, z_own_at
 from fleet.outliers.nulltable import LEVELS, table_rows
 
 __all__ = [
@@ -259,7 +260,8 @@ class RobustColumns:
 
     ``z`` is signed (x − median)/scale_mad (±inf where MAD = 0, 0 at the median); ``z_floor`` is
     (x − median)/floor; ``z_own`` is (x − median)/stderr (infinite where no stderr is known);
-    ``ratio`` is x/median (NaN where the median is 0); ``floored`` marks columns whose MAD-based
+    ``ratio`` is x/median (NaN where the median is 0); the last three are ``Cells``, computed for
+    the cells asked for. ``floored`` marks columns whose MAD-based
     spread is below the floor. ``cutoff`` is per column (see ``n_aware_cutoff``).
     """
 
@@ -271,9 +273,9 @@ class RobustColumns:
     floored: np.ndarray[Any, np.dtype[np.bool_]]
     cutoff: Array
     z: Array
-    z_floor: Array
-    z_own: Array
-    ratio: Array
+    z_floor: Cells
+    z_own: Cells
+    ratio: Cells
     rank_p: Array | None = None
     """Per cell, the p-value of the replica's requests against the rest's (``ranks``); NaN or
     None where the source has no per-request samples."""
@@ -329,10 +331,8 @@ def robust_columns(
             med = _median(np.where(empty, 0.0, x) if empty.any() else x, has_nan)
             med = np.where(empty, np.nan, med)
             dev = x - med
-            absdev = np.abs(dev)
-            mad = _median(
-                np.where(empty, 0.0, absdev) if empty.any() else np.abs(dev), has_nan, True
-            )
+            absdev = np.abs(dev)  # reordered below (scratch)
+            mad = _median(np.where(empty, 0.0, absdev) if empty.any() else absdev, has_nan, True)
             mad = np.where(empty, np.nan, mad)
             # Rounding noise (1e-13 s between identical step times) is no spread at all.
             mad = np.where(mad <= 1e-9 * np.abs(med), 0.0, mad)
@@ -340,24 +340,13 @@ def robust_columns(
             med = np.full(k, np.nan)
             mad = np.full(k, np.nan)
             dev = x - med
-            absdev = np.abs(dev)
         scale_mad = MAD_TO_SIGMA * mad_small_sample_factor(n) * mad
         floor = np.maximum(np.asarray(rel_floor, dtype=np.float64) * np.abs(med), abs_floor)
-        # Divisions in place, then the exceptions: 0 at the median, whatever the divisor.
+        # Division in place, then the exception: 0 at the median, whatever the divisor.
         at_median = dev == 0
         z = dev / scale_mad
         z[at_median] = 0.0
-        z_floor = dev / floor
-        z_floor[at_median] = 0.0
-        if stderr is None:
-            z_own = np.full(x.shape, np.inf)
-            z_own[missing] = np.nan
-        else:
-            se = np.asarray(stderr, dtype=np.float64)
-            z_own = absdev / se
-            z_own[np.broadcast_to(~(se > 0), z_own.shape)] = np.inf
-        ratio = x / med
-        ratio[:, med == 0] = np.nan
+    se = None if stderr is None else np.asarray(stderr, dtype=np.float64)
     return RobustColumns(
         median=med,
         mad=mad,
@@ -367,9 +356,9 @@ def robust_columns(
         floored=~(scale_mad > floor),
         cutoff=_column_cutoffs(n, alpha, np.broadcast_to(np.asarray(two_sided, bool), n.shape)),
         z=z,
-        z_floor=z_floor,
-        z_own=z_own,
-        ratio=ratio,
+        z_floor=Cells(partial(z_floor_at, dev, floor)),
+        z_own=Cells(partial(z_own_at, dev, se)),
+        ratio=Cells(partial(ratio_at, x, med)),
     )
 
 

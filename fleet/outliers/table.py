@@ -16,6 +16,8 @@ A ``FleetTable`` holds one row per replica:
 - ``samples``: one row per ok request, a ``replica`` column and latency signal columns (seconds),
   where the source has every request (records): each replica's requests are then also tested
   against the rest of the fleet's (``ranks``), which gives small fleets their power;
+- ``bins``: per latency signal read from histograms, the buckets' upper bounds: a quantile inside
+  the fleet median's bucket is not told apart from it (``histogram.resolvable``);
 - ``cpu_wait``: the share of wall time (0..1) the replica's process was runnable but waiting for
   a CPU (``/proc/<pid>/schedstat`` run delay, or the cgroup's throttled time, over the window).
 """
@@ -23,7 +25,7 @@ A ``FleetTable`` holds one row per replica:
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +56,7 @@ class FleetTable:
     host: pd.Series | None = None
     cpu_wait: pd.Series | None = None
     samples: pd.DataFrame | None = None
+    bins: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     source: str = "records"
     notes: tuple[str, ...] = field(default_factory=tuple)
 

@@ -41,6 +41,7 @@ __all__ = [
     "as_columns",
     "fleet_table",
     "fleet_values",
+    "histogram_fleet",
     "request_fleets",
     "request_values",
 ]
@@ -177,3 +178,44 @@ def request_fleets(
     z = rank_z_columns(samples, groups, replicas).reshape(replicas, fleets, len(SAMPLED))
     p[:, :, cols] = p_values(z, 1.0)
     return as_columns(x), as_columns(se), as_columns(p)
+
+
+def histogram_fleet(
+    replicas: int,
+    per_replica: int,
+    shape: RequestShape,
+    bounds: Mapping[str, tuple[float, ...]],
+    *,
+    rng: np.random.Generator,
+    per_request: tuple[str, ...] = SAMPLED,
+) -> Any:
+    """One healthy fleet as a Prometheus or ``/metrics`` source sees it: a ``FleetTable`` of the
+    ``SAMPLED`` latencies' p50s read from histograms with upper bounds ``bounds[signal]``
+    (``histogram_quantile``), the buckets of the signals in ``per_request`` as per-request samples
+    for the rank test (the rest judged by the cutoff across p50s), and the bounds
+    (``FleetTable.bins``). Requests are drawn as in ``request_values``, every
+    replica's from the same distribution; TTFT 0.2 s, TPOT 20 ms and e2e 3 s at the base."""
+    from fleet.outliers.histogram import bucket_samples, histogram_quantile
+    from fleet.outliers.table import FleetTable
+
+    raw, groups = request_values(1, replicas, per_replica, shape, seed=int(rng.integers(2**31)))
+    values: dict[str, list[float]] = {s: [] for s in SAMPLED}
+    frames = []
+    names = [f"r{i}" for i in range(replicas)]
+    for j, signal in enumerate(SAMPLED):
+        les = np.array([*bounds[signal], np.inf])
+        for i, name in enumerate(names):
+            x = np.sort(raw[groups == i, j])
+            counts = np.searchsorted(x, les, side="right").tolist()
+            cumulative = dict(zip(les.tolist(), counts, strict=True))
+            values[signal].append(histogram_quantile(0.5, cumulative.items()))
+            if signal in per_request:
+                frames.append(pd.DataFrame({"replica": name, signal: bucket_samples(cumulative)}))
+    index = pd.Index(names)
+    return FleetTable(
+        values=pd.DataFrame(values, index=index),
+        volume=pd.Series(float(per_replica), index=index),
+        samples=pd.concat(frames, ignore_index=True),
+        bins={s: tuple(bounds[s]) for s in SAMPLED},
+        source="histograms",
+    )
