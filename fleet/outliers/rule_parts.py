@@ -7,8 +7,18 @@ from typing import Any
 
 from fleet.outliers.exposition import LATENCY_SOURCES, ref_labels
 from telemetry.profiles import MetricRef, Profile, Signal
+from telemetry.promql import format_matchers
 
-__all__ = ["alert_annotations", "latency_refs", "names", "ok_label", "peer_records", "rendered"]
+__all__ = [
+    "alert_annotations",
+    "counter",
+    "latency_refs",
+    "names",
+    "ok_label",
+    "peer_records",
+    "rendered",
+    "series_name",
+]
 
 
 def latency_refs(profile: Profile) -> list[tuple[str, MetricRef]]:
@@ -31,6 +41,7 @@ def names(signal: str, w: str) -> dict[str, str]:
         "scale": f"fleet:{base}:{stat}_scale",
         "ratio": f"replica:{base}:{stat}_ratio_to_median",
         "z": f"replica:{base}:{stat}_robust_z",
+        "top": f"fleet:{base}:{stat}_median_bucket_top",
     }
 
 
@@ -97,3 +108,13 @@ def ok_label(bad: MetricRef) -> dict[str, str]:
     """The label set of the non-error share of a counter split by a status-like label."""
     labels = ref_labels(bad)
     return {k: ("ok" if k == "status" else "stop") for k in labels}
+
+
+def series_name(name: str, labels: dict[str, str]) -> str:
+    """A series as promtool's input and expectations spell it: ``name{labels}``."""
+    return f"{name}{{{format_matchers(labels)}}}"
+
+
+def counter(name: str, labels: dict[str, str], per_step: int, steps: int) -> dict[str, str]:
+    """A promtool input series counting up by ``per_step`` for ``steps`` samples."""
+    return {"series": series_name(name, labels), "values": f"0+{per_step}x{steps}"}

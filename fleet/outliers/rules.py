@@ -4,7 +4,9 @@ Per replica: the p50 of each latency histogram (TTFT, TPOT or ITL, end-to-end) o
 its error ratio; per model (the fleet): ``quantile(0.5, …)`` of those across replicas, the MAD,
 and a spread floor of 5 % of the median so the score is sound when MAD is 0. A replica alerts
 (``FleetReplicaOutlier``, label ``signal``) when its ratio to the fleet median is at least
-``min_effect`` and its robust z beyond ``z_cutoff``, it serves at least ``min_rate_per_s``
+``min_effect``, its robust z beyond ``z_cutoff`` and, for a latency, its p50 above the top of the
+histogram bucket that holds the fleet median (inside one bucket ``histogram_quantile`` only
+interpolates: 7.8 ms against 5 ms, both in (0, 10 ms], is no difference it can show), it serves at least ``min_rate_per_s``
 requests per second, and its fleet has at least ``min_fleet`` such replicas.
 
 Unlike ``fleetwatch fleet outliers``, PromQL cannot normalise by prompt length or say why: the
@@ -30,6 +32,7 @@ import yaml
 from fleet.errors import AnalysisError
 from fleet.outliers.exposition import ref_labels
 from fleet.outliers.histogram import histogram_quantile
+from fleet.outliers.rule_cases import same_bucket_case
 from fleet.outliers.rule_parts import (
     alert_annotations,
     latency_refs,
@@ -38,9 +41,9 @@ from fleet.outliers.rule_parts import (
     peer_records,
     rendered,
 )
+from fleet.outliers.rule_parts import series_name as _series
 from telemetry.duration import format_duration, parse_duration
 from telemetry.profiles import MetricRef, Profile, Signal
-from telemetry.promql import format_matchers
 
 __all__ = [
     "ALERT_NAME",
@@ -92,12 +95,14 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[
     records.append({"record": size, "expr": f"count by ({m}) ({peers})"})
     alerts: list[dict[str, Any]] = []
     signals: list[tuple[str, str, float, str]] = []
+    bounds: dict[str, list[float]] = {}
     for name, ref in latency_refs(profile):
         expr = (
             f"histogram_quantile(0.5, sum by ({m}, {r}, le) "
             f"(rate({ref.selector(suffix='_bucket')}[{w}])))"
         )
         signals.append((name, expr, o.rel_floor, "ratio"))
+        bounds[name] = sorted({float(b) for b in ref.buckets if math.isfinite(b)})
     bad = profile.outcomes.bad.get("error")
     total = f"sum by ({m}, {r}) (rate({profile.outcomes.total.selector()}[{w}]))"
     if bad is not None:
@@ -147,6 +152,13 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[
                 "expr": f"({n['replica']} - on ({m}) group_left () {n['median']}) / on ({m}) group_left () ({n['scale']} > 0)",
             },
         ]
+        resolved = ""
+        if bounds.get(name):
+            # The top of the bucket that holds the fleet median: a replica's p50 at or below it
+            # lies in the same bucket, where histogram_quantile only interpolates (no finding).
+            top = " or ".join(f"({n['median']} <= {b:g}) * 0 + {b:g}" for b in bounds[name])
+            records.append({"record": n["top"], "expr": f"{top} or {n['median']} * 0 + Inf"})
+            resolved = f" and on ({m}, {r}) ({n['replica']} > on ({m}) group_left () {n['top']})"
         if gate == "ratio":
             effect = f"{n['ratio']} >= {o.min_effect:g}"
             shown = '{{ $value | printf "%.2f" }}x'
@@ -158,7 +170,7 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[
         alerts.append(
             {
                 "alert": ALERT_NAME,
-                "expr": f"({effect}) and ({n['z']} > {o.z_cutoff:g}) and on ({m}, {r}) ({peers}) and on ({m}) ({size} >= {o.min_fleet})",
+                "expr": f"({effect}) and ({n['z']} > {o.z_cutoff:g}){resolved} and on ({m}, {r}) ({peers}) and on ({m}) ({size} >= {o.min_fleet})",
                 "for": o.for_,
                 "labels": {"severity": o.severity, "signal": name},
                 "annotations": alert_annotations(profile, o, name, shown),
@@ -171,10 +183,6 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> dict[
 
 def render_yaml(doc: dict[str, Any]) -> str:
     return yaml.safe_dump(doc, sort_keys=False, width=1000)
-
-
-def _series(name: str, labels: dict[str, str]) -> str:
-    return f"{name}{{{format_matchers(labels)}}}"
 
 
 def sample_step_s(options: RuleOptions) -> int:
@@ -193,7 +201,9 @@ def outlier_rules_test(
     rest stay quiet. A second case, a healthy fleet, expects no alert. When the profile counts
     prompt tokens, a third case adds a sixth replica sent eight times the fleet's prompt tokens
     per request and slower than the slow one on every latency signal: its prompt mix leaves it
-    compared with nobody, so it does not alert and the same two replicas do."""
+    compared with nobody, so it does not alert and the same two replicas do. A last case puts one
+    replica's p50 1.82x the fleet's, robust z far beyond the cutoff, inside the bucket that holds
+    the fleet median: no alert."""
     o = options or RuleOptions()
     r, m = profile.replica_label, profile.model_label
     replicas = [f"replica-{i}" for i in range(5)]
@@ -362,6 +372,16 @@ def outlier_rules_test(
                 ]
                 if profile.has(Signal.PROMPT_TOKENS)
                 else []
+            ),
+            *same_bucket_case(
+                profile,
+                o,
+                replicas,
+                alert=ALERT_NAME,
+                interval=interval,
+                at=at,
+                per_min=per_min,
+                minutes=minutes,
             ),
         ],
     }
