@@ -4,7 +4,6 @@ availability SLO over the server's own metrics sees front-door 429s (promtool on
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from slo.rules import generate_rules, render_rules
 from slo.rules.render import dump_yaml
 from telemetry.profiles import get_profile
 from telemetry.sink import MemoryRecordSink
+from tests.promtool_run import promtool_test
 
 BURST = 40
 QUEUE = 2
@@ -207,14 +207,7 @@ def test_the_availability_burn_rate_sees_front_door_429s(
             }
         ],
     }
-    (tmp_path / "test.yaml").write_text(dump_yaml(test))
-    done = subprocess.run(
-        [str(promtool), "test", "rules", "test.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = promtool_test(promtool, tmp_path, dump_yaml(test))
     assert done.returncode == 0, done.stdout + done.stderr
     if "rejected" in bad:
         assert ratio > 0.5  # 38 of the 42 finished requests were refused at the front door
