@@ -303,6 +303,40 @@ def bench_histogram_calibration() -> list[str]:
     return rows
 
 
+def bench_share_calibration() -> list[str]:
+    """The error rate of healthy fleets (every replica fails 0.4 % of its 300–3,000 requests,
+    binomial counts) and with replica 0 failing 2 %: share of fleets with any finding from the
+    test alone at 1 %. Ours: each replica's counts against the rest's (``shares``); baseline:
+    the cutoff across the replicas' rates."""
+    from fleet.outliers.shares import share_counts
+    from fleet.outliers.signals import signal_spec
+
+    spec = [signal_spec("error_rate").ungated()]
+    rows = []
+    for replicas in (3, 5, 10, 30, 200):
+        rng = np.random.default_rng(100 + replicas)
+        fleets, alpha = 2000, 0.01
+        n = rng.integers(300, 3000, (fleets, replicas)).astype(float)
+        k = rng.binomial(n.astype(int), 0.004).astype(float)
+        bad = k.copy()
+        bad[:, 0] = rng.binomial(n[:, 0].astype(int), 0.02)
+        null = sum(
+            bool((share_counts(k[f] / n[f], n[f]).p <= alpha / replicas).any())
+            for f in range(fleets)
+        )
+        found = sum(
+            bool(share_counts(bad[f] / n[f], n[f]).p[0] <= alpha / replicas) for f in range(fleets)
+        )
+        _, _, flag = score_matrix((k / n).T, spec * fleets, alpha)
+        _, _, flag_bad = score_matrix((bad / n).T, spec * fleets, alpha)
+        rows.append(
+            f"| error rate by counts, {replicas} replicas: healthy / one at 5x ({fleets} fleets) | "
+            f"{null / fleets:.2%} / {found / fleets:.1%} | cutoff across rates "
+            f"{flag.any(axis=0).mean():.2%} / {flag_bad[0].mean():.1%} | nominal 1 % |"
+        )
+    return rows
+
+
 def main() -> None:
     import os
 
@@ -325,6 +359,7 @@ def main() -> None:
         bench_calibration,
         bench_rank_calibration,
         bench_histogram_calibration,
+        bench_share_calibration,
     ):
         if only and fn.__name__.removeprefix("bench_") not in only:
             continue

@@ -4,8 +4,10 @@ Each flagged cell becomes a ``Finding`` with its cause and evidence. The pass te
 ``alpha / (k · passes)`` each (see ``stats``): k signals with at least three values, not all
 equal, and ``passes`` the number of passes that share the family-wise level. Where the table has
 per-request samples, the signals with samples are tested request by request instead
-(``ranks``, ``score``). Where a signal's values are quantiles read from histograms, a replica
-inside the bucket that holds the fleet median is not told apart from it (``histogram.resolvable``).
+(``ranks``, ``score``), and a share of counted requests (the error rate) by its counts
+(``shares``, Fisher's exact test). Where a signal's values are quantiles read from histograms, a
+replica inside the bucket that holds the fleet median is not told apart from it
+(``histogram.resolvable``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fleet.outliers.histogram import median_bucket, resolvable
 from fleet.outliers.ranks import rank_p_values
 from fleet.outliers.report import Finding, Pass, finite_or_none
 from fleet.outliers.score import score_matrix
+from fleet.outliers.shares import ShareCounts, share_counts
 from fleet.outliers.signals import SignalSpec
 from fleet.outliers.stats import FLOOR_CUTOFF, RobustColumns, max_z_sf, signal_level
 from fleet.outliers.table import FleetTable
@@ -59,7 +62,14 @@ def _spread_line(
 
 
 def _test_line(
-    rc: RobustColumns, oz: float, i: int, j: int, spec: SignalSpec, count: float, p: float
+    rc: RobustColumns,
+    oz: float,
+    i: int,
+    j: int,
+    spec: SignalSpec,
+    count: float,
+    p: float,
+    share: ShareCounts | None = None,
 ) -> str:
     n = int(rc.n[j])
     two = spec.worse == "both"
@@ -72,6 +82,13 @@ def _test_line(
     if rc.rank_p is None or rc.rank_level is None or math.isnan(rc.rank_p[i, j]):
         return line
     rp, rl = float(rc.rank_p[i, j]), float(rc.rank_level[j])
+    if share is not None:
+        return (
+            f"its {share.k[i]:.0f} of {share.n[i]:.0f} requests against the rest's "
+            f"{share.rest_k[i]:.0f} of {share.rest_n[i]:.0f} (Fisher's exact test, one-sided): "
+            f"p = {rp:.2g}, {'below' if rp <= rl else 'above'} the level {rl:.2g} per replica "
+            "(for reference, " + line + ")"
+        )
     return (
         f"its {count:.0f} requests against the rest of the fleet's (Mann–Whitney, "
         f"{'two-sided' if two else 'one-sided'}): p = {rp:.2g}, "
@@ -150,6 +167,15 @@ def judge(
             for i, r in enumerate(counted.index.tolist())
             for j, c in enumerate(have)
         }
+    shares: dict[str, ShareCounts] = {}
+    for j, c in enumerate(cols):
+        if c in table.counted and specs[j].worse == "higher":
+            got = share_counts(x[:, j], table.volume_array().to_numpy(dtype=np.float64))
+            if np.isfinite(got.p).any():
+                shares[c] = got
+                if rank_p is None:
+                    rank_p = np.full(x.shape, np.nan)
+                rank_p[:, j] = got.p
     se = None
     if table.stderr is not None and len(table.stderr.columns):
         se = table.stderr.reindex(index=judged, columns=pd.Index(cols)).to_numpy(
@@ -254,6 +280,7 @@ def judge(
                 spec,
                 counts.get((r, cols[j]), math.nan),
                 float(p_max[0][i, j]),
+                shares.get(cols[j]),
             )
             + (
                 f"; {rc.z_own[i, j]:.3g} of its own standard errors from the median"

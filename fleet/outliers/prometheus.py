@@ -189,6 +189,7 @@ def table_from_prometheus(
         volume=pd.Series(volume, dtype="float64").reindex(index),
         workload=pd.DataFrame(workload).reindex(index).astype("float64"),
         fingerprint=fps,
+        counted=frozenset({"error_rate"}),
         source=f"prometheus {url}",
         notes=(
             f"quantile {q} over {window} from histograms (a quantile inside the fleet median's "

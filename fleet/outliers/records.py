@@ -201,5 +201,6 @@ def table_from_records(
         fingerprint=fingerprint,
         host=None if host is None else pd.Series(host, dtype=object).reindex(volume.index),
         samples=samples,
+        counted=frozenset({"error_rate"}),
         source=where,
     )

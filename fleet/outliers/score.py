@@ -52,8 +52,9 @@ def score_matrix(
     """Robust statistics, oriented z and the finding mask for ``x`` (replicas × signals).
 
     ``level``: the per-signal level of the statistical test (the detector passes its family-wise
-    ``alpha`` divided by signals × passes). ``rank_p``: per cell the rank test's p-value
-    (``ranks.rank_p_values``), NaN where a column has no samples; the columns with any are
+    ``alpha`` divided by signals × passes). ``rank_p``: per cell the p-value of a test of the
+    replica's own requests against the rest's (``ranks.rank_p_values``; for a share of counted
+    requests, ``shares.share_counts``), NaN where a column has none; the columns with any are
     judged by it instead of the cutoff (module docstring).
     """
     sign = np.array([_SIGN[s.worse] for s in specs])

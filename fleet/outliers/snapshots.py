@@ -176,6 +176,7 @@ def _assemble(
         fingerprint=fps if len(fps.columns) else None,
         samples=_samples(rows, profile),
         bins=_bins(rows),
+        counted=frozenset({"error_rate"}),
         source=source,
         notes=notes,
     )

@@ -18,6 +18,8 @@ A ``FleetTable`` holds one row per replica:
   against the rest of the fleet's (``ranks``), which gives small fleets their power;
 - ``bins``: per latency signal read from histograms, the buckets' upper bounds: a quantile inside
   the fleet median's bucket is not told apart from it (``histogram.resolvable``);
+- ``counted``: signals that are a share of the replica's ``volume`` requests (the error rate,
+  where the source counts requests): tested by their counts (``shares``), not their spread;
 - ``cpu_wait``: the share of wall time (0..1) the replica's process was runnable but waiting for
   a CPU (``/proc/<pid>/schedstat`` run delay, or the cgroup's throttled time, over the window).
 """
@@ -57,6 +59,7 @@ class FleetTable:
     cpu_wait: pd.Series | None = None
     samples: pd.DataFrame | None = None
     bins: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    counted: frozenset[str] = frozenset()
     source: str = "records"
     notes: tuple[str, ...] = field(default_factory=tuple)
 
