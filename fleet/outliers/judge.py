@@ -85,7 +85,7 @@ def _test_line(
     if share is not None:
         return (
             f"its {share.k[i]:.0f} of {share.n[i]:.0f} requests against the rest's "
-            f"{share.rest_k[i]:.0f} of {share.rest_n[i]:.0f} (Fisher's exact test, one-sided): "
+            f"{share.rest_k[i]:.0f} of {share.rest_n[i]:.0f} ({share.test}, one-sided): "
             f"p = {rp:.2g}, {'below' if rp <= rl else 'above'} the level {rl:.2g} per replica "
             "(for reference, " + line + ")"
         )

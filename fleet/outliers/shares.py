@@ -27,12 +27,16 @@ EXACT_UP_TO = 64
 
 class ShareCounts:
     """Per replica: bad requests ``k``, requests ``n``, the rest's ``rest_k`` of ``rest_n``, and
-    the one-sided p-value of ``k`` or more (NaN where the share or the count is unknown)."""
+    the one-sided p-value of ``k`` or more (NaN where the share or the count is unknown);
+    ``test`` names the test that gave it."""
 
-    __slots__ = ("k", "n", "p", "rest_k", "rest_n")
+    __slots__ = ("k", "n", "p", "rest_k", "rest_n", "test")
 
-    def __init__(self, k: Array, n: Array, rest_k: Array, rest_n: Array, p: Array) -> None:
+    def __init__(
+        self, k: Array, n: Array, rest_k: Array, rest_n: Array, p: Array, test: str
+    ) -> None:
         self.k, self.n, self.rest_k, self.rest_n, self.p = k, n, rest_k, rest_n, p
+        self.test = test
 
 
 def share_counts(share: Array, volume: Array) -> ShareCounts:
@@ -48,12 +52,13 @@ def share_counts(share: Array, volume: Array) -> ShareCounts:
     big_k, big_n = float(np.nansum(k)), float(np.nansum(n))
     rest_k, rest_n = big_k - k, big_n - n
     p = np.full(share.shape, np.nan)
+    exact = int(known.sum()) <= EXACT_UP_TO
     test = known & (rest_n > 0)
     if test.any():
         kk, nn = k[test], n[test]
         if big_k <= 0:
             p[test] = 1.0
-        elif int(known.sum()) <= EXACT_UP_TO:
+        elif exact:
             p[test] = stats.hypergeom.sf(kk - 1, big_n, big_k, nn)
         else:
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -64,4 +69,5 @@ def share_counts(share: Array, volume: Array) -> ShareCounts:
                 kk[some].astype(np.int64) - 1, nn[some].astype(np.int64), rate[some]
             )
             p[test] = out
-    return ShareCounts(k, n, rest_k, rest_n, np.clip(p, 0.0, 1.0))
+    name = "Fisher's exact test" if exact else "binomial test against the rest's rate"
+    return ShareCounts(k, n, rest_k, rest_n, np.clip(p, 0.0, 1.0), name)

@@ -25,6 +25,7 @@ def test_small_fleets_get_fishers_exact_test():
         want = stats.fisher_exact(table, alternative="greater").pvalue
         assert got.p[i] == pytest.approx(want, rel=1e-9, abs=1e-300)
     assert (got.k.tolist(), got.rest_k[2]) == (k.tolist(), big_k - 200)
+    assert got.test == "Fisher's exact test"
 
 
 def test_large_fleets_get_the_binomial_against_the_rest():
@@ -37,6 +38,7 @@ def test_large_fleets_get_the_binomial_against_the_rest():
         rate = (k.sum() - k[i]) / (n.sum() - n[i])
         want = stats.binomtest(int(k[i]), int(n[i]), rate, alternative="greater").pvalue
         assert got.p[i] == pytest.approx(want, rel=1e-6)
+    assert got.test == "binomial test against the rest's rate"
 
 
 def test_unknown_counts_and_a_fleet_without_errors():
