@@ -340,12 +340,10 @@ def bench_share_calibration() -> list[str]:
 def main() -> None:
     import os
 
-    from benchmarks.probe_truth import _cpu_model
+    from benchmarks.machine import cpu
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(
-        f"machine: {_cpu_model()}, {os.cpu_count()} CPUs, 1-minute load average {load:.1f} at start"
-    )
+    print(f"machine: {cpu()}, 1-minute load average {load:.1f} at start")
     print("| case | ours | baseline | notes |")
     print("|---|---|---|---|")
     # FLEETWATCH_BENCH_ONLY=outliers (names without "bench_", comma-separated) runs only those.

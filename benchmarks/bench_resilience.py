@@ -10,7 +10,6 @@ asserts fleetwatch and its peer computed the same thing; CPU model and load are 
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import threading
 import time
@@ -25,6 +24,8 @@ import circuitbreaker
 import pybreaker
 from prometheus_client import CollectorRegistry
 
+from benchmarks.machine import cpu as machine_cpu
+from benchmarks.machine import load
 from resilience.batcher import BatcherConfig, BatcherMetrics, MicroBatcher
 from resilience.breaker import BreakerMetrics, CircuitBreaker, State
 from resilience.cli import format_table
@@ -42,17 +43,6 @@ PER_CALL_GOAL = 0.5  # fleetwatch overhead ÷ pybreaker overhead, at most
 THREADS_GOAL = 6.0  # fleetwatch calls/s ÷ pybreaker calls/s, at least
 
 
-def _machine() -> str:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-    return f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} CPUs"
-
-
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
-
-
 def _verdict(ratio: float, goal: float, at_most: bool) -> str:
     met = ratio <= goal if at_most else ratio >= goal
     return f"{'met' if met else 'short'} by {abs(goal - ratio):.2f}x"
@@ -64,7 +54,7 @@ def _us(seconds: float) -> str:
 
 def _title(text: str) -> None:
     """A part's heading, with the load average it ran under (the 1-minute figure covers it)."""
-    print(f"\n({_load()})\n\n## {text.rstrip()}\n")
+    print(f"\n({load()})\n\n## {text.rstrip()}\n")
 
 
 def _header(columns: str) -> None:
@@ -390,10 +380,10 @@ def bench_storm() -> None:
 
 
 def main() -> None:
-    print(f"\nmachine: {_machine()}; {_load()}")
+    print(f"\nmachine: {machine_cpu()}; {load()}")
     for bench in (bench_overhead, bench_threads, bench_batcher, bench_storm):
         bench()
-    print(f"\n(end: {_load()})")
+    print(f"\n(end: {load()})")
 
 
 if __name__ == "__main__":

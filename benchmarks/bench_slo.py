@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.machine import machine
 from slo.backtest import backtest_slo
 from slo.burn import window_counts
 from slo.events import sli_events
@@ -59,17 +60,6 @@ REPEATS = 5
 GOAL = 10.0
 
 Intervals = list[tuple[str, float, float | None]]
-
-
-def machine() -> str:
-    """CPU model, CPUs and the load average now."""
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-    one, five, fifteen = os.getloadavg()
-    return (
-        f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} CPUs, "
-        f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
-    )
 
 
 def _spec(step: int) -> ServiceLevelObjective:

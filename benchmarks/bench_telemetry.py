@@ -36,6 +36,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from benchmarks.machine import cpu, load
 from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
 from telemetry.instrument import Instrumentation, instrument
 from telemetry.sink import RotatingRecordSink
@@ -82,21 +83,6 @@ def otlp_collector() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
-    return f"{model}, {os.cpu_count()} CPUs"
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def _engine(batch: int) -> LLMEngine:
@@ -322,7 +308,7 @@ def _ratio_cells(t: tuple[float, float, float]) -> str:
 
 
 def main() -> None:
-    print(f"machine: {machine()}; Python {platform.python_version()}; {load()}")
+    print(f"machine: {cpu()}; Python {platform.python_version()}; {load()}")
     print(f"workload: B requests decoded together, {PROMPT}-token prompts, {MAX_TOKENS} output "
           f"tokens each, greedy, seeded; {ROUNDS} measured rounds (+1 warm-up); default "
           "ModelConfig, CPU, torch 1 thread. on = metrics + spans over OTLP/HTTP to a collector "

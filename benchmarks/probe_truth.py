@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchmarks.machine import cpu
 from engine_probe.probe.client import Prober
 from engine_probe.probe.clientload import auto_workers
 from engine_probe.probe.measure import itl_samples
@@ -110,17 +111,6 @@ def _measure(url: str, streams: int, workers: int, seed: int) -> Accuracy:
     )
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def accuracy(streams_list: tuple[int, ...] = (16, 256, 1000), rounds: int = 3) -> None:
     server = subprocess.Popen(
         [
@@ -171,9 +161,7 @@ def accuracy(streams_list: tuple[int, ...] = (16, 256, 1000), rounds: int = 3) -
                     f"{med('rx_delay_p99'):>10.2f} ms {med('loop_lag_p99'):>10.2f} ms "
                     f"{statistics.median(a.cpu_fraction for a in got):>9.2f} {verdicts:>30}"
                 )
-        print(
-            f"load average after: {os.getloadavg()[0]:.2f}; CPU: {_cpu_model()}, {os.cpu_count()} CPUs"
-        )
+        print(f"load average after: {os.getloadavg()[0]:.2f}; CPU: {cpu()}")
         print(
             "(reader): receive times taken in the reading task instead of at the socket read. "
             "verdict: the probe's own call (client-bound when its p99 loop lag > min(10 % of ITL "

@@ -98,6 +98,16 @@ def _test_line(
     )
 
 
+def _requests(samples: pd.DataFrame | None, replica: str, signal: str) -> float:
+    """The replica's requests with a ``signal`` sample, for the evidence (written when read): a
+    histogram source stacks each signal's requests in rows of their own."""
+    if samples is None or signal not in samples.columns:
+        return math.nan
+    mine = samples["replica"].astype(str).to_numpy() == replica
+    values = samples[signal].to_numpy(dtype=np.float64)[mine]
+    return float(np.count_nonzero(~np.isnan(values)))
+
+
 def _bucket_line(held: tuple[float, float] | None, spec: SignalSpec) -> tuple[str, ...]:
     if held is None:
         return ()
@@ -154,19 +164,8 @@ def judge(
     level = signal_level(cfg.alpha, tested, passes)
     signs = np.array([{"higher": 1.0, "lower": -1.0, "both": 0.0}[s.worse] for s in specs])
     rank_p = None
-    counts: dict[tuple[str, str], float] = {}
     if table.samples is not None and len(table.samples):
         rank_p = rank_p_values(table.samples, judged, cols, signs)
-        # Per signal: a histogram source stacks each signal's requests in rows of their own.
-        have = [c for c in cols if c in table.samples.columns]
-        per = table.samples.assign(replica=table.samples["replica"].astype(str))
-        counted = per.groupby("replica")[have].count()
-        grid = counted.to_numpy(dtype=np.float64)
-        counts = {
-            (str(r), c): float(grid[i, j])
-            for i, r in enumerate(counted.index.tolist())
-            for j, c in enumerate(have)
-        }
     shares: dict[str, ShareCounts] = {}
     for j, c in enumerate(cols):
         if c in table.counted and specs[j].worse == "higher":
@@ -278,7 +277,7 @@ def judge(
                 i,
                 j,
                 spec,
-                counts.get((r, cols[j]), math.nan),
+                _requests(table.samples, r, cols[j]),
                 float(p_max[0][i, j]),
                 shares.get(cols[j]),
             )
