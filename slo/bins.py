@@ -8,8 +8,9 @@ rounded quotient of a time just above ``k * bin_s`` is above ``k`` (the time's s
 formula is exactly the interval above (for every time not within ``1e-300`` of 0, where the
 quotient underflows; checked for bins of 1 to 100,000 s up to ``2**52``).
 
-Events are counted a cache-sized chunk at a time (the chunk is read from memory once and the rest
-of the work on it stays in cache), in one of two ways with the same result:
+Events are counted a chunk at a time (the chunk is read from memory once and the rest of the work
+on it stays in cache), in one of two ways with the same result; bad events are taken as their
+positions (``SLIEvents.bad_positions``), so only the bins of bad events are looked up:
 
 - a chunk of times in ascending order (records as a sink writes them, in finish order) with many
   events per bin: the order is checked (each time against the next) and every bin edge in it is
@@ -44,7 +45,7 @@ FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
 
 MAX_BINS = 5_000_000
-_CHUNK = 1 << 18
+_CHUNK = 1 << 19  # 4 MiB of times: held in the last-level cache while a chunk's work runs
 _SUB = 64  # the coarse search looks at every 64th time; 2**6 - 1 left to search within
 _DENSE = 8  # events per bin from which the search beats a pass over every event
 _MAGIC = float(2**52)  # an integer n in [0, 2**52) added to this has n as its low bits
@@ -74,7 +75,7 @@ class BinCounts:
         if events.times.size == 0:
             return
         unit = events.count is None
-        bad_at = np.flatnonzero(events.bad) if unit else None
+        bad_at = events.bad_positions() if unit else None
         acc = _Span()
         start = self._count_sorted(events.times, bad_at, acc) if unit else 0
         if start < events.times.size:
@@ -134,9 +135,13 @@ class BinCounts:
             at = np.bincount(sample_bins.astype(np.int64) - lo, minlength=hi - lo + 1)[:-1]
             inner = _refine(x, np.cumsum(at, out=at), ks.astype(np.float64) * self.bin_s)
             # The formula on both sides of every edge: the last time counted and the first not.
-            buf = np.empty(ks.size, dtype=np.float64)
-            last = self._bins(np.take(x, inner - 1, mode="clip"), buf) <= ks
-            first = self._bins(np.take(x, inner, mode="clip"), buf) > ks
+            at = np.empty((2, ks.size), dtype=np.int64)
+            np.subtract(inner, 1, out=at[0])
+            at[1] = inner
+            sides = np.take(x, at, mode="clip")
+            sides = self._bins(sides, sides)
+            sides -= ks
+            last, first = sides[0] <= 0, sides[1] > 0
             if not (np.all(last | (inner == 0)) and np.all(first | (inner == x.size))):
                 return None
             pos[1:-1] = inner
@@ -159,9 +164,7 @@ class BinCounts:
             idx, lo, hi = self._indices(x, work[: x.size])
             if hi - lo + 1 > (chunk // 2 if i == start else 8 * chunk):
                 # bins too wide to count chunk by chunk: the rest all at once
-                rest = slice(i, None)
-                count = None if events.count is None else events.count[rest]
-                self._count_all(SLIEvents(t[rest], events.bad[rest], count), acc, bad_bins)
+                self._count_all(_rest(events, bad_at, i), acc, bad_bins)
                 break
             if events.count is None:
                 assert bad_at is not None
@@ -172,9 +175,8 @@ class BinCounts:
             else:
                 w = events.count[i : i + chunk]
                 total = _round(np.bincount(idx, weights=w, minlength=hi - lo + 1))
-                bad = _round(
-                    np.bincount(idx, weights=events.bad[i : i + chunk], minlength=total.size)
-                )
+                bad_w = events.bad_weights()[i : i + chunk]
+                bad = _round(np.bincount(idx, weights=bad_w, minlength=total.size))
                 acc.add(lo, total, bad)
         if bad_bins:
             _add_bad(acc, np.concatenate(bad_bins))
@@ -212,10 +214,11 @@ class BinCounts:
         n = hi - lo + 1
         if events.count is None:
             acc.add(lo, np.bincount(idx, minlength=n), np.zeros(0, dtype=np.int64))
-            bad_bins.append(idx[np.flatnonzero(events.bad)] + lo)
+            bad_bins.append(idx[events.bad_positions()] + lo)
         else:
             total = _round(np.bincount(idx, weights=events.count, minlength=n))
-            acc.add(lo, total, _round(np.bincount(idx, weights=events.bad, minlength=n)))
+            bad_w = events.bad_weights()
+            acc.add(lo, total, _round(np.bincount(idx, weights=bad_w, minlength=n)))
 
     def _check_span(self, lo: int, hi: int) -> None:
         if hi - lo + 1 > MAX_BINS:
@@ -308,6 +311,15 @@ class _Span:
         self.total[at : at + total.size] += total
         self.bad[at : at + bad.size] += bad
         self.size = max(self.size, at + n)
+
+
+def _rest(events: SLIEvents, bad_at: IntArray | None, start: int) -> SLIEvents:
+    """The events from position ``start`` on."""
+    t = events.times[start:]
+    if events.count is not None:
+        return SLIEvents(t, events.bad_weights()[start:], events.count[start:])
+    assert bad_at is not None
+    return SLIEvents(t, None, bad_at=bad_at[np.searchsorted(bad_at, start) :] - start)
 
 
 def _add_bad(acc: _Span, bins: IntArray) -> None:

@@ -59,15 +59,36 @@ class SLIEvents:
     """Event times (seconds) and bad flags of one SLO.
 
     With ``count`` (ITL), ``count[i]`` events happened at ``times[i]``, ``bad[i]`` of them bad;
-    otherwise each time is one event and ``bad`` is a boolean array.
+    otherwise each time is one event and ``bad`` is a boolean array, or None when ``bad_at``
+    gives the ascending positions of the bad events instead (found without a mask as long as
+    the records: ``sli_events`` for availability).
     """
 
     times: FloatArray
-    bad: BoolArray | IntArray
+    bad: BoolArray | IntArray | None
     count: IntArray | None = None
+    bad_at: IntArray | None = None
+
+    def __post_init__(self) -> None:
+        if (self.bad is None) == (self.bad_at is None) or (
+            self.bad is None and self.count is not None
+        ):
+            raise ValueError("SLIEvents takes bad flags, or (unit events) bad positions: one")
 
     def __len__(self) -> int:
         return int(self.times.size)
+
+    def bad_positions(self) -> IntArray:
+        """Ascending positions of the bad events (unit events)."""
+        if self.bad_at is not None:
+            return self.bad_at
+        assert self.bad is not None and self.count is None
+        return np.flatnonzero(self.bad)
+
+    def bad_weights(self) -> IntArray:
+        """Bad events at each time (events with ``count``)."""
+        assert self.bad is not None and self.count is not None
+        return np.asarray(self.bad, dtype=np.int64)
 
     @property
     def events(self) -> int:
@@ -105,6 +126,35 @@ def goodput_mask(records: Records, ttft_max: float, tpot_max: float) -> BoolArra
     ok = _status_in(records, ("ok",))
     with np.errstate(invalid="ignore"):
         return np.asarray(ok & (ttft <= ttft_max) & (np.isnan(tpot) | (tpot <= tpot_max)))
+
+
+_CHUNK = 1 << 19
+
+
+def _status_positions(records: Records, values: tuple[str, ...]) -> IntArray:
+    """Ascending positions of the records whose status is one of ``values``; from a categorical
+    column a chunk at a time (no mask as long as the records is made)."""
+    col = records["status"]
+    if isinstance(col, pd.Series) and isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.array
+    if not isinstance(col, pd.Categorical):
+        return np.flatnonzero(_status_in(records, values))
+    codes = np.asarray(col.codes)
+    wanted = [i for i, c in enumerate(col.categories) if str(c) in values]
+    if not wanted:
+        return np.zeros(0, dtype=np.int64)
+    buf = np.empty(min(_CHUNK, codes.size), dtype=bool)
+    hit = np.empty_like(buf)
+    parts = [np.zeros(0, dtype=np.int64)]
+    for i in range(0, codes.size, _CHUNK):
+        part = codes[i : i + _CHUNK]
+        out = np.equal(part, wanted[0], out=buf[: part.size])
+        for code in wanted[1:]:
+            out |= np.equal(part, code, out=hit[: part.size])
+        at = np.flatnonzero(out)
+        if at.size:
+            parts.append(at + i)
+    return np.concatenate(parts)
 
 
 def _status_in(records: Records, values: tuple[str, ...]) -> BoolArray:
@@ -215,6 +265,8 @@ def sli_events(slo: ServiceLevelObjective, records: Records) -> SLIEvents:
         return _itl_events(slo, records, np.ones(n, dtype=bool) if mask is None else mask)
     if isinstance(sli, AvailabilitySLI):
         times = _floats(records, "finished_s")
+        if mask is None:
+            return SLIEvents(times, None, bad_at=_status_positions(records, sli.bad))
         bad = _status_in(records, sli.bad)
     elif isinstance(sli, LatencySLI):
         times = _floats(records, EVENT_TIME[sli.signal])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from slo.burn import window_counts
 from slo.errors import SLOSpecError
 from slo.events import SLIEvents, sli_events
 from slo.load import load_spec
-from telemetry.records import RequestRecord, to_frame
+from telemetry.records import STATUS_DTYPE, RequestRecord, to_frame
 from telemetry.records.schema import ITL_BOUNDS
 
 H = 3600.0
@@ -250,13 +251,56 @@ def test_searched_chunks_then_binned_chunks_count_every_edge_exactly(
     try:
         counts = BinCounts(bin_s)
         counts.add(SLIEvents(times, bad))
+        by_position = BinCounts(bin_s)  # bad events given by position, as sli_events gives them
+        by_position.add(SLIEvents(times, None, bad_at=np.flatnonzero(bad)))
         reference = BinCounts(bin_s)
         for part in np.array_split(rng.permutation(n), 3):
             reference.add(SLIEvents(times[part], bad[part]))
     finally:
         slo.bins._CHUNK = saved
     _truth(times, bad, bin_s, counts)
+    _truth(times, bad, bin_s, by_position)
     _truth(times, bad, bin_s, reference)
+
+
+@pytest.mark.parametrize(
+    "bad", [("error",), ("error", "rejected"), ("aborted", "rejected", "error")]
+)
+def test_availability_takes_bad_events_by_position_across_chunks(bad: tuple[str, ...]) -> None:
+    # the positions are found a chunk at a time from the status codes; a small chunk puts bad
+    # records on both sides of every chunk boundary
+    import slo.events
+
+    rng = np.random.default_rng(8)
+    n = 10_007
+    status = rng.choice(["ok", "error", "aborted", "rejected"], n, p=[0.7, 0.1, 0.1, 0.1])
+    status[1023:1026] = "error"
+    frame = pd.DataFrame({
+        "finished_s": np.sort(rng.uniform(0, 7200, n)),
+        "status": pd.Categorical(status, dtype=STATUS_DTYPE),
+    })  # fmt: skip
+    spec = _slo(f"{{kind: availability, bad: [{', '.join(bad)}]}}")
+    saved = slo.events._CHUNK
+    slo.events._CHUNK = 1024
+    try:
+        events = sli_events(spec, frame)
+    finally:
+        slo.events._CHUNK = saved
+    assert events.bad is None and events.bad_at is not None
+    assert events.bad_at.tolist() == np.flatnonzero(np.isin(status, bad)).tolist()
+    plain = sli_events(spec, {"finished_s": frame["finished_s"].to_numpy(), "status": status})
+    assert plain.bad_positions().tolist() == events.bad_at.tolist()
+
+
+def test_events_take_bad_flags_or_bad_positions_not_both() -> None:
+    times = np.arange(3.0)
+    for bad, at, count in (
+        (None, None, None),
+        (np.zeros(3, dtype=bool), np.array([1]), None),
+        (None, np.array([1]), np.ones(3, dtype=np.int64)),
+    ):
+        with pytest.raises(ValueError, match="one"):
+            SLIEvents(times, bad, count, bad_at=at)
 
 
 @pytest.mark.parametrize("where", [0, -1])
