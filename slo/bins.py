@@ -17,8 +17,9 @@ positions (``SLIEvents.bad_positions``), so only the bins of bad events are look
   located from the bins of every 64th time (counted, so how many of them lie before each edge is
   known), then by a branch-free binary search within 64 times, so the work is per bin rather than
   per event; the times on both sides of every edge are checked against the
-  formula (any disagreement: the second way). A chunk out of order sends it and the rest to the
-  second way, with the chunks before it already counted;
+  formula (any disagreement: the second way). A chunk out of order is counted the second way, and so
+  are the chunks after it until one whose every 64th time is ascending (records joined from several
+  files, each in finish order) goes back to the search;
 - otherwise every event's bin, computed in place in the chunk's buffer (divide, ceil, and an
   exact float-to-integer step: adding ``2**52`` and reading the bits), counted with
   ``np.bincount``: chunk by chunk when a chunk spans few bins, else all chunks' bins at once.
@@ -77,9 +78,14 @@ class BinCounts:
         unit = events.count is None
         bad_at = events.bad_positions() if unit else None
         acc = _Span()
-        start = self._count_sorted(events.times, bad_at, acc) if unit else 0
-        if start < events.times.size:
-            self._count_binned(events, bad_at, start, acc)
+        n = events.times.size
+        work = np.empty(min(_CHUNK, n), dtype=np.float64)
+        start = 0
+        while start < n:  # each turn of the binned way counts at least one chunk
+            if unit:
+                start = self._count_sorted(events.times, bad_at, acc, start, work)
+            if start < n:
+                start = self._count_binned(events, bad_at, start, acc, work)
         if acc.total is not None:
             assert acc.bad is not None
             self._accumulate(acc.lo, acc.total[: acc.size], acc.bad[: acc.size])
@@ -97,30 +103,35 @@ class BinCounts:
         np.divide(t, float(self.bin_s), out=out)
         return np.ceil(out, out=out)
 
-    def _count_sorted(self, t: FloatArray, bad_at: IntArray | None, acc: _Span) -> int:
-        """Count chunks of ``t`` by search while they are ascending and dense; return where the
-        first chunk that is not starts (``t.size``: all counted)."""
+    def _count_sorted(
+        self, t: FloatArray, bad_at: IntArray | None, acc: _Span, start: int, work: FloatArray
+    ) -> int:
+        """Count chunks of ``t`` from ``start`` by search while they are ascending and dense;
+        return where the first chunk that is not starts (``t.size``: all counted)."""
         chunk = _CHUNK
-        order = np.empty(min(chunk, t.size), dtype=bool)
-        for i in range(0, t.size, chunk):
-            part = t[i : i + chunk + 1]  # and the next chunk's first time
-            step = order[: part.size - 1]
-            if step.size:
-                np.less_equal(part[:-1], part[1:], out=step)
-                if not bool(step.all()):
-                    return i
+        order = work.view(bool)  # the comparisons of one chunk
+        for i in range(start, t.size, chunk):
             x = t[i : i + chunk]
-            if not (math.isfinite(x[0]) and math.isfinite(x[-1])):
-                return i  # the other way names the bad time
+            if not self._dense(x):
+                return i
+            step = order[: x.size - 1]
+            np.less_equal(x[:-1], x[1:], out=step)
+            if not bool(step.all()):
+                return i
             lo, hi = self._bin(float(x[0])), self._bin(float(x[-1]))
             self._check_span(lo, hi)
-            if x.size < _DENSE * (hi - lo + 1):
-                return i
             pos = self._search(x, lo, hi)
             if pos is None:
                 return i
             acc.add(lo, np.diff(pos), _bad_between(bad_at, i, pos))
         return t.size
+
+    def _dense(self, x: FloatArray) -> bool:
+        """Whether ``x`` (if ascending) has many times per bin: its ends finite, at least
+        ``_DENSE`` times per bin between them."""
+        if not (math.isfinite(x[0]) and math.isfinite(x[-1])):
+            return False  # the other way names the bad time
+        return bool(x.size >= _DENSE * (self._bin(float(x[-1])) - self._bin(float(x[0])) + 1))
 
     def _search(self, x: FloatArray, lo: int, hi: int) -> IntArray | None:
         """For ascending ``x`` whose bins run ``lo..hi``: how many times are in bins up to each of
@@ -148,19 +159,24 @@ class BinCounts:
         return pos
 
     def _count_binned(
-        self, events: SLIEvents, bad_at: IntArray | None, start: int, acc: _Span
-    ) -> None:
-        """Every event's bin from ``start`` on, a cache-sized chunk at a time, counted chunk by
-        chunk while chunks span few bins (times in roughly increasing order, or bins wide next to
-        the chunk); otherwise the bins of all events left are kept and counted at once. Bins are
-        shifted to start at 0 (``np.bincount`` sizes its output to the highest): by the chunk's
-        lowest bin."""
+        self, events: SLIEvents, bad_at: IntArray | None, start: int, acc: _Span, work: FloatArray
+    ) -> int:
+        """Every event's bin from ``start`` on, a chunk at a time, counted chunk by chunk while
+        chunks span few bins (times in roughly increasing order, or bins wide next to the chunk);
+        otherwise the bins of all events left are kept and counted at once. Bins are shifted to
+        start at 0 (``np.bincount`` sizes its output to the highest): by the chunk's lowest bin.
+        Unit events stop at a later chunk that is dense and whose every 64th time is ascending
+        (records joined from several files, each in finish order: the search may take it):
+        return where counting stopped (``t.size``: all counted)."""
         t = events.times
         chunk = _CHUNK
-        work = np.empty(min(chunk, t.size - start), dtype=np.float64)
         bad_bins: list[IntArray] = []
+        stop = t.size
         for i in range(start, t.size, chunk):
             x = t[i : i + chunk]
+            if i > start and events.count is None and self._dense(x) and _sampled_ascending(x):
+                stop = i
+                break
             idx, lo, hi = self._indices(x, work[: x.size])
             if hi - lo + 1 > (chunk // 2 if i == start else 8 * chunk):
                 # bins too wide to count chunk by chunk: the rest all at once
@@ -180,6 +196,7 @@ class BinCounts:
                 acc.add(lo, total, bad)
         if bad_bins:
             _add_bad(acc, np.concatenate(bad_bins))
+        return stop
 
     def _indices(self, x: FloatArray, work: FloatArray) -> tuple[IntArray, int, int]:
         """Bins of ``x`` less the lowest, as integers in ``work``'s memory; the lowest and highest
@@ -311,6 +328,12 @@ class _Span:
         self.total[at : at + total.size] += total
         self.bad[at : at + bad.size] += bad
         self.size = max(self.size, at + n)
+
+
+def _sampled_ascending(x: FloatArray) -> bool:
+    """Whether every 64th time of ``x`` is in ascending order (cheap: a 64th of the chunk)."""
+    s = x[::64]
+    return bool(np.all(s[:-1] <= s[1:]))
 
 
 def _rest(events: SLIEvents, bad_at: IntArray | None, start: int) -> SLIEvents:

@@ -303,6 +303,44 @@ def test_events_take_bad_flags_or_bad_positions_not_both() -> None:
             SLIEvents(times, bad, count, bad_at=at)
 
 
+@pytest.mark.parametrize("runs", [2, 5])
+def test_records_joined_from_files_in_finish_order_go_back_to_the_search(
+    runs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each replica's file is in finish order; joined, the times fall back at every file's start.
+    # The chunk that holds a join is binned; the chunks after it are searched again.
+    import slo.bins
+
+    rng = np.random.default_rng(runs)
+    parts = []
+    for _ in range(runs):
+        t = rng.uniform(0, 3000, 4096)
+        t[::97] = np.ceil(t[::97] / 30) * 30  # some exactly on a bin edge
+        parts.append(np.sort(t))
+    times = np.concatenate(parts)
+    bad = rng.random(times.size) < 0.05
+    searched: list[int] = []
+    search = slo.bins.BinCounts._search
+
+    def counted(self: BinCounts, x: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
+        searched.append(x.size)
+        return search(self, x, lo, hi)
+
+    monkeypatch.setattr(slo.bins, "_CHUNK", 1024)
+    monkeypatch.setattr(slo.bins.BinCounts, "_search", counted)
+    counts = BinCounts(30)
+    counts.add(SLIEvents(times, None, bad_at=np.flatnonzero(bad)))
+    _truth(times, bad, 30, counts)
+    # every chunk is searched but the ones holding a join (4096 is a multiple of 1024: none)
+    assert len(searched) == times.size // 1024
+    shifted = np.concatenate([parts[0][:1000], times])  # joins now inside chunks
+    searched.clear()
+    counts = BinCounts(30)
+    counts.add(SLIEvents(shifted, np.concatenate([np.zeros(1000, dtype=bool), bad])))
+    _truth(shifted, np.concatenate([np.zeros(1000, dtype=bool), bad]), 30, counts)
+    assert len(searched) == -(-shifted.size // 1024) - runs
+
+
 @pytest.mark.parametrize("where", [0, -1])
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 def test_times_that_are_not_finite_are_refused_on_either_path(where: int, value: float) -> None:
