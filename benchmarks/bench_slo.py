@@ -254,9 +254,9 @@ def main() -> None:
     frames["shuffled"] = frames["finish order"].sample(frac=1.0, random_state=7)
     frames["shuffled"] = frames["shuffled"].reset_index(drop=True)
     replica = np.random.default_rng(8).integers(0, FILES, N)
-    frames[f"{FILES} files joined"] = frames["finish order"].iloc[
-        np.argsort(replica, kind="stable")
-    ].reset_index(drop=True)
+    frames[f"{FILES} files joined"] = (
+        frames["finish order"].iloc[np.argsort(replica, kind="stable")].reset_index(drop=True)
+    )
     print(f"{N:,} records over {DAYS} days built in {time.perf_counter() - t0:.1f} s")
     print(f"machine at start: {machine()}")
     rows = []
