@@ -351,22 +351,23 @@ def main() -> None:
         print(f"| {y['batch']} | {y['round_ms']:.0f} | {_ratio_cells(y['proc'])} | "
               f"{y['extra_us_req']:.0f} | {y['scrape_ms']:.2f} |")  # fmt: skip
     print()
-    print("Callbacks: each telemetry callback timed on the step loop (thread CPU), less the same "
-          "meter's cost around a do-nothing observer; against the engine's own step-loop CPU "
+    print("Step-loop work for telemetry, timed where it runs (thread CPU): the observer's "
+          "callbacks and the engine's work for observers (step events, StepStats, the step's cost "
+          "estimate), less the meter's own cost; against the rest of the step loop "
           "(benchmarks/telemetry_hooks.py)")  # fmt: skip
     print()
-    print("| batch | callbacks' CPU / engine step loop (median) | largest round | µs/request "
-          "| meter ns/call (subtracted) |")  # fmt: skip
+    print("| batch | telemetry CPU / engine step loop (median) | largest round | µs/request "
+          "| meter ns/region (subtracted) |")  # fmt: skip
     print("|---:" * 5 + "|")
     for h in hooks:
         print(
             f"| {h['batch']:.0f} | {h['share']:.3%} | {h['share_max']:.3%} | "
-            f"{h['hook_us_req']:.1f} | {h['meter_ns_call']:.0f} |"
+            f"{h['hook_us_req']:.1f} | {h['meter_ns_region']:.0f} |"
         )
     print()
     for x, y, h in zip(lock, proc, hooks, strict=True):
         met = "met" if h["share"] <= GOAL_STEP - 1.0 else "short"
-        print(f"telemetry at batch {x['batch']}: callbacks {h['share']:.3%} of the step loop, "
+        print(f"telemetry at batch {x['batch']}: telemetry's own step-loop work {h['share']:.3%} of the engine's, "
               f"goal <= {GOAL_STEP - 1.0:.0%}: {met}; "
               f"step loop {x['step'][0]:.4f}x bare, goal <= "
               f"{GOAL_STEP}x: {_verdict(x['step'], GOAL_STEP)}; all telemetry CPU by thread "

@@ -1,16 +1,18 @@
-"""The step loop's telemetry cost measured where it is spent: inside the observer's callbacks.
+"""The step loop's telemetry cost measured where it is spent.
 
-The lockstep table's step-loop ratio (instrumented over bare) carries the run's noise, about ±1 %
-at batch 8 on this 2-core host, so it cannot tell 1.005× from 1.015×. Here each callback the
-engine makes into the telemetry observer is timed on the step-loop thread (``time.thread_time_ns``
-before and after), and the same meter around an observer that does nothing gives the meter's own
-cost per call, subtracted. What remains is the CPU the callbacks themselves cost, set against the
-engine's own step-loop CPU (the loop's CPU less everything spent inside the meter). Indirect
-costs (caches, allocator, garbage collection) are not in it; the lockstep ratio keeps them, with
-its noise, so both are reported side by side.
+The lockstep table's step-loop ratio (instrumented over bare) carries the run's noise, up to about
+±1 % at batch 8 on this 2-core host, so it cannot always tell 1.005× from 1.015×. Here the work
+telemetry adds to the step loop is timed where it runs, on the step-loop thread
+(``time.thread_time_ns``): every callback into the telemetry observer, and the engine's own work
+for observers (building the step's events and ``StepStats``, the step's cost estimate:
+``engine_probe.engine.step_events`` and ``StepCostModel.estimate``), which runs only when an
+observer is attached. Nested regions count once (a callback inside ``report_progress``). The
+meter's own cost per region, measured around a function that does nothing, is subtracted. What
+remains is set against the rest of the step loop's CPU: the engine's own.
 
-Each round runs the metered telemetry engine and the metered do-nothing engine on the same seeded
-prompts (their tokens asserted equal), one after the other, order alternating.
+Not in it: a ``RequestInfo`` built per request in ``add_request``, and indirect costs (caches, the
+allocator, garbage collection); the lockstep ratio keeps those, with its noise, so both are
+reported side by side.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from telemetry.hooks import EngineObserver, NullObserver
+from engine_probe.engine import step_events
+from telemetry.hooks import EngineObserver
 
 __all__ = ["HOOKS", "Meter", "hook_table"]
 
@@ -33,44 +37,90 @@ HOOKS = tuple(
     if name.startswith("on_") and callable(getattr(EngineObserver, name))
 )
 """Every callback of the hook protocol."""
+ENGINE_SIDE = ("report_schedule", "report_progress", "step_stats", "state_stats")
+"""The engine's work for observers, in ``engine_probe.engine.step_events``."""
 
 
 class Meter:
-    """Forwards every hook to ``inner``, adding the step-loop thread's CPU inside it to ``ns``."""
+    """Thread CPU inside the functions it wraps; a region inside another counts once."""
 
-    def __init__(self, inner: EngineObserver) -> None:
-        self.inner = inner
+    def __init__(self) -> None:
         self.ns = 0
-        self.calls = 0
-        for name in HOOKS:
-            setattr(self, name, self._timed(getattr(inner, name)))
+        self.regions = 0
+        self.nested = 0
+        self._depth = 0
 
-    def _timed(self, fn: Callable[..., None]) -> Callable[..., None]:
+    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         clock = time.thread_time_ns
 
-        def call(*args: Any) -> None:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._depth:
+                self.nested += 1
+                self._depth += 1
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    self._depth -= 1
+            self._depth = 1
             t0 = clock()
-            fn(*args)
-            self.ns += clock() - t0
-            self.calls += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.ns += clock() - t0
+                self._depth = 0
+                self.regions += 1
 
         return call
 
 
-def _run(
-    engine: Any, meter: Meter, prompts: list[list[int]], max_tokens: int
-) -> tuple[int, list[tuple[int, ...]]]:
-    """The step loop's CPU (ns) for ``prompts``, with ``meter`` attached; and the tokens."""
-    detach = engine.attach(meter)
-    tokens: dict[str, list[int]] = {}
-    t0 = time.thread_time_ns()
-    ids = [engine.add_request(p, max_tokens=max_tokens) for p in prompts]
-    while engine.has_unfinished():
-        for o in engine.step():
-            tokens.setdefault(o.request_id, []).extend(o.new_token_ids)
-    loop = time.thread_time_ns() - t0
-    detach()
-    return loop, [tuple(tokens[i]) for i in ids]
+def _noop(*args: Any) -> None:
+    return None
+
+
+def meter_cost(calls: int = 20_000) -> tuple[float, float]:
+    """The meter's own thread CPU (ns) per outer region and per nested one, around a no-op."""
+    m = Meter()
+    outer = m.wrap(_noop)
+    for _ in range(calls):
+        outer()
+    per_region = m.ns / calls
+    m2 = Meter()
+    inner = m2.wrap(_noop)
+
+    def many() -> None:
+        for _ in range(100):
+            inner()
+
+    wrapped = m2.wrap(many)
+    base = Meter()
+    plain = base.wrap(lambda: [_noop() for _ in range(100)])
+    for _ in range(calls // 100):
+        wrapped()
+        plain()
+    per_nested = max(0.0, (m2.ns - base.ns) / calls)
+    return per_region, per_nested
+
+
+@contextmanager
+def metered(engine: Any, observer: Any, meter: Meter) -> Iterator[None]:
+    """Attach ``observer`` to ``engine`` with every callback metered, and meter the engine's
+    work for observers, until exit."""
+    proxy = type("MeteredObserver", (), {})()
+    for name in HOOKS:
+        setattr(proxy, name, meter.wrap(getattr(observer, name)))
+    saved = {name: getattr(step_events, name) for name in ENGINE_SIDE}
+    cost = engine.cost
+    for name, fn in saved.items():
+        setattr(step_events, name, meter.wrap(fn))
+    engine.cost = type("MeteredCost", (), {"estimate": staticmethod(meter.wrap(cost.estimate))})()
+    detach = engine.attach(proxy)
+    try:
+        yield
+    finally:
+        detach()
+        for name, fn in saved.items():
+            setattr(step_events, name, fn)
+        engine.cost = cost
 
 
 def hook_table(
@@ -83,42 +133,40 @@ def hook_table(
     requests: int,
     rounds: int,
 ) -> dict[str, float]:
-    """Per round: the telemetry callbacks' own CPU (net of the meter) over the engine's own
-    step-loop CPU; medians over ``rounds`` (plus one warm-up)."""
+    """Per round: telemetry's step-loop CPU (net of the meter) over the engine's own step-loop
+    CPU; medians over ``rounds`` (plus one warm-up)."""
     rng = random.Random(1000 + batch)
-    shares, per_call, hook_us = [], [], []
+    per_region, per_nested = meter_cost()
+    shares, per_req = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        on_engine, null_engine = engine_for(batch), engine_for(batch)
+        engine = engine_for(batch)
         os.mkdir(os.path.join(tmp, "on"))
-        inst = instrument_for(on_engine, os.path.join(tmp, "on"))
-        inst.pause()  # the metered observer below is attached instead, round by round
+        inst = instrument_for(engine, os.path.join(tmp, "on"))
+        inst.pause()  # attached metered instead, below
         for r in range(rounds + 1):
-            on, null = Meter(inst.observer), Meter(NullObserver())
-            loops: dict[str, int] = {}
-            answers: dict[str, list[tuple[int, ...]]] = {}
-            for _ in range(max(1, requests // batch)):
-                prompts = [[rng.randrange(1, 2000) for _ in range(prompt)] for _ in range(batch)]
-                arms = [("on", on_engine, on), ("null", null_engine, null)]
-                for name, eng, meter in arms if r % 2 == 0 else arms[::-1]:
-                    loop, toks = _run(eng, meter, prompts, max_tokens)
-                    loops[name] = loops.get(name, 0) + loop
-                    answers.setdefault(name, []).extend(toks)
-            assert answers["on"] == answers["null"], "tokens differ between the arms"
+            meter = Meter()
+            done = 0
+            t0 = time.thread_time_ns()
+            with metered(engine, inst.observer, meter):
+                for _ in range(max(1, requests // batch)):
+                    for _ in range(batch):
+                        p = [rng.randrange(1, 2000) for _ in range(prompt)]
+                        engine.add_request(p, max_tokens=max_tokens)
+                    while engine.has_unfinished():
+                        done += sum(o.finished for o in engine.step())
+            loop = time.thread_time_ns() - t0
             assert inst.flush(), "telemetry did not hand over in time"
             if r == 0:
                 continue
-            own = null.ns / max(null.calls, 1)  # the meter's cost per call
-            net = max(0.0, on.ns - own * on.calls)
-            engine_cpu = loops["on"] - on.ns
-            shares.append(net / engine_cpu)
-            per_call.append(own)
-            hook_us.append(net / len(answers["on"]) / 1e3)
+            net = max(0.0, meter.ns - meter.regions * per_region - meter.nested * per_nested)
+            shares.append(net / (loop - meter.ns))
+            per_req.append(net / done / 1e3)
         assert inst.drops.total == 0, f"telemetry dropped {inst.drops.snapshot()}"
         inst.detach()
     return {
         "batch": float(batch),
         "share": statistics.median(shares),
         "share_max": max(shares),
-        "meter_ns_call": statistics.median(per_call),
-        "hook_us_req": statistics.median(hook_us),
+        "meter_ns_region": per_region,
+        "hook_us_req": statistics.median(per_req),
     }

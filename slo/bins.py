@@ -48,7 +48,8 @@ BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
 MAX_BINS = 5_000_000
 _CHUNK = 1 << 19  # 4 MiB of times: held in the last-level cache while a chunk's work runs
 _SUB = 64  # the coarse search looks at every 64th time; 2**6 - 1 left to search within
-_DENSE = 8  # events per bin from which the search beats a pass over every event
+_DENSE = 16  # events per bin from which the search beats a pass over every event (10 M
+# ascending times: search 56 ms against 44 binned at 8 a bin, 25 against 29 at 16, 15 against 25 at 32)
 _MAGIC = float(2**52)  # an integer n in [0, 2**52) added to this has n as its low bits
 _MAGIC_BITS = int(np.float64(_MAGIC).view(np.int64))
 _LIMIT = float(2**50)  # bins beyond this cannot take the exact integer step

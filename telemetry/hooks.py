@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 __all__ = ["EngineObserver", "HttpRequestInfo", "NullObserver", "RequestInfo", "StepStats"]
 
@@ -68,12 +68,13 @@ class RequestInfo:
     """Set when the request was served over HTTP."""
 
 
-@dataclass(frozen=True, slots=True)
-class StepStats:
+class StepStats(NamedTuple):
     """One engine step, handed to observers once per step after it finished (or, with no
     tokens, a report of the engine's state between steps: see ``EngineObserver.on_step``).
 
     Units: seconds, tokens, KV blocks, bytes and FLOPs (estimates from the model's shape).
+    Immutable; a named tuple because one is built every step: in a fifth of the time a frozen
+    dataclass takes (its ``__init__`` sets each of 14 fields through ``object.__setattr__``).
     """
 
     step: int
