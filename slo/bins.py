@@ -48,8 +48,7 @@ BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
 MAX_BINS = 5_000_000
 _CHUNK = 1 << 19  # 4 MiB of times: held in the last-level cache while a chunk's work runs
 _SUB = 64  # the coarse search looks at every 64th time; 2**6 - 1 left to search within
-_DENSE = 16  # events per bin from which the search beats a pass over every event (10 M
-# ascending times: search 56 ms against 44 binned at 8 a bin, 25 against 29 at 16, 15 against 25 at 32)
+_DENSE = 16  # events per bin from which the search beats binning each (measured: BENCHMARKS.md)
 _MAGIC = float(2**52)  # an integer n in [0, 2**52) added to this has n as its low bits
 _MAGIC_BITS = int(np.float64(_MAGIC).view(np.int64))
 _LIMIT = float(2**50)  # bins beyond this cannot take the exact integer step
@@ -147,10 +146,10 @@ class BinCounts:
             at = np.bincount(sample_bins.astype(np.int64) - lo, minlength=hi - lo + 1)[:-1]
             inner = _refine(x, np.cumsum(at, out=at), ks.astype(np.float64) * self.bin_s)
             # The formula on both sides of every edge: the last time counted and the first not.
-            at = np.empty((2, ks.size), dtype=np.int64)
-            np.subtract(inner, 1, out=at[0])
-            at[1] = inner
-            sides = np.take(x, at, mode="clip")
+            around = np.empty((2, ks.size), dtype=np.int64)
+            np.subtract(inner, 1, out=around[0])
+            around[1] = inner
+            sides = np.take(x, around, mode="clip")
             sides = self._bins(sides, sides)
             sides -= ks
             last, first = sides[0] <= 0, sides[1] > 0
@@ -333,8 +332,7 @@ class _Span:
 
 def _sampled_ascending(x: FloatArray) -> bool:
     """Whether every 64th time of ``x`` is in ascending order (cheap: a 64th of the chunk)."""
-    s = x[::64]
-    return bool(np.all(s[:-1] <= s[1:]))
+    return bool(np.all(x[:-64:64] <= x[64::64]))
 
 
 def _rest(events: SLIEvents, bad_at: IntArray | None, start: int) -> SLIEvents:

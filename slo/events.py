@@ -60,8 +60,8 @@ class SLIEvents:
 
     With ``count`` (ITL), ``count[i]`` events happened at ``times[i]``, ``bad[i]`` of them bad;
     otherwise each time is one event and ``bad`` is a boolean array, or None when ``bad_at``
-    gives the ascending positions of the bad events instead (found without a mask as long as
-    the records: ``sli_events`` for availability).
+    gives the ascending positions of the bad events instead (``sli_events`` finds them so for
+    availability, without a mask the length of the records).
     """
 
     times: FloatArray
@@ -128,12 +128,12 @@ def goodput_mask(records: Records, ttft_max: float, tpot_max: float) -> BoolArra
         return np.asarray(ok & (ttft <= ttft_max) & (np.isnan(tpot) | (tpot <= tpot_max)))
 
 
-_CHUNK = 1 << 19
+_CHUNK = 1 << 19  # status codes compared a chunk at a time
 
 
 def _status_positions(records: Records, values: tuple[str, ...]) -> IntArray:
     """Ascending positions of the records whose status is one of ``values``; from a categorical
-    column a chunk at a time (no mask as long as the records is made)."""
+    column a chunk at a time, never a mask the length of the records."""
     col = records["status"]
     if isinstance(col, pd.Series) and isinstance(col.dtype, pd.CategoricalDtype):
         col = col.array
