@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet.errors import AnalysisError
+from fleet.outliers.config import NOISE_SHAPES
 from telemetry.duration import parse_duration
 from telemetry.preflight import http_url, input_dir, input_file
 
@@ -29,6 +30,7 @@ def check_outlier_inputs(
     window: str,
     quantile: float,
     min_requests: int,
+    noise_shape: str = "normal",
 ) -> None:
     """Exactly one input, present and well formed; numbers in range."""
     chosen = [s for s in (records, prometheus, metrics_dir) if s is not None]
@@ -49,3 +51,7 @@ def check_outlier_inputs(
         raise AnalysisError(f"--quantile must be between 0 and 1 (exclusive), got {quantile:g}")
     if min_requests < 1:
         raise AnalysisError(f"--min-requests must be >= 1, got {min_requests}")
+    if noise_shape not in NOISE_SHAPES:
+        raise AnalysisError(
+            f"--noise-shape must be one of {', '.join(NOISE_SHAPES)}, got {noise_shape!r}"
+        )

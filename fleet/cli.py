@@ -71,6 +71,11 @@ def outliers(
     fingerprints: Path | None = typer.Option(
         None, help="JSON {replica: {engine_version: ..., model_revision: ..., flags: ...}}."
     ),
+    noise_shape: str = typer.Option(
+        "normal",
+        help="Noise between healthy replicas the 1 % false-alarm level holds for: normal, or any "
+        "(normal, heavy-tailed or two hardware batches; stricter, less power in small fleets).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
 ) -> None:
@@ -94,6 +99,7 @@ def outliers(
         window=window,
         quantile=quantile,
         min_requests=min_requests,
+        noise_shape=noise_shape,
     )
     if records is not None:
         from telemetry.records import read_records
@@ -116,7 +122,7 @@ def outliers(
     else:
         assert metrics_dir is not None
         table = table_from_metrics_dir(metrics_dir, get_profile(profile), quantile=quantile)
-    report = detect(table, DetectorConfig(min_requests=min_requests))
+    report = detect(table, DetectorConfig(min_requests=min_requests, noise_shape=noise_shape))
     _emit(report.to_dict(), report.render(), as_json)
     if fail_on_finding and any(f.side is Side.REPLICA for f in report.findings):
         raise typer.Exit(1)

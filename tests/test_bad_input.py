@@ -108,6 +108,7 @@ def _rows() -> list[Row]:
     add(c, "garbage", "fleet outliers {T}/good.jsonl --fingerprints {T}/garbage.json", "JSON")
     add(c, "range", "fleet outliers {T}/good.jsonl --min-requests -5", "-5")
     add(c, "range", "fleet outliers {T}/good.jsonl --quantile 1.5", "--quantile")
+    add(c, "range", "fleet outliers {T}/good.jsonl --noise-shape heavy", "--noise-shape")
     add(c, "range", "fleet outliers --prometheus http://h:9 --window 0m", "--window")
     add(c, "url", "fleet outliers --prometheus notaurl", "'notaurl'")
     add(c, "url", "fleet outliers --prometheus http://", "--prometheus")

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from fleet.outliers.signals import SignalSpec, signal_spec
 
-__all__ = ["DetectorConfig"]
+__all__ = ["NOISE_SHAPES", "DetectorConfig"]
+
+NOISE_SHAPES = ("normal", "any")
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +21,9 @@ class DetectorConfig:
     chance that a healthy fleet gets any finding from it (see ``stats``). ``min_fleet``: replicas
     needed for a verdict (3: a median of two cannot outvote either). The workload thresholds decide when a
     replica's traffic differs from the fleet's (ratios to the fleet median of replica means).
+    ``noise_shape``: the noise between healthy replicas the level holds for: ``"normal"``, or
+    ``"any"`` of normal, Student-t₆ and two clusters (stricter cutoffs: less power in small
+    fleets; see ``stats``).
     """
 
     min_requests: int = 50
@@ -29,6 +34,11 @@ class DetectorConfig:
     cache_hit_delta: float = 0.10
     request_rate_ratio: float = 1.5
     matched_effect: float = 1.2
+    noise_shape: str = "normal"
+
+    def __post_init__(self) -> None:
+        if self.noise_shape not in NOISE_SHAPES:
+            raise ValueError(f"noise_shape must be one of {', '.join(NOISE_SHAPES)}")
 
     def spec(self, name: str) -> SignalSpec:
         return self.signals.get(name) or signal_spec(name)

@@ -132,7 +132,9 @@ def matched_context(
         return {}
     specs = [cfg.spec(c) for c in cols]
     level = signal_level(cfg.alpha, len(cols))
-    rc, oz, _ = score_cells(m[cols].astype("float64"), None, specs, level)
+    rc, oz, _ = score_cells(
+        m[cols].astype("float64"), None, specs, level, noise_shape=cfg.noise_shape
+    )
     x = m[cols].to_numpy(dtype=np.float64, na_value=np.nan)
     out: dict[tuple[str, str], tuple[bool | None, tuple[str, ...]]] = {}
     for r in wanted:

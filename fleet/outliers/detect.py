@@ -122,6 +122,11 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
     judged = table.replicas[ok]
     insufficient = tuple((str(r), float(volume[r])) for r in table.replicas[~ok])
     notes = list(table.notes)
+    if cfg.noise_shape == "any":
+        notes.append(
+            "cutoffs hold the level for normal, Student-t6 and two-cluster noise between healthy "
+            "replicas (noise shape: any)"
+        )
     # String-typed names are str already; anything else (object, numbers) is converted.
     raw = judged.tolist()
     plain = isinstance(judged.dtype, pd.StringDtype) and not judged.hasnans

@@ -180,7 +180,7 @@ def judge(
         se = table.stderr.reindex(index=judged, columns=pd.Index(cols)).to_numpy(
             dtype=np.float64, na_value=np.nan
         )
-    rc, oz, flag = score_matrix(x, specs, level, se, rank_p)
+    rc, oz, flag = score_matrix(x, specs, level, se, rank_p, cfg.noise_shape)
     buckets: dict[str, tuple[float, float]] = {}
     for j, c in enumerate(cols):
         bounds = table.bins.get(c)
@@ -265,7 +265,9 @@ def judge(
             p_max.append(np.full(x.shape, np.nan))
             for c in np.unique(colidx).tolist():
                 at = rows[colidx == c]
-                p_max[0][at, c] = max_z_sf(oz[at, c], int(rc.n[c]), specs[c].worse == "both")
+                p_max[0][at, c] = max_z_sf(
+                    oz[at, c], int(rc.n[c]), specs[c].worse == "both", cfg.noise_shape
+                )
         spec = specs[j]
         lines = (
             f"{spec.description or spec.name}: {_fmt(float(x[i, j]), spec.unit)} vs fleet median "

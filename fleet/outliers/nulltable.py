@@ -17,12 +17,15 @@ normal/Bonferroni limit (large n), and against fresh simulations with scipy's te
 
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from scipy.interpolate import PchipInterpolator
 
-__all__ = ["LEVELS", "TABLE_N", "simulate_max_dev", "table_rows"]
+__all__ = ["LEVELS", "TABLE_N", "QuantileRows", "simulate_max_dev", "table_rows"]
 
 LEVELS = (0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 5e-4, 2e-4, 1e-4, 5e-5, 2e-5, 1e-5)
 """Upper-tail probabilities of the tabulated quantiles, largest first."""
@@ -146,10 +149,58 @@ def table_rows(two_sided: bool) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, A
 TABLE_N = tuple(int(n) for n in _ROWS[False][0])
 
 
+class QuantileRows:
+    """Quantiles of T at ``levels`` (largest level first) for tabulated sizes ``ns``, read at any
+    size and level: linear in 1/n between sizes (log T), monotone cubic in −log level against log T
+    between levels, a power-law tail past the smallest level (conservative for lighter tails)."""
+
+    def __init__(self, ns: np.ndarray[Any, Any], q: np.ndarray[Any, Any], levels: Any) -> None:
+        self.ns, self.logq = np.asarray(ns), np.log(np.asarray(q, dtype=np.float64))
+        self.x = -np.log(np.asarray(levels, dtype=np.float64))
+        self._rows: dict[int, tuple[Any, Any, Any]] = {}
+
+    def _row(self, n: int) -> tuple[Any, Any, Any]:
+        if n not in self._rows:
+            i = int(np.searchsorted(self.ns, n))
+            if self.ns[i] == n:
+                y = self.logq[i]
+            else:
+                w = (1.0 / self.ns[i - 1] - 1.0 / n) / (1.0 / self.ns[i - 1] - 1.0 / self.ns[i])
+                y = (1.0 - w) * self.logq[i - 1] + w * self.logq[i]
+            # sampling noise must not make a quantile fall as the level does
+            y = np.maximum.accumulate(y + 1e-9 * np.arange(y.size))
+            self._rows[n] = (y, PchipInterpolator(self.x, y), PchipInterpolator(y, self.x))
+        return self._rows[n]
+
+    def isf(self, p: float, n: int) -> float:
+        """T exceeded with probability ``p`` at size ``n``."""
+        x = self.x
+        y, isf, _ = self._row(n)
+        lp = -math.log(p)
+        if lp > x[-1]:
+            return float(math.exp(y[-1] + (y[-1] - y[-2]) / (x[-1] - x[-2]) * (lp - x[-1])))
+        return float(math.exp(isf(max(lp, x[0]))))
+
+    def sf(self, t: np.ndarray[Any, Any], n: int) -> np.ndarray[Any, Any]:
+        """P(T > t) at size ``n`` for each t (1 above the largest tabulated level)."""
+        x = self.x
+        y, _, sf = self._row(n)
+        lt = np.log(np.maximum(np.asarray(t, dtype=np.float64), 1e-300))
+        slope = (x[-1] - x[-2]) / (y[-1] - y[-2])
+        lp = np.where(lt > y[-1], x[-1] + slope * (lt - y[-1]), sf(np.clip(lt, y[0], y[-1])))
+        return np.asarray(np.where(lt < y[0], 1.0, np.exp(-lp)))
+
+
 def simulate_max_dev(
-    n: int, draws: int, rng: np.random.Generator, chunk: int = 0
+    n: int,
+    draws: int,
+    rng: np.random.Generator,
+    chunk: int = 0,
+    noise: Callable[[np.random.Generator, tuple[int, int], Any], np.ndarray[Any, Any]]
+    | None = None,
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """One- and two-sided T for ``draws`` simulated healthy fleets of ``n`` normal replicas."""
+    """One- and two-sided T for ``draws`` simulated healthy fleets of ``n`` replicas: normal, or
+    ``noise(rng, (fleets, n), dtype)``."""
     chunk = chunk or max(1000, 4_000_000 // n)
     one = np.empty(draws)
     two = np.empty(draws)
@@ -158,7 +209,9 @@ def simulate_max_dev(
     done = 0
     while done < draws:
         m = min(chunk, draws - done)
-        x: np.ndarray[Any, Any] = rng.standard_normal((m, n), dtype=dtype)
+        x: np.ndarray[Any, Any] = (
+            rng.standard_normal((m, n), dtype=dtype) if noise is None else noise(rng, (m, n), dtype)
+        )
         p: np.ndarray[Any, Any] = np.partition(x, [lo, hi], axis=1)
         dev = x - 0.5 * (p[:, lo] + p[:, hi])[:, None]
         absdev = np.abs(dev)

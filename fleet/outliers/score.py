@@ -48,6 +48,7 @@ def score_matrix(
     level: float,
     stderr: np.ndarray[Any, Any] | None = None,
     rank_p: np.ndarray[Any, Any] | None = None,
+    noise_shape: str = "normal",
 ) -> tuple[RobustColumns, np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Robust statistics, oriented z and the finding mask for ``x`` (replicas × signals).
 
@@ -66,6 +67,7 @@ def score_matrix(
         stderr=stderr,
         alpha=level,
         two_sided=two,
+        noise_shape=noise_shape,
     )
     stat = None
     ranked_cols = np.zeros(len(specs), dtype=bool)
@@ -143,6 +145,7 @@ def score_cells(
     specs: list[SignalSpec],
     level: float,
     rank_p: np.ndarray[Any, Any] | None = None,
+    noise_shape: str = "normal",
 ) -> tuple[RobustColumns, np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Robust statistics and the finding mask for every cell of ``frame`` (see ``score_matrix``)."""
     x = frame.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -151,4 +154,4 @@ def score_cells(
         se = stderr.reindex(index=frame.index, columns=frame.columns).to_numpy(
             dtype=np.float64, na_value=np.nan
         )
-    return score_matrix(x, specs, level, se, rank_p)
+    return score_matrix(x, specs, level, se, rank_p, noise_shape)

@@ -16,38 +16,30 @@ only the spread floor below decides.
 
 The false-alarm rate. The family is every (signal, replica) cell a report judges, in all its
 passes (see ``detect``). Its level ``alpha`` (``DetectorConfig.alpha``, 1 %) is family-wise: the
-chance that a healthy fleet, whose replicas differ only by independent normal noise of any mean
-and spread, gets any finding from this test.
+chance that a healthy fleet, whose replicas differ only by independent noise, gets any finding
+from this test. Which noise: ``noise_shape="normal"`` (the default), normal noise of any mean and
+spread; ``noise_shape="any"``, at most ``alpha`` whether the noise is normal, Student-t₆ or two
+clusters (two hardware batches; ``shapetable``), the cutoff being the largest of the three
+references' (one number per replica cannot tell them apart; it costs power in small fleets).
 
-- Across replicas, exact: a signal's cutoff is the (1 − α_s) quantile of the *largest* z among n
-  healthy replicas (their z share the median and MAD, so they are corrected together). For
-  signals bad either way (``worse="both"``) it is the largest |z| (two-sided); otherwise the
-  largest z in the bad direction (one-sided).
+- Across replicas, exact per reference: a signal's cutoff is the (1 − α_s) quantile of the
+  *largest* z among n healthy replicas (their z share the median and MAD). For signals bad
+  either way (``worse="both"``) it is the largest |z| (two-sided), else the largest z in the bad
+  direction (one-sided).
 - Across signals and passes, Bonferroni: ``α_s = alpha / (k · m)`` for k signals judged (at
-  least three values, not all equal: a signal with one value everywhere cannot produce a finding)
-  and m passes that can run on a healthy fleet (the whole fleet, plus peers with like traffic when
-  the traffic differs, known before any judging). The passes that set blamed replicas aside run
-  only after a finding, so on a healthy fleet they cannot add one; in a faulty fleet each re-tests
-  the rest at the same level, a step-down as in Holm's procedure (the same healthy replicas,
-  nearly the same reference), measured to stay near ``alpha``.
+  least three values, not all equal) and m passes that can run on a healthy fleet (the whole
+  fleet, plus peers with like traffic when the traffic differs, known before any judging). The
+  passes that set blamed replicas aside run only after a finding; each re-tests the rest at the
+  same level, a step-down as in Holm's procedure, measured to stay near ``alpha``.
 
-The null distribution of the largest z does not depend on the mean or σ, only on n:
-
-- n = 3, closed form. The deviations of three normals from their mean form an isotropic 2-D
-  vector; the three pairwise differences are its length times |cos| at three phases 60° apart,
-  so the ratio R of the larger gap between sorted values to the smaller (which is the MAD) has
-  ``P(R > r) = (6/π) · arctan((√3/2) / (r + 1/2))``. The largest z is R / (1.4826 · b(3)) on
-  the side of the larger gap (one-sided: half the probability). R is unbounded: at α_s = 0.1 %
-  the one-sided cutoff is 373, so three replicas only expose a fault whose deviation dwarfs the
-  gap between the other two.
-- 4 ≤ n ≤ 300: the seeded Monte Carlo table in ``nulltable`` (4,000,000 fleets per n, every n
-  to 40, then 45 … 300), monotone cubic in log level against log cutoff, linear in 1/n between
-  tabulated sizes; below its smallest level (10⁻⁵) extrapolated as a power-law tail, which is
-  conservative for the lighter tails of large n.
-- n > 300: asymptotic. Given the median's error m ~ N(0, π/2n) and the MAD's relative error
-  exp(d), d ~ N(0, 1.3605/n), the replicas are independent, so
-  ``P(max z > c) = E[1 − Φ(m + c·e^d)^n]``, by Gauss–Hermite quadrature; as n grows it tends to
-  Bonferroni over replicas, ``norm.isf(α_s / n)`` (``norm.isf(α_s / 2n)`` two-sided).
+The normal null of the largest z depends only on n: n = 3 in closed form (the deviations of three
+normals form an isotropic 2-D vector, so the ratio R of the larger gap between sorted values to the
+smaller has ``P(R > r) = (6/π) · arctan((√3/2) / (r + 1/2))``: Grubbs' test; at α_s = 0.1 % the
+one-sided cutoff is 373); 4 ≤ n ≤ 300 the seeded Monte Carlo table in ``nulltable`` (monotone
+cubic in log level, linear in 1/n between sizes, a power-law tail below 10⁻⁵); n > 300
+asymptotic, ``P(max z > c) = E[1 − Φ(m + c·e^d)^n]`` over the median's error m ~ N(0, π/2n) and
+the MAD's log error d ~ N(0, 1.3605/n), by Gauss–Hermite quadrature, tending to Bonferroni over
+replicas. The t₆ and cluster references come from ``shapetable``.
 
 Second conditions, each documented where it lives; each only removes findings:
 
@@ -59,12 +51,13 @@ Second conditions, each documented where it lives; each only removes findings:
 - effect size: ``signals.SignalSpec.min_effect``.
 
 Measured (``tests/fleet/test_calibration.py``, fleets of 3, 5, 10, 30 and 1,000 replicas × 10
-signals): the test alone holds ``alpha`` (1 %) within a factor 1.5; with the floors and gates,
-no healthy fleet out of 200 per size and noise shape (normal, lognormal, bimodal, t₆) gets a
-finding. The price of the level is power in tiny fleets: three replicas expose a fault only when
-the other two agree far more closely than the fault is large (above), and the cutoff for five is
-37 at α_s = 0.1 %. Where every request is known (records), the signals with requests are judged
-by each replica's requests against the rest's instead (``ranks``), which has that power.
+signals): with ``"normal"`` the test alone holds ``alpha`` within a factor 1.5 on normal noise;
+with ``"any"``, at most 1.5 × ``alpha`` on normal, lognormal, two-cluster and t₆ noise. With the
+floors and gates, no healthy fleet out of 200 per size and shape gets a finding. The price of the
+level is power in tiny fleets: three replicas expose a fault only when the other two agree far
+more closely than the fault is large. Where every request is known (records, histograms), latency
+is judged by each replica's requests against the rest's instead (``ranks``), which has that power
+whatever the shape.
 """
 
 from __future__ import annotations
@@ -77,10 +70,10 @@ from typing import Any
 import numpy as np
 from scipy import optimize as _opt
 from scipy import special as _sp
-from scipy.interpolate import PchipInterpolator
 
 from fleet.outliers.cells import Cells, ratio_at, z_floor_at, z_own_at
-from fleet.outliers.nulltable import LEVELS, table_rows
+from fleet.outliers.nulltable import LEVELS, QuantileRows, table_rows
+from fleet.outliers.shapetable import SHAPES, shape_isf, shape_sf
 
 __all__ = [
     "FLOOR_CUTOFF",
@@ -114,7 +107,6 @@ _MAD_VAR = 1.3605
 """n · Var(1.4826·MAD / σ) for large normal samples (the MAD's efficiency is 37 %)."""
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
-_LOG_LEVELS = -np.log(np.asarray(LEVELS))
 
 
 def mad_small_sample_factor(n: Array) -> Array:
@@ -162,70 +154,49 @@ def _asymptotic_sf_many(c: Array, n: int, two_sided: bool) -> Array:
     return np.asarray((w * -np.expm1(n * log_in)).sum(axis=(1, 2)))
 
 
-@lru_cache(maxsize=1024)
-def _row(n: int, two_sided: bool) -> tuple[Array, Array, PchipInterpolator, PchipInterpolator]:
-    """For fleet size n: −log level and log T at the table's levels (interpolated in 1/n between
-    tabulated sizes), with monotone cubic interpolants each way."""
-    ns, q = table_rows(two_sided)
-    logq = np.log(q)
-    i = int(np.searchsorted(ns, n))
-    if ns[i] == n:
-        y = logq[i]
-    else:
-        w = (1.0 / ns[i - 1] - 1.0 / n) / (1.0 / ns[i - 1] - 1.0 / ns[i])
-        y = (1.0 - w) * logq[i - 1] + w * logq[i]
-    return _LOG_LEVELS, y, PchipInterpolator(_LOG_LEVELS, y), PchipInterpolator(y, _LOG_LEVELS)
-
-
-def _table_isf(p: float, n: int, two_sided: bool) -> float:
-    x, y, isf, _ = _row(n, two_sided)
-    lp = -math.log(p)
-    if lp > x[-1]:  # past the smallest tabulated level: a power-law tail
-        slope = (y[-1] - y[-2]) / (x[-1] - x[-2])
-        return float(math.exp(y[-1] + slope * (lp - x[-1])))
-    return float(math.exp(isf(max(lp, x[0]))))
-
-
-def _table_sf(t: Array, n: int, two_sided: bool) -> Array:
-    x, y, _, sf = _row(n, two_sided)
-    lt = np.log(np.maximum(t, 1e-300))
-    slope = (x[-1] - x[-2]) / (y[-1] - y[-2])
-    lp = np.where(lt > y[-1], x[-1] + slope * (lt - y[-1]), sf(np.clip(lt, y[0], y[-1])))
-    return np.asarray(np.where(lt < y[0], 1.0, np.exp(-lp)))
+_NORMAL = {side: QuantileRows(*table_rows(side), LEVELS) for side in (False, True)}
+"""The normal table (``nulltable``), one-sided and two-sided."""
 
 
 _TABLE_MAX = int(table_rows(False)[0][-1])
 
 
 @lru_cache(maxsize=4096)
-def _cutoff(n: int, level: float, two_sided: bool) -> float:
-    """Robust-z cutoff (σ units) whose exceedance by the largest z of n healthy replicas has
-    probability ``level``."""
+def _cutoff(n: int, level: float, two_sided: bool, noise_shape: str = "normal") -> float:
+    """Robust-z cutoff (σ units) that the largest z of n healthy replicas exceeds with
+    probability ``level`` (at most that under each reference, for ``noise_shape="any"``)."""
     if n < 3 or not 0.0 < level < 1.0:
         return math.inf
     scale = MAD_TO_SIGMA * float(mad_small_sample_factor(np.array(n)))
     if n == 3:
-        return _isf_three(level, two_sided) / scale
-    if n <= _TABLE_MAX:
-        return _table_isf(level, n, two_sided) / scale
-    return float(
-        _opt.brentq(lambda c: _asymptotic_sf(c, n, two_sided) - level, 0.5, 40.0, xtol=1e-6)
-    )
+        normal = _isf_three(level, two_sided) / scale
+    elif n <= _TABLE_MAX:
+        normal = _NORMAL[two_sided].isf(level, n) / scale
+    else:
+        normal = float(
+            _opt.brentq(lambda c: _asymptotic_sf(c, n, two_sided) - level, 0.5, 40.0, xtol=1e-6)
+        )
+    if noise_shape == "normal":
+        return normal
+    return max(normal, *(shape_isf(s, level, n, two_sided) / scale for s in SHAPES))
 
 
-def n_aware_cutoff(n: Array, alpha: float = 0.01, two_sided: bool | Array = False) -> Array:
+def n_aware_cutoff(
+    n: Array, alpha: float = 0.01, two_sided: bool | Array = False, noise_shape: str = "normal"
+) -> Array:
     """Robust-z cutoff per fleet size: a healthy fleet of ``n`` has any replica beyond it (one
-    signal; the bad direction, or either way when ``two_sided``) with probability ``alpha``.
+    signal; the bad direction, or either way when ``two_sided``) with probability ``alpha`` (at
+    most ``alpha`` for normal, t₆ and two-cluster noise when ``noise_shape="any"``).
 
     ``inf`` for fleets under three. Examples at alpha 0.001, one-sided: n=3 → 373, n=5 → 36.5,
-    n=10 → 9.4, n=30 → 5.6, n=1,000 → 4.8.
+    n=10 → 9.4, n=30 → 5.6, n=1,000 → 4.8 (``"any"``: 870, 84, 18.9, 10.4, 16.8).
     """
     n = np.asarray(n, dtype=np.float64)
     two = np.broadcast_to(np.asarray(two_sided, dtype=bool), n.shape)
     out = np.full(n.shape, np.inf)
     for idx in np.ndindex(n.shape):
         if math.isfinite(n[idx]):
-            out[idx] = _cutoff(int(n[idx]), float(alpha), bool(two[idx]))
+            out[idx] = _cutoff(int(n[idx]), float(alpha), bool(two[idx]), noise_shape)
     return out
 
 
@@ -235,18 +206,26 @@ def signal_level(alpha: float, signals: int, passes: int = 1) -> float:
     return alpha / (max(signals, 1) * max(passes, 1))
 
 
-def max_z_sf(z: float | Array, n: int, two_sided: bool = False) -> Array:
+def max_z_sf(
+    z: float | Array, n: int, two_sided: bool = False, noise_shape: str = "normal"
+) -> Array:
     """P-value of a largest robust z of ``z`` among ``n`` healthy replicas (one signal), for
-    each value of ``z``: the chance that a healthy fleet's largest z is at least that large.
-    From the table (4 ≤ n ≤ 300) only p ≤ 0.2 is resolved; larger p-values read 1."""
+    each value of ``z``: the chance that a healthy fleet's largest z is at least that large (the
+    largest over the references for ``noise_shape="any"``). Tables resolve p ≤ 0.2; larger
+    p-values read 1."""
     z = np.asarray(z, dtype=np.float64)
     if n < 3:
         return np.full(z.shape, np.nan)
     t = np.maximum(z, 1e-12) * MAD_TO_SIGMA * float(mad_small_sample_factor(np.array(n)))
+    if noise_shape != "normal":
+        p = max_z_sf(z, n, two_sided)
+        for s in SHAPES:
+            p = np.fmax(p, np.where(z <= 0, 1.0, shape_sf(s, t, n, two_sided)))
+        return np.asarray(np.where(np.isnan(z), np.nan, np.where(z == np.inf, 0.0, p)))
     if n == 3:
         p = _sf_three(t, two_sided)
     elif n <= _TABLE_MAX:
-        p = np.minimum(_table_sf(t, n, two_sided), 1.0)
+        p = np.minimum(_NORMAL[two_sided].sf(t, n), 1.0)
     else:
         p = _asymptotic_sf_many(np.where(np.isfinite(z), z, 0.0).reshape(-1), n, two_sided)
         p = p.reshape(z.shape)
@@ -308,10 +287,11 @@ def robust_columns(
     stderr: Array | None = None,
     alpha: float = 0.01,
     two_sided: Array | bool = False,
+    noise_shape: str = "normal",
 ) -> RobustColumns:
     """Robust z-scores for every cell of ``x`` (replicas × signals, NaN = missing).
 
-    ``alpha`` is the level per column (see ``n_aware_cutoff``). Vectorised over the whole
+    ``alpha`` is the level per column (see ``n_aware_cutoff``, and ``noise_shape``). Vectorised over the whole
     matrix: 10,000 replicas × 10 signals take milliseconds.
     """
     x = np.asarray(x, dtype=np.float64)
@@ -354,7 +334,9 @@ def robust_columns(
         scale_mad=scale_mad,
         floor=floor,
         floored=~(scale_mad > floor),
-        cutoff=_column_cutoffs(n, alpha, np.broadcast_to(np.asarray(two_sided, bool), n.shape)),
+        cutoff=_column_cutoffs(
+            n, alpha, np.broadcast_to(np.asarray(two_sided, bool), n.shape), noise_shape
+        ),
         z=z,
         z_floor=Cells(partial(z_floor_at, dev, floor)),
         z_own=Cells(partial(z_own_at, dev, se)),
@@ -362,11 +344,11 @@ def robust_columns(
     )
 
 
-def _column_cutoffs(n: Array, alpha: float, two: np.ndarray[Any, Any]) -> Array:
+def _column_cutoffs(n: Array, alpha: float, two: np.ndarray[Any, Any], noise_shape: str) -> Array:
     out = np.full(n.shape, np.inf)
     keys = np.stack([n, two.astype(np.float64)])
     uniq, inverse = np.unique(keys, axis=1, return_inverse=True)
-    vals = [_cutoff(int(a), float(alpha), bool(b)) for a, b in uniq.T]
+    vals = [_cutoff(int(a), float(alpha), bool(b), noise_shape) for a, b in uniq.T]
     out[:] = np.asarray(vals)[inverse.reshape(-1)]
     return out
 
