@@ -14,9 +14,10 @@ detector's cutoff is the largest of three references' (``stats``), each the quan
   batch, its tight spread makes the few in the other look far out.
 
 T does not depend on location or scale, so ``(n, shape)`` is all a row needs. Rows hold the
-quantiles at ``LEVELS`` from a seeded Monte Carlo run of 1,000,000 fleets per n and shape; between
-tabulated sizes ``stats`` interpolates linearly in 1/n. Beyond the largest size two clusters have
-lighter tails than normal noise and t₆ has a closed form (``stats``). Regenerate with::
+quantiles at ``LEVELS`` from a seeded Monte Carlo run of 1,000,000 fleets per n and shape, read
+between sizes and levels as the normal table is (``nulltable.QuantileRows``). Beyond the largest
+size two clusters have lighter tails than normal noise (they cannot set the cutoff) and t₆ has a
+closed form (``_t6_sf``: its tail with the median's and the MAD's errors). Regenerate with::
 
     python -m fleet.outliers.shapetable 1000000 > rows.txt   # about 4 minutes on one core
 
