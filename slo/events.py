@@ -131,16 +131,32 @@ def goodput_mask(records: Records, ttft_max: float, tpot_max: float) -> BoolArra
 _CHUNK = 1 << 19  # status codes compared a chunk at a time
 
 
-def _status_positions(records: Records, values: tuple[str, ...]) -> IntArray:
-    """Ascending positions of the records whose status is one of ``values``; from a categorical
-    column a chunk at a time, never a mask the length of the records."""
+def _status_codes(records: Records, values: tuple[str, ...]) -> tuple[Any, list[int]] | None:
+    """For a categorical status column: its codes and the codes of ``values``; else None."""
     col = records["status"]
     if isinstance(col, pd.Series) and isinstance(col.dtype, pd.CategoricalDtype):
         col = col.array
     if not isinstance(col, pd.Categorical):
+        return None
+    return np.asarray(col.codes), [i for i, c in enumerate(col.categories) if str(c) in values]
+
+
+def _codes_in(codes: Any, wanted: list[int], out: BoolArray, hit: BoolArray) -> BoolArray:
+    """``codes`` among ``wanted`` (not empty), into ``out``: a comparison per wanted code, far
+    cheaper than a lookup table indexed by code."""
+    np.equal(codes, wanted[0], out=out)
+    for code in wanted[1:]:
+        out |= np.equal(codes, code, out=hit)
+    return out
+
+
+def _status_positions(records: Records, values: tuple[str, ...]) -> IntArray:
+    """Ascending positions of the records whose status is one of ``values``; from a categorical
+    column a chunk at a time, never a mask the length of the records."""
+    found = _status_codes(records, values)
+    if found is None:
         return np.flatnonzero(_status_in(records, values))
-    codes = np.asarray(col.codes)
-    wanted = [i for i, c in enumerate(col.categories) if str(c) in values]
+    codes, wanted = found
     if not wanted:
         return np.zeros(0, dtype=np.int64)
     buf = np.empty(min(_CHUNK, codes.size), dtype=bool)
@@ -148,30 +164,22 @@ def _status_positions(records: Records, values: tuple[str, ...]) -> IntArray:
     parts = [np.zeros(0, dtype=np.int64)]
     for i in range(0, codes.size, _CHUNK):
         part = codes[i : i + _CHUNK]
-        out = np.equal(part, wanted[0], out=buf[: part.size])
-        for code in wanted[1:]:
-            out |= np.equal(part, code, out=hit[: part.size])
-        at = np.flatnonzero(out)
+        at = np.flatnonzero(_codes_in(part, wanted, buf[: part.size], hit[: part.size]))
         if at.size:
             parts.append(at + i)
     return np.concatenate(parts)
 
 
 def _status_in(records: Records, values: tuple[str, ...]) -> BoolArray:
-    col = records["status"]
-    if isinstance(col, pd.Series) and isinstance(col.dtype, pd.CategoricalDtype):
-        col = col.array
-    if isinstance(col, pd.Categorical):
-        codes = np.asarray(col.codes)
-        wanted = [i for i, c in enumerate(col.categories) if str(c) in values]
-        if not wanted:
-            return np.zeros(codes.size, dtype=bool)
-        # a comparison per wanted code: far cheaper than a lookup table indexed by code
-        out = np.equal(codes, wanted[0])
-        for code in wanted[1:]:
-            out |= codes == code
-        return out
-    return np.isin(np.asarray(col, dtype=object).astype(str), values)
+    found = _status_codes(records, values)
+    if found is None:
+        col = records["status"]
+        return np.isin(np.asarray(col, dtype=object).astype(str), values)
+    codes, wanted = found
+    if not wanted:
+        return np.zeros(codes.size, dtype=bool)
+    hit = np.empty(codes.size if len(wanted) > 1 else 0, dtype=bool)
+    return _codes_in(codes, wanted, np.empty(codes.size, dtype=bool), hit)
 
 
 def itl_counts(column: Any) -> tuple[BoolArray, IntArray]:
