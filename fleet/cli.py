@@ -72,9 +72,10 @@ def outliers(
         None, help="JSON {replica: {engine_version: ..., model_revision: ..., flags: ...}}."
     ),
     noise_shape: str = typer.Option(
-        "normal",
-        help="Noise between healthy replicas the 1 % false-alarm level holds for: normal, or any "
-        "(normal, heavy-tailed or two hardware batches; stricter, less power in small fleets).",
+        "any",
+        help="Noise between healthy replicas the 1 % false-alarm level holds for: any (normal, "
+        "heavy-tailed or two hardware batches), or normal (looser cutoffs: more power in small "
+        "fleets whose replicas are known to be alike).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),

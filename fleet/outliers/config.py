@@ -21,9 +21,9 @@ class DetectorConfig:
     chance that a healthy fleet gets any finding from it (see ``stats``). ``min_fleet``: replicas
     needed for a verdict (3: a median of two cannot outvote either). The workload thresholds decide when a
     replica's traffic differs from the fleet's (ratios to the fleet median of replica means).
-    ``noise_shape``: the noise between healthy replicas the level holds for: ``"normal"``, or
-    ``"any"`` of normal, Student-t₆ and two clusters (stricter cutoffs: less power in small
-    fleets; see ``stats``).
+    ``noise_shape``: the noise between healthy replicas the level holds for: ``"any"`` (the
+    default) of normal, Student-t₆ and two clusters, or ``"normal"`` only (looser cutoffs: more
+    power in small fleets of replicas known to be alike; see ``stats``).
     """
 
     min_requests: int = 50
@@ -34,7 +34,7 @@ class DetectorConfig:
     cache_hit_delta: float = 0.10
     request_rate_ratio: float = 1.5
     matched_effect: float = 1.2
-    noise_shape: str = "normal"
+    noise_shape: str = "any"
 
     def __post_init__(self) -> None:
         if self.noise_shape not in NOISE_SHAPES:

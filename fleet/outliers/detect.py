@@ -122,10 +122,10 @@ def detect(table: FleetTable, config: DetectorConfig | None = None) -> OutlierRe
     judged = table.replicas[ok]
     insufficient = tuple((str(r), float(volume[r])) for r in table.replicas[~ok])
     notes = list(table.notes)
-    if cfg.noise_shape == "any":
+    if cfg.noise_shape == "normal":
         notes.append(
-            "cutoffs hold the level for normal, Student-t6 and two-cluster noise between healthy "
-            "replicas (noise shape: any)"
+            "cutoffs hold the level only for normal noise between healthy replicas (noise shape: "
+            "normal; heavy-tailed or clustered noise raises the false-alarm rate)"
         )
     # String-typed names are str already; anything else (object, numbers) is converted.
     raw = judged.tolist()

@@ -17,10 +17,11 @@ only the spread floor below decides.
 The false-alarm rate. The family is every (signal, replica) cell a report judges, in all its
 passes (see ``detect``). Its level ``alpha`` (``DetectorConfig.alpha``, 1 %) is family-wise: the
 chance that a healthy fleet, whose replicas differ only by independent noise, gets any finding
-from this test. Which noise: ``noise_shape="normal"`` (the default), normal noise of any mean and
-spread; ``noise_shape="any"``, at most ``alpha`` whether the noise is normal, Student-t₆ or two
-clusters (two hardware batches; ``shapetable``), the cutoff being the largest of the three
-references' (one number per replica cannot tell them apart; it costs power in small fleets).
+from this test. Which noise: ``noise_shape="any"`` (the detector's default), at most ``alpha``
+whether the noise is normal, Student-t₆ or two clusters (two hardware batches; ``shapetable``), the
+cutoff being the largest of the three references' (one number per replica cannot tell them apart;
+it costs power in small fleets); ``noise_shape="normal"`` (these functions' default: the
+reference the others build on), normal noise of any mean and spread.
 
 - Across replicas, exact per reference: a signal's cutoff is the (1 − α_s) quantile of the
   *largest* z among n healthy replicas (their z share the median and MAD). For signals bad

@@ -43,13 +43,19 @@ def _specs(floors: bool) -> list[SignalSpec]:
 
 
 def _config(floors: bool, alpha: float = ALPHA) -> DetectorConfig:
-    return DetectorConfig(alpha=alpha, signals={s.name: s for s in _specs(floors)})
+    # The normal reference, which the rest build on (``noise_shape="any"``: test_noise_shape).
+    return DetectorConfig(
+        alpha=alpha, signals={s.name: s for s in _specs(floors)}, noise_shape="normal"
+    )
 
 
-def _scored(values: np.ndarray, floors: bool, alpha: float = ALPHA):
+def _scored(values: np.ndarray, floors: bool, alpha: float = ALPHA, noise_shape: str = "normal"):
     """Oriented z, per-column n and the finding mask, each shaped (replicas, fleets, signals)."""
     n, f, k = values.shape
-    rc, oz, flag = score_matrix(as_columns(values), _specs(floors) * f, signal_level(alpha, k))
+    level = signal_level(alpha, k)
+    rc, oz, flag = score_matrix(
+        as_columns(values), _specs(floors) * f, level, None, None, noise_shape
+    )
     return oz.reshape(n, f, k), rc.n.reshape(f, k), flag.reshape(n, f, k)
 
 
@@ -104,11 +110,13 @@ def test_the_statistical_test_alone_holds_its_level_among_1000_replicas():
     assert stats.binomtest(round(rate10 * 2_000), 2_000, _independent(0.1)).pvalue > 1e-3, rate10
 
 
-def test_healthy_fleets_almost_never_get_a_finding_with_the_floors_and_gates_on():
+@pytest.mark.parametrize("noise_shape", ["any", "normal"])
+def test_healthy_fleets_almost_never_get_a_finding_with_the_floors_and_gates_on(noise_shape):
     rates = {}
     for n in (3, 5, 10, 30, 1000):
         for shape in SHAPES:
-            _, _, flag = _scored(fleet_values(200, n, shape, seed=7 * n), floors=True)
+            values = fleet_values(200, n, shape, seed=7 * n)
+            _, _, flag = _scored(values, floors=True, noise_shape=noise_shape)
             rates[(n, shape)] = float(flag.any(axis=(0, 2)).mean())
     assert max(rates.values()) <= 0.01, rates
 
@@ -217,20 +225,33 @@ def test_the_documented_cutoffs():
 # Planted faults are still found.
 
 
-def test_one_replica_1_5x_slower_among_1000_is_found_in_every_fleet():
+@pytest.mark.parametrize("noise_shape", ["normal", "any"])
+def test_one_replica_1_5x_slower_among_1000_is_found_in_every_fleet(noise_shape):
     values = fleet_values(50, 1000, "lognormal", seed=15)
     for s in ("ttft", "tpot", "e2e"):
         values[0, :, NAMES.index(s)] *= 1.5
-    _, _, flag = _scored(values, floors=True)
+    _, _, flag = _scored(values, floors=True, noise_shape=noise_shape)
     assert flag[0, :, NAMES.index("tpot")].all()
     assert not flag[1:].any()
 
 
-@pytest.mark.parametrize(("n", "found"), [(5, 0.9), (10, 1.0), (30, 1.0)])
-def test_one_replica_2x_slower_is_found_in_small_fleets(n, found):
+@pytest.mark.parametrize(
+    ("n", "noise_shape", "found"),
+    # From summaries alone, the price of holding the level for any noise shape (the default) is
+    # paid in small fleets: five replicas find a 2x slower one in 43 % of fleets, not 91 %.
+    [
+        (5, "normal", 0.9),
+        (5, "any", 0.4),
+        (10, "normal", 1.0),
+        (10, "any", 1.0),
+        (30, "normal", 1.0),
+        (30, "any", 1.0),
+    ],
+)
+def test_one_replica_2x_slower_is_found_in_small_fleets(n, noise_shape, found):
     values = fleet_values(200, n, "lognormal", seed=20 + n)
     values[0, :, NAMES.index("tpot")] *= 2.0
-    _, _, flag = _scored(values, floors=True)
+    _, _, flag = _scored(values, floors=True, noise_shape=noise_shape)
     assert flag[0, :, NAMES.index("tpot")].mean() >= found
     assert flag[1:].mean() == 0
 

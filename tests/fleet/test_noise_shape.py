@@ -1,8 +1,8 @@
 """``noise_shape="any"``: the outlier test's level held whatever the noise between healthy replicas.
 
-With one number per replica the shape of the healthy spread is unknown. The default cutoff is
-exact for normal noise; ``"any"`` takes the largest of the normal, Student-t₆ and two-cluster
-references' (``fleet.outliers.shapetable``). Measured here on healthy fleets of every shape
+With one number per replica the shape of the healthy spread is unknown. The detector's default,
+``"any"``, takes the largest of the normal, Student-t₆ and two-cluster references' cutoffs
+(``fleet.outliers.shapetable``); ``"normal"`` is exact for normal noise only. Measured here on healthy fleets of every shape
 ``fleetwatch.scenarios.healthy_tables`` draws, and the shape tables against fresh simulations
 with other seeds than the tables'.
 """
@@ -58,7 +58,7 @@ def test_the_level_holds_for_every_shape_and_the_least_favourable_reaches_it(n):
 
 @pytest.mark.parametrize(("n", "shape"), [(10, "bimodal"), (30, "heavy"), (1000, "heavy")])
 def test_the_normal_cutoff_alone_cries_wolf_on_that_noise(n, shape):
-    # Why the option exists: the default cutoff is exact for normal noise only.
+    # Why "any" is the default: the normal reference's cutoff is exact for normal noise only.
     values = fleet_values(2_000, n, shape, seed=950 + n)
     assert _rate(values, "normal") > 2 * ALPHA
     assert _rate(values, "any") <= 1.5 * ALPHA
@@ -105,7 +105,8 @@ def test_cutoffs_and_p_values_agree_and_are_never_below_the_normal_ones():
 def test_detect_applies_the_same_rule_and_says_so():
     values = fleet_values(40, 10, "bimodal", seed=5)
     specs = [DetectorConfig().spec(s).ungated() for s in NAMES]
-    cfg = DetectorConfig(signals={s.name: s for s in specs}, noise_shape="any")
+    cfg = DetectorConfig(signals={s.name: s for s in specs})
+    assert cfg.noise_shape == "any"  # the default
     level = signal_level(ALPHA, len(NAMES))
     _, _, flag = score_matrix(as_columns(values), specs * 40, level, noise_shape="any")
     flag = flag.reshape(10, 40, len(NAMES))
@@ -119,6 +120,9 @@ def test_detect_applies_the_same_rule_and_says_so():
         first = {(x.replica, x.signal) for x in report.findings if x.found_in == "fleet"}
         rows, cols = np.nonzero(flag[:, f, :])
         assert first == {(f"r{i}", NAMES[j]) for i, j in zip(rows, cols, strict=True)}
-        assert any("noise shape: any" in note for note in report.notes)
+        assert not any("noise shape" in note for note in report.notes)
+    # The looser reference says what its level rests on.
+    normal = detect(table, DetectorConfig(signals=cfg.signals, noise_shape="normal"))
+    assert any("only for normal noise" in note for note in normal.notes), normal.render()
     with pytest.raises(ValueError, match="noise_shape"):
         DetectorConfig(noise_shape="heavy")
