@@ -247,8 +247,10 @@ def process_table(batch: int, endpoint: str, rounds: int = PROCESS_ROUNDS) -> di
     """One engine, the four arms one after another in each round (order rotating): the whole
     process's CPU (``time.process_time``, every thread) over ``REQUESTS`` requests (workloads
     back to back) until telemetry has handed them all over (``Instrumentation.flush``: one
-    forced export and record file per arm-round, about what the 1 s export interval does), so
-    interference between threads is included."""
+    forced export and record file per arm-round, every 0.3 s or so at batch 8: more often than
+    telemetry's defaults, a record file every 2 s and spans exported every 5 s or 512 spans, so
+    the costs paid per export and per file, about 1 ms together, are counted several times over),
+    so interference between threads is included."""
     rng = random.Random(batch)
     engine = _engine(batch)
     with tempfile.TemporaryDirectory() as tmp:

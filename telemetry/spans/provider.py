@@ -80,6 +80,19 @@ def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
     return OTLPSpanExporter(endpoint=endpoint, headers=parse_env_headers(headers, liberal=True))
 
 
+class _HashedOnce(Resource):
+    """A resource hashed once. The OTLP encoder groups every span it exports by resource, and the
+    SDK's ``Resource.__hash__`` serialises all attributes to JSON on every call (3.4 µs here:
+    14 µs per request of four spans)."""
+
+    def __init__(self, base: Resource) -> None:
+        super().__init__(base.attributes, base.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 def tracer_provider(
     *,
     env: Mapping[str, str] | None = None,
@@ -101,7 +114,7 @@ def tracer_provider(
     if not use_otlp and span_file is None:
         return None
     attrs = {"service.name": env.get(OTEL_SERVICE_NAME) or service_name}
-    provider = TracerProvider(resource=Resource.create(attrs))
+    provider = TracerProvider(resource=_HashedOnce(Resource.create(attrs)))
     if use_otlp:
         provider.add_span_processor(
             BoundedSpanProcessor(

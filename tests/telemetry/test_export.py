@@ -156,6 +156,28 @@ def test_no_tracing_configured_builds_no_spans():
     )
 
 
+def test_the_provider_resource_is_the_sdks_hashed_once(monkeypatch):
+    # The OTLP encoder hashes the resource of every span it groups; the SDK's hash serialises
+    # every attribute each time. Ours equals the SDK's resource and computes that hash once.
+    from opentelemetry.sdk.resources import Resource
+
+    provider = tracer_provider(env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    assert provider is not None
+    try:
+        res = provider.resource
+        plain = Resource(res.attributes, res.schema_url)
+        assert res == plain and hash(res) == hash(plain)
+        assert res.attributes["service.name"] == "fleetwatch"
+        calls: list[int] = []
+        real = Resource.__hash__
+        monkeypatch.setattr(Resource, "__hash__", lambda self: calls.append(1) or real(self))
+        for _ in range(100):
+            hash(res)
+        assert calls == []
+    finally:
+        provider.shutdown()
+
+
 class _Collector(BaseHTTPRequestHandler):
     posts: ClassVar[list[tuple[str, int]]] = []
     headers_seen: ClassVar[list[dict[str, str]]] = []
