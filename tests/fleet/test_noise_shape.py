@@ -2,9 +2,9 @@
 
 With one number per replica the shape of the healthy spread is unknown. The detector's default,
 ``"any"``, takes the largest of the normal, Student-t₆ and two-cluster references' cutoffs
-(``fleet.outliers.shapetable``); ``"normal"`` is exact for normal noise only. Measured here on healthy fleets of every shape
-``fleetwatch.scenarios.healthy_tables`` draws, and the shape tables against fresh simulations
-with other seeds than the tables'.
+(``fleet.outliers.shapetable``); ``"normal"`` is exact for normal noise only. Measured here on
+healthy fleets of every shape ``fleetwatch.scenarios.healthy_tables`` draws, and the shape tables
+against fresh simulations with other seeds than the tables'.
 """
 
 from __future__ import annotations
