@@ -30,7 +30,7 @@ def check_outlier_inputs(
     window: str,
     quantile: float,
     min_requests: int,
-    noise_shape: str = "any",
+    noise_shape: str,
 ) -> None:
     """Exactly one input, present and well formed; numbers in range."""
     chosen = [s for s in (records, prometheus, metrics_dir) if s is not None]

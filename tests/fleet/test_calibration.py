@@ -53,9 +53,8 @@ def _scored(values: np.ndarray, floors: bool, alpha: float = ALPHA, noise_shape:
     """Oriented z, per-column n and the finding mask, each shaped (replicas, fleets, signals)."""
     n, f, k = values.shape
     level = signal_level(alpha, k)
-    rc, oz, flag = score_matrix(
-        as_columns(values), _specs(floors) * f, level, None, None, noise_shape
-    )
+    specs = _specs(floors) * f
+    rc, oz, flag = score_matrix(as_columns(values), specs, level, noise_shape=noise_shape)
     return oz.reshape(n, f, k), rc.n.reshape(f, k), flag.reshape(n, f, k)
 
 
