@@ -65,21 +65,22 @@ def step_stats(
     """The step's summary; ``cost`` is the estimate (bytes read, FLOPs) of its forward pass."""
     nbytes, flops = cost
     pool = scheduler.pool
+    # Positional, in StepStats' field order: a third of the cost of keywords, once per step.
     return StepStats(
-        step=step,
-        start_s=start_s,
-        end_s=end_s,
-        prefill_tokens=sum(n for _, n in prefill),
-        decode_tokens=len(plan.decode),
-        num_running=len(scheduler.running),
-        num_waiting=len(scheduler.waiting),
-        kv_blocks_used=pool.num_used,
-        kv_blocks_total=pool.num_blocks,
-        prefix_cache_queries=plan.cache_queries,
-        prefix_cache_hits=plan.cache_hits,
-        preemptions=len(plan.preempted),
-        bytes_read=nbytes,
-        flops=flops,
+        step,
+        start_s,
+        end_s,
+        sum(n for _, n in prefill) if prefill else 0,  # prefill_tokens
+        len(plan.decode),  # decode_tokens
+        len(scheduler.running),  # num_running
+        len(scheduler.waiting),  # num_waiting
+        pool.num_used,  # kv_blocks_used
+        pool.num_blocks,  # kv_blocks_total
+        plan.cache_queries,  # prefix_cache_queries
+        plan.cache_hits,  # prefix_cache_hits
+        len(plan.preempted),  # preemptions
+        nbytes,  # bytes_read
+        flops,
     )
 
 

@@ -11,7 +11,6 @@ Labels: ``model``, ``replica``, ``traffic_class`` (capped) and, only when enable
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -27,6 +26,7 @@ from telemetry.hooks import StepStats
 from telemetry.metrics.drops import DropCounter
 from telemetry.metrics.histogram import BatchedHistogram
 from telemetry.metrics.labels import LabelCap
+from telemetry.metrics.steps import StepMetrics
 from telemetry.profiles import FLEETWATCH, Profile, Signal
 
 __all__ = ["DROP_STAGES", "REQUEST_HISTOGRAMS", "Series", "SeriesKey", "ServingMetrics"]
@@ -171,19 +171,7 @@ class ServingMetrics(Collector):
         self.drops = drops if drops is not None else DropCounter()
         self._series: dict[SeriesKey, Series] = {}
         self._series_lock = threading.Lock()
-        self.step_duration = BatchedHistogram(profile.metric(Signal.STEP_DURATION).buckets)
-        self.step_tokens = BatchedHistogram(profile.metric(Signal.STEP_TOKENS).buckets)
-        self.prefix_cache_queries = 0
-        self.prefix_cache_hits = 0
-        self.bytes_read = 0.0
-        self.flops = 0.0
-        self.busy_s = 0.0
-        self.last_step: StepStats | None = None
-        self._window: deque[tuple[float, float, float]] = deque()
-        self._window_steps = max(1, window_steps)
-        self._win_bytes = 0.0
-        self._win_flops = 0.0
-        self._win_s = 0.0
+        self.steps = StepMetrics(profile, window_steps)
 
     # --- hot path -------------------------------------------------------------------------------
 
@@ -199,35 +187,14 @@ class ServingMetrics(Collector):
             return self._series.setdefault(key, Series(self.profile))
 
     def record_step(self, stats: StepStats) -> None:
-        """Once per step: a handful of appends and additions. A state report between steps
-        only moves the gauges (running, waiting, KV usage)."""
-        if stats.is_state_report:
-            self.last_step = stats
-            return
-        d = stats.end_s - stats.start_s
-        self.step_duration.pending.append(d)
-        self.step_tokens.pending.append(stats.prefill_tokens + stats.decode_tokens)
-        self.prefix_cache_queries += stats.prefix_cache_queries
-        self.prefix_cache_hits += stats.prefix_cache_hits
-        self.bytes_read += stats.bytes_read
-        self.flops += stats.flops
-        self.busy_s += d
-        self.last_step = stats
-        window = self._window
-        window.append((stats.bytes_read, stats.flops, d))
-        self._win_bytes += stats.bytes_read
-        self._win_flops += stats.flops
-        self._win_s += d
-        if len(window) > self._window_steps:
-            b, f, s = window.popleft()
-            self._win_bytes -= b
-            self._win_flops -= f
-            self._win_s -= s
+        """Once per step, and for each report of the engine's state between steps: one append
+        (``StepMetrics.fold`` works it in at the next flush or scrape)."""
+        self.steps.pending.append(stats)
 
     def flush(self) -> None:
-        """Bin pending histogram observations (called every few steps and on scrape)."""
-        self.step_duration.flush()
-        self.step_tokens.flush()
+        """Fold recorded steps and bin pending histogram observations (called every few steps
+        and on scrape)."""
+        self.steps.flush()
         for s in list(self._series.values()):
             s.flush()
 
@@ -235,9 +202,7 @@ class ServingMetrics(Collector):
 
     def achieved_rates(self) -> tuple[float, float] | None:
         """(bytes/s, FLOP/s) over the recent window of steps; None before the first step."""
-        if self._win_s <= 0.0:
-            return None
-        return self._win_bytes / self._win_s, self._win_flops / self._win_s
+        return self.steps.achieved_rates()
 
     # --- scrape ---------------------------------------------------------------------------------
 
@@ -247,6 +212,8 @@ class ServingMetrics(Collector):
         return list(self.collect())
 
     def collect(self) -> Iterable[Metric]:
+        steps = self.steps
+        steps.fold()
         p = self.profile
         base = ["model", "replica"]
         base_values = [self.model, self.replica]
@@ -285,12 +252,12 @@ class ServingMetrics(Collector):
 
         for signal, attr in _ENGINE_COUNTERS:
             fam_e = CounterMetricFamily(p.metric(signal).name, _doc(signal), labels=base)
-            fam_e.add_metric(base_values, getattr(self, attr))
+            fam_e.add_metric(base_values, getattr(steps, attr))
             yield fam_e
 
         for signal, hist in (
-            (Signal.STEP_DURATION, self.step_duration),
-            (Signal.STEP_TOKENS, self.step_tokens),
+            (Signal.STEP_DURATION, steps.duration),
+            (Signal.STEP_TOKENS, steps.tokens),
         ):
             fam_h = HistogramMetricFamily(p.metric(signal).name, _doc(signal), labels=base)
             buckets, total, _ = hist.snapshot()
@@ -298,14 +265,14 @@ class ServingMetrics(Collector):
             yield fam_h
 
         gauges: list[tuple[Signal, float]] = []
-        last = self.last_step
+        last = steps.last
         if last is not None:
             gauges += [
                 (Signal.RUNNING, float(last.num_running)),
                 (Signal.WAITING, float(last.num_waiting)),
                 (Signal.KV_USAGE, last.kv_usage),
             ]
-        rates = self.achieved_rates()
+        rates = steps.achieved_rates()
         if rates is not None:
             bw, fl = rates
             gauges += [(Signal.ACHIEVED_BANDWIDTH, bw), (Signal.ACHIEVED_FLOPS, fl)]

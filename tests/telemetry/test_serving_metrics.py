@@ -8,7 +8,9 @@ import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from telemetry.hooks import StepStats
 from telemetry.instrument import instrument
+from telemetry.metrics.serving import ServingMetrics
 from telemetry.profiles import Signal, get_profile
 from telemetry.records import to_frame
 from telemetry.records.schema import ITL_BOUNDS
@@ -197,3 +199,30 @@ def test_goodput_counter_is_exported_only_with_a_goodput_target(make_engine, mix
     names = {f.name for f in text_string_to_metric_families(generate_latest(reg).decode())}
     inst.detach()
     assert "fleetwatch_goodput_requests" in names
+
+
+def test_steps_wait_for_a_scrape_and_are_folded_in_order() -> None:
+    # The step loop only appends each StepStats; a scrape (or a flush) folds them, in order, so
+    # a state report after the steps sets the gauges and leaves the step counters alone.
+    m = ServingMetrics("m", "r0", window_steps=2)
+    reg = CollectorRegistry()
+    reg.register(m)
+    base = {"model": "m", "replica": "r0"}
+    for i in (1, 2, 3):  # step, start, end, prefill, decode, running, waiting, kv used/total,
+        # cache queries/hits, preemptions, bytes read, FLOPs
+        m.record_step(StepStats(i, i, i + 0.5, 0, 4, 4, 1, 6, 8, 2, 1, 0, 100.0 * i, 10.0))
+    assert m.steps.duration.pending == [] and m.steps.bytes_read == 0.0  # nothing done yet
+    m.record_step(StepStats(3, 9.0, 9.0, 0, 0, 0, 0, 2, 8, 0, 0, 0, 0.0, 0.0))  # went idle
+    get = reg.get_sample_value
+    assert get("fleetwatch_step_duration_seconds_count", base) == 3
+    assert get("fleetwatch_step_tokens_sum", base) == 12
+    assert get("fleetwatch_step_bytes_read_total", base) == 600.0
+    assert get("fleetwatch_prefix_cache_hits_total", base) == 3
+    assert get("fleetwatch_num_requests_running", base) == 0
+    assert get("fleetwatch_kv_cache_usage_ratio", base) == 0.25
+    # the rate window holds the last two steps: 500 bytes over 1 s
+    assert get("fleetwatch_achieved_memory_bandwidth_bytes_per_second", base) == 500.0
+    m.record_step(StepStats(4, 10.0, 10.5, 0, 4, 4, 0, 6, 8, 0, 0, 0, 1000.0, 10.0))
+    assert m.steps.last is not None and m.steps.last.step == 4
+    assert get("fleetwatch_step_duration_seconds_count", base) == 4
+    assert get("fleetwatch_achieved_memory_bandwidth_bytes_per_second", base) == 1300.0
