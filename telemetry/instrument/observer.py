@@ -27,9 +27,10 @@ class TelemetryObserver:
     ``gaps``: count each request's inter-token gaps per bucket (what a record's ``itl_buckets``
     needs; off when nothing writes records).
 
-    Histogram observations wait in ``pending`` lists until a scrape bins them (off the step
-    loop); the step loop bins them itself only to bound memory: after ``flush_every_steps``
-    steps or ``flush_every_tokens`` tokens since the last time.
+    Histogram observations and each step's ``StepStats`` wait in ``pending`` lists until a
+    scrape bins and folds them (off the step loop); the step loop does so itself only to bound
+    memory: after ``flush_every_steps`` steps or ``flush_every_tokens`` tokens since the last
+    time.
     Unknown request ids (events for requests that arrived before attaching) are ignored.
     """
 
