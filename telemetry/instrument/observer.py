@@ -171,9 +171,7 @@ class TelemetryObserver:
         if m is None:
             return
         m.record_step(stats)
-        if stats.is_state_report:
-            return
-        self._steps += 1
+        self._steps += 1  # state reports too: each waits in the same pending list
         if self._steps >= self.flush_every_steps or self._tokens >= self.flush_every_tokens:
             self._steps = self._tokens = 0
             m.flush()

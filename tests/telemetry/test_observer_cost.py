@@ -1,6 +1,6 @@
-"""What telemetry does and does not do to stay cheap: histogram binning waits for a scrape
-(bounded), per-request gap counting happens only when something writes records, and OTLP export
-goes out in batches."""
+"""What telemetry does and does not do to stay cheap: histogram binning and folding each step into
+the step metrics wait for a scrape (bounded), per-request gap counting happens only when something
+writes records, and OTLP export goes out in batches."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ def test_the_step_loop_leaves_binning_to_the_scrape_until_the_bound() -> None:
     obs.on_step(StepStats(1, 1.0, 1.1, 0, 2, 2, 0, 1, 8, 0, 0, 0, 0.0, 0.0))
     assert itl.pending == []
     assert reg.get_sample_value(f"{name}_count", labels) == 10
+
+
+def test_steps_and_state_reports_wait_for_the_scrape_until_the_bound() -> None:
+    m = ServingMetrics("m", "r0")
+    obs = TelemetryObserver(m, None, flush_every_steps=3)
+    step = StepStats(1, 1.0, 1.1, 0, 2, 2, 0, 1, 8, 0, 0, 0, 0.0, 0.0)
+    idle = StepStats(1, 1.2, 1.2, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0.0, 0.0)  # a state report
+    obs.on_step(step)
+    obs.on_step(idle)
+    assert m.steps.pending == [step, idle]  # the step loop only appended them
+    obs.on_step(idle)  # the third: a state report counts toward the bound like a step
+    assert m.steps.pending == []
+    assert m.steps.last == idle and m.steps.busy_s == 1.1 - 1.0  # the step alone
 
 
 def test_gaps_are_counted_only_for_records() -> None:

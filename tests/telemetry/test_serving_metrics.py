@@ -208,8 +208,9 @@ def test_steps_wait_for_a_scrape_and_are_folded_in_order() -> None:
     reg = CollectorRegistry()
     reg.register(m)
     base = {"model": "m", "replica": "r0"}
-    for i in (1, 2, 3):  # step, start, end, prefill, decode, running, waiting, kv used/total,
-        # cache queries/hits, preemptions, bytes read, FLOPs
+    # StepStats: step, start, end, prefill, decode, running, waiting, KV blocks used and total,
+    # cache queries and hits, preemptions, bytes read, FLOPs
+    for i in (1, 2, 3):
         m.record_step(StepStats(i, i, i + 0.5, 0, 4, 4, 1, 6, 8, 2, 1, 0, 100.0 * i, 10.0))
     assert m.steps.duration.pending == [] and m.steps.bytes_read == 0.0  # nothing done yet
     m.record_step(StepStats(3, 9.0, 9.0, 0, 0, 0, 0, 2, 8, 0, 0, 0, 0.0, 0.0))  # went idle
