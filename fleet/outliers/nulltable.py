@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 from scipy.interpolate import PchipInterpolator
 
-__all__ = ["LEVELS", "TABLE_N", "QuantileRows", "simulate_max_dev", "table_rows"]
+__all__ = [
+    "GAUSS_NODES",
+    "GAUSS_WEIGHTS",
+    "LEVELS",
+    "TABLE_N",
+    "QuantileRows",
+    "simulate_max_dev",
+    "table_rows",
+]
 
 LEVELS = (0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 5e-4, 2e-4, 1e-4, 5e-5, 2e-5, 1e-5)
 """Upper-tail probabilities of the tabulated quantiles, largest first."""
@@ -147,6 +155,11 @@ def table_rows(two_sided: bool) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, A
 
 
 TABLE_N = tuple(int(n) for n in _ROWS[False][0])
+
+GAUSS_NODES, GAUSS_WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
+GAUSS_WEIGHTS = GAUSS_WEIGHTS / GAUSS_WEIGHTS.sum()
+"""Gauss–Hermite nodes and weights (summing to 1) for expectations over a standard normal: the
+median's and the MAD's errors in the large-n tails (``stats``, ``shapetable``)."""
 
 
 class QuantileRows:

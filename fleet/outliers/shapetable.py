@@ -36,7 +36,16 @@ import numpy as np
 from scipy import optimize as _opt
 from scipy import special as _sp
 
-from fleet.outliers.nulltable import QuantileRows, simulate_max_dev
+from fleet.outliers.nulltable import (
+    GAUSS_NODES as _NODES,
+)
+from fleet.outliers.nulltable import (
+    GAUSS_WEIGHTS as _WEIGHTS,
+)
+from fleet.outliers.nulltable import (
+    QuantileRows,
+    simulate_max_dev,
+)
 
 __all__ = ["LEVELS", "SHAPES", "SIZES", "T_DF", "draw", "shape_isf", "shape_rows", "shape_sf"]
 
@@ -155,8 +164,6 @@ Array = np.ndarray[Any, np.dtype[np.float64]]
 _T_MAD = float(_sp.stdtrit(T_DF, 0.75))
 _F0 = math.gamma((T_DF + 1) / 2) / (math.sqrt(T_DF * math.pi) * math.gamma(T_DF / 2))
 _F_MAD = _F0 * (1.0 + _T_MAD**2 / T_DF) ** (-(T_DF + 1) / 2)
-_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
-_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
 
 
 def shape_rows(shape: str, two_sided: bool) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

@@ -73,7 +73,17 @@ from scipy import optimize as _opt
 from scipy import special as _sp
 
 from fleet.outliers.cells import Cells, ratio_at, z_floor_at, z_own_at
-from fleet.outliers.nulltable import LEVELS, QuantileRows, table_rows
+from fleet.outliers.nulltable import (
+    GAUSS_NODES as _NODES,
+)
+from fleet.outliers.nulltable import (
+    GAUSS_WEIGHTS as _WEIGHTS,
+)
+from fleet.outliers.nulltable import (
+    LEVELS,
+    QuantileRows,
+    table_rows,
+)
 from fleet.outliers.shapetable import SHAPES, shape_isf, shape_sf
 
 __all__ = [
@@ -106,8 +116,6 @@ errors (about 99 % two-sided) before the fleet test counts."""
 _MAD_BN = {2: 1.196, 3: 1.495, 4: 1.363, 5: 1.206, 6: 1.200, 7: 1.140, 8: 1.129, 9: 1.107}
 _MAD_VAR = 1.3605
 """n · Var(1.4826·MAD / σ) for large normal samples (the MAD's efficiency is 37 %)."""
-_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
-_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
 
 
 def mad_small_sample_factor(n: Array) -> Array:

@@ -198,12 +198,6 @@ class ServingMetrics(Collector):
         for s in list(self._series.values()):
             s.flush()
 
-    # --- derived values ----------------------------------------------------------------------
-
-    def achieved_rates(self) -> tuple[float, float] | None:
-        """(bytes/s, FLOP/s) over the recent window of steps; None before the first step."""
-        return self.steps.achieved_rates()
-
     # --- scrape ---------------------------------------------------------------------------------
 
     def describe(self) -> Iterable[Metric]:
