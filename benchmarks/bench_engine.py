@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import torch
 
-from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig, StepStats
-from engine_probe.engine.event_log import EventLog
-from engine_probe.engine.workload import RunSummary, run_offline, synthetic_workload
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig, StepStats
+from fleetwatch.engine_probe.engine.event_log import EventLog
+from fleetwatch.engine_probe.engine.workload import RunSummary, run_offline, synthetic_workload
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 DECODE_STEPS = 40

@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.fleet_outliers import _interleaved, _median_time, bench_outliers
-from fleet.compare import compare_runs
-from fleet.outliers import DetectorConfig, SignalSpec, detect, table_from_records
-from fleet.outliers.score import score_matrix
-from fleet.outliers.stats import signal_level
-from fleet.tail import attribute_tail
+from fleetwatch.fleet.compare import compare_runs
+from fleetwatch.fleet.outliers import DetectorConfig, SignalSpec, detect, table_from_records
+from fleetwatch.fleet.outliers.score import score_matrix
+from fleetwatch.fleet.outliers.stats import signal_level
+from fleetwatch.fleet.tail import attribute_tail
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
 
@@ -59,8 +59,8 @@ def bench_records_pipeline() -> list[str]:
 
 
 def bench_false_positives() -> list[str]:
+    from fleetwatch.records import to_frame
     from fleetwatch.scenarios.engine_runs import ReplicaPlan, run_replica
-    from telemetry.records import to_frame
 
     pool_n, fleets = 40, 200
     pool = [
@@ -209,7 +209,7 @@ def bench_rank_calibration() -> list[str]:
     replica's requests against the rest's), the cutoff on seven summary signals. False-alarm
     rates on healthy fleets whose requests are drawn whole, floors and gates off (nominal 1 %
     family-wise) and on; detection of planted slow replicas with the floors on."""
-    from fleet.outliers.ranks import p_values, rank_z_columns
+    from fleetwatch.fleet.outliers.ranks import p_values, rank_z_columns
     from fleetwatch.scenarios.healthy_tables import (
         REQUEST_SHAPES,
         SAMPLED,
@@ -281,9 +281,9 @@ def bench_histogram_calibration() -> list[str]:
     bucket rule (TTFT and e2e rank-tested in all three)."""
     from dataclasses import replace as _replace
 
-    from fleet.outliers.signals import signal_spec
+    from fleetwatch.fleet.outliers.signals import signal_spec
     from fleetwatch.scenarios.healthy_tables import REQUEST_SHAPES, histogram_fleet
-    from telemetry.profiles import Signal, get_profile
+    from fleetwatch.telemetry.profiles import Signal, get_profile
 
     vllm = get_profile("vllm")
     bounds = {
@@ -322,8 +322,8 @@ def bench_share_calibration() -> list[str]:
     binomial counts) and with replica 0 failing 2 %: share of fleets with any finding from the
     test alone at 1 %. Ours: each replica's counts against the rest's (``shares``); baseline:
     the cutoff across the replicas' rates."""
-    from fleet.outliers.shares import share_counts
-    from fleet.outliers.signals import signal_spec
+    from fleetwatch.fleet.outliers.shares import share_counts
+    from fleetwatch.fleet.outliers.signals import signal_spec
 
     spec = [signal_spec("error_rate").ungated()]
     rows = []

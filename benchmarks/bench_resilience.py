@@ -26,10 +26,10 @@ from prometheus_client import CollectorRegistry
 
 from benchmarks.machine import cpu as machine_cpu
 from benchmarks.machine import load
-from resilience.batcher import BatcherConfig, BatcherMetrics, MicroBatcher
-from resilience.breaker import BreakerMetrics, CircuitBreaker, State
-from resilience.cli import format_table
-from resilience.storm import StormConfig, simulate_storm
+from fleetwatch.resilience.batcher import BatcherConfig, BatcherMetrics, MicroBatcher
+from fleetwatch.resilience.breaker import BreakerMetrics, CircuitBreaker, State
+from fleetwatch.resilience.cli import format_table
+from fleetwatch.resilience.storm import StormConfig, simulate_storm
 
 CALLS = 100_000
 ROUNDS = 7

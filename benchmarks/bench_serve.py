@@ -31,8 +31,8 @@ import aiohttp
 import numpy as np
 
 from benchmarks.probe_truth import accuracy
-from engine_probe.probe.client import Prober, completion_body
-from engine_probe.probe.stats import summarise
+from fleetwatch.engine_probe.probe.client import Prober, completion_body
+from fleetwatch.engine_probe.probe.stats import summarise
 
 STREAMS = (100, 1000, 2000)
 RATES = (250, 500, 1000)
@@ -102,7 +102,15 @@ async def _sustained(url: str, rate: float, seconds: float) -> tuple[float, floa
 
 def probe_overhead() -> None:
     server = subprocess.Popen(
-        [sys.executable, "-m", "engine_probe.probe.scripted_server", "0.05", "0.05", "8", "1"],
+        [
+            sys.executable,
+            "-m",
+            "fleetwatch.engine_probe.probe.scripted_server",
+            "0.05",
+            "0.05",
+            "8",
+            "1",
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -147,10 +155,10 @@ def probe_overhead() -> None:
 
 
 def http_overhead(requests: int = 32, prompt: int = 64, max_tokens: int = 64) -> None:
-    from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
-    from engine_probe.probe.runner import make_prompts
-    from engine_probe.serve import start_server
-    from engine_probe.serve.text_ids import encode
+    from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+    from fleetwatch.engine_probe.probe.runner import make_prompts
+    from fleetwatch.engine_probe.serve import start_server
+    from fleetwatch.engine_probe.serve.text_ids import encode
 
     model = ModelConfig()
     texts = make_prompts(requests, prompt, np.random.default_rng(0))

@@ -14,7 +14,7 @@ conditions. No DatetimeIndex, no time-based rolling. The faster counting is the 
 ``groupby`` on bins from the ``-(-t // step)`` idiom is measured and shown too (numpy's exact float
 floor division makes that binning about 4x slower than ``ceil(t / step)``).
 
-fleetwatch: the SLI events, one binning pass (``slo.bins``; sorted finish times take the search
+fleetwatch: the SLI events, one binning pass (``fleetwatch.slo.bins``; sorted finish times take the search
 path), one prefix sum, every window as a difference of two entries, evaluated a block at a time,
 then the intervals with both detection delays, reset and peak burn.
 
@@ -22,7 +22,7 @@ Records come in finish order (as fleetwatch's record sink writes them), as eight
 (each in finish order) read one after another, and shuffled. CPU time
 (``time.process_time``), medians of interleaved runs.
 
-Last, out of core: the same records as a Parquet file, backtested streamed (``slo.stream``, row
+Last, out of core: the same records as a Parquet file, backtested streamed (``fleetwatch.slo.stream``, row
 batches of 262,144) and read whole, each in a fresh process whose peak resident memory (VmHWM)
 is reported; both must find the same intervals.
 
@@ -47,12 +47,12 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.machine import machine
-from slo.backtest import backtest_slo
-from slo.burn import window_counts
-from slo.events import sli_events
-from slo.load import load_spec
-from slo.spec import ServiceLevelObjective
-from telemetry.records import STATUS_DTYPE
+from fleetwatch.records import STATUS_DTYPE
+from fleetwatch.slo.backtest import backtest_slo
+from fleetwatch.slo.burn import window_counts
+from fleetwatch.slo.events import sli_events
+from fleetwatch.slo.load import load_spec
+from fleetwatch.slo.spec import ServiceLevelObjective
 
 N = 10_000_000
 DAYS = 30
@@ -166,9 +166,9 @@ def _firing(
 
 _CHILD = """
 import json, sys, time
-from slo.load import load_spec
-from slo.report import backtest_spec
-from telemetry.records import read_records
+from fleetwatch.slo.load import load_spec
+from fleetwatch.slo.report import backtest_spec
+from fleetwatch.records import read_records
 spec = load_spec(sys.argv[3])
 start = time.process_time()
 records = sys.argv[1] if sys.argv[2] == "streamed" else read_records(sys.argv[1])

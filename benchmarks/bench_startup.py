@@ -20,9 +20,9 @@ import time
 from collections import OrderedDict
 
 from benchmarks.machine import machine
-from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
-from engine_probe.engine.startup import StartupTimer, warm_up
-from engine_probe.serve.model_cache import ModelCache
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.engine.startup import StartupTimer, warm_up
+from fleetwatch.engine_probe.serve.model_cache import ModelCache
 
 REPEATS = 5
 

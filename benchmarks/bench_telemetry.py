@@ -38,9 +38,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from benchmarks.machine import cpu, load
 from benchmarks.telemetry_hooks import hook_table
-from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
-from telemetry.instrument import Instrumentation, instrument
-from telemetry.sink import RotatingRecordSink
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+from fleetwatch.telemetry.instrument import Instrumentation, instrument
+from fleetwatch.telemetry.sink import RotatingRecordSink
 
 BATCHES = (8, 32)
 PROMPT = 32

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from fleet.outliers import DetectorConfig, FleetTable, OutlierReport, detect
+from fleetwatch.fleet.outliers import DetectorConfig, FleetTable, OutlierReport, detect
 
 SIGNALS = [
     "ttft",

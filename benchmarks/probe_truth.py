@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchmarks.machine import cpu
-from engine_probe.probe.client import Prober
-from engine_probe.probe.clientload import auto_workers
-from engine_probe.probe.measure import itl_samples
-from engine_probe.probe.runner import ProbePlan, make_prompts, run_plan
-from engine_probe.probe.stats import distribution
+from fleetwatch.engine_probe.probe.client import Prober
+from fleetwatch.engine_probe.probe.clientload import auto_workers
+from fleetwatch.engine_probe.probe.measure import itl_samples
+from fleetwatch.engine_probe.probe.runner import ProbePlan, make_prompts, run_plan
+from fleetwatch.engine_probe.probe.stats import distribution
 
 FIRST_S, GAP_S, CHUNKS = 0.05, 0.02, 32
 SPREAD_S = 0.25
@@ -116,7 +116,7 @@ def accuracy(streams_list: tuple[int, ...] = (16, 256, 1000), rounds: int = 3) -
         [
             sys.executable,
             "-m",
-            "engine_probe.probe.scripted_server",
+            "fleetwatch.engine_probe.probe.scripted_server",
             str(FIRST_S),
             str(GAP_S),
             str(CHUNKS),

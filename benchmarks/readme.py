@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from telemetry.atomic import atomic_write_text
+from fleetwatch.telemetry.atomic import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## This round"

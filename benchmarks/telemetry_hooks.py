@@ -5,7 +5,7 @@ The lockstep table's step-loop ratio (instrumented over bare) carries the run's 
 telemetry adds to the step loop is timed where it runs, on the step-loop thread
 (``time.thread_time_ns``): every callback into the telemetry observer, and the engine's own work
 for observers (building the step's events and ``StepStats``, the step's cost estimate:
-``engine_probe.engine.step_events`` and ``StepCostModel.estimate``), which runs only when an
+``fleetwatch.engine_probe.engine.step_events`` and ``StepCostModel.estimate``), which runs only when an
 observer is attached. Nested regions count once (a callback inside ``report_progress``). The
 meter's own cost per region, measured around a function that does nothing, is subtracted. What
 remains is set against the rest of the step loop's CPU: the engine's own.
@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from engine_probe.engine import step_events
-from telemetry.hooks import EngineObserver
+from fleetwatch.engine_probe.engine import step_events
+from fleetwatch.telemetry.hooks import EngineObserver
 
 __all__ = ["HOOKS", "Meter", "hook_table"]
 
@@ -38,7 +38,7 @@ HOOKS = tuple(
 )
 """Every callback of the hook protocol."""
 ENGINE_SIDE = ("report_schedule", "report_progress", "step_stats", "state_stats")
-"""The engine's work for observers, in ``engine_probe.engine.step_events``."""
+"""The engine's work for observers, in ``fleetwatch.engine_probe.engine.step_events``."""
 
 
 class Meter:

@@ -21,8 +21,8 @@ from typing import Any, Final
 
 import yaml
 
-from dashboards.errors import DashboardError
-from dashboards.names import (
+from fleetwatch.dashboards.errors import DashboardError
+from fleetwatch.dashboards.names import (
     BREAKER_LABEL,
     BREAKER_OPEN_STATES,
     BREAKER_STATE_LABEL,
@@ -32,9 +32,9 @@ from dashboards.names import (
     Resilience,
     has_resilience,
 )
-from dashboards.views.replica import CLOCK_EVENT_LABEL, GPU_LABEL
-from telemetry.duration import parse_duration
-from telemetry.profiles import Profile, Signal
+from fleetwatch.dashboards.views.replica import CLOCK_EVENT_LABEL, GPU_LABEL
+from fleetwatch.telemetry.duration import parse_duration
+from fleetwatch.telemetry.profiles import Profile, Signal
 
 __all__ = [
     "ALERT_PAGES",

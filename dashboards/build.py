@@ -42,13 +42,18 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
-from dashboards.errors import DashboardError
-from dashboards.names import RESILIENCE_PROFILES, RESILIENCE_SOURCE, SLO_RULES, unknown_names
-from dashboards.panels import DATASOURCE, PanelSpec, RowSpec, render_panel
-from dashboards.promql import metric_names
-from dashboards.views import VIEWS, views_for
-from telemetry.atomic import atomic_write_text
-from telemetry.profiles import PROFILES, Profile
+from fleetwatch.dashboards.errors import DashboardError
+from fleetwatch.dashboards.names import (
+    RESILIENCE_PROFILES,
+    RESILIENCE_SOURCE,
+    SLO_RULES,
+    unknown_names,
+)
+from fleetwatch.dashboards.panels import DATASOURCE, PanelSpec, RowSpec, render_panel
+from fleetwatch.dashboards.promql import metric_names
+from fleetwatch.dashboards.views import VIEWS, views_for
+from fleetwatch.telemetry.atomic import atomic_write_text
+from fleetwatch.telemetry.profiles import PROFILES, Profile
 
 __all__ = [
     "DASHBOARD_PROFILES",

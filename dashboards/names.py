@@ -12,7 +12,7 @@ Two tables live here, each the single place to change when the owning package se
   engine's ``/metrics``, so only profiles listed in ``RESILIENCE_PROFILES`` read them (see there).
 
 Anything else a dashboard expression names must come from its metric profile
-(``telemetry.profiles``); ``allowed_names`` is the union of fixed names the checks accept, and
+(``fleetwatch.telemetry.profiles``); ``allowed_names`` is the union of fixed names the checks accept, and
 ``unknown_names`` what they refuse (error-ratio rules pass for any window).
 """
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from telemetry.duration import parse_duration
-from telemetry.profiles import MetricRef, Profile
+from fleetwatch.telemetry.duration import parse_duration
+from fleetwatch.telemetry.profiles import MetricRef, Profile
 
 __all__ = [
     "BATCHER_LABEL",
@@ -117,8 +117,8 @@ class Resilience(StrEnum):
     BATCH_FAILURES = "batch_failures"
 
 
-# The names ``resilience.breaker.metrics``, ``resilience.retry.metrics`` and
-# ``resilience.batcher.metrics`` register (default prefix ``fleetwatch``).
+# The names ``fleetwatch.resilience.breaker.metrics``, ``fleetwatch.resilience.retry.metrics`` and
+# ``fleetwatch.resilience.batcher.metrics`` register (default prefix ``fleetwatch``).
 RESILIENCE: Final[Mapping[Resilience, MetricRef]] = {
     # One-hot, labels ``breaker`` and ``state`` (see BREAKER_STATES): 1 for the current state.
     Resilience.BREAKER_STATE: MetricRef("fleetwatch_circuit_breaker_state", "gauge"),

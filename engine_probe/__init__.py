@@ -1,4 +1,4 @@
-"""The reference engine (``engine_probe.engine``), its HTTP server and the load probe.
+"""The reference engine (``fleetwatch.engine_probe.engine``), its HTTP server and the load probe.
 
-Importing this package does not import torch; only ``engine_probe.engine``'s model modules do.
+Importing this package does not import torch; only ``fleetwatch.engine_probe.engine``'s model modules do.
 """

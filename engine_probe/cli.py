@@ -7,7 +7,7 @@ from typing import Literal, cast
 
 import typer
 
-from engine_probe.serve.cli import serve
+from fleetwatch.engine_probe.serve.cli import serve
 
 app = typer.Typer(help="The reference engine: run it, serve it over HTTP.", no_args_is_help=True)
 app.command("serve")(serve)
@@ -53,13 +53,18 @@ def run(
     seed: int = typer.Option(0, "--seed", help="Seed of weights and workload."),
 ) -> None:
     """Run the engine on a synthetic workload and print throughput, TTFT and cache behaviour."""
-    from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
-    from engine_probe.engine.preflight import (
+    from fleetwatch.engine_probe.engine import (
+        EngineConfig,
+        EngineConfigError,
+        LLMEngine,
+        ModelConfig,
+    )
+    from fleetwatch.engine_probe.engine.preflight import (
         check_fits_memory,
         check_holds_request,
         require_torch,
     )
-    from engine_probe.engine.workload import run_offline, synthetic_workload
+    from fleetwatch.engine_probe.engine.workload import run_offline, synthetic_workload
 
     for name, value in (
         ("--requests", requests),

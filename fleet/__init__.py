@@ -1,8 +1,8 @@
 """Fleet analysis: slow replicas against the fleet median (``outliers``), p99 tail attribution
-(``tail``) and before/after run comparison (``compare``). All read ``telemetry.records`` frames;
+(``tail``) and before/after run comparison (``compare``). All read ``fleetwatch.telemetry.records`` frames;
 ``outliers`` also reads Prometheus and ``/metrics`` snapshots.
 """
 
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.errors import AnalysisError
 
 __all__ = ["AnalysisError"]

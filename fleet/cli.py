@@ -14,8 +14,8 @@ from typing import Any
 
 import typer
 
-from fleet.errors import AnalysisError
-from fleet.rowcap import DEFAULT_MAX_ROWS
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.rowcap import DEFAULT_MAX_ROWS
 
 __all__ = ["app"]
 
@@ -81,8 +81,8 @@ def outliers(
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
 ) -> None:
     """Find replicas that stand out from the fleet median, and say why."""
-    from fleet.checks import check_outlier_inputs
-    from fleet.outliers import (
+    from fleetwatch.fleet.checks import check_outlier_inputs
+    from fleetwatch.fleet.outliers import (
         DetectorConfig,
         Side,
         detect,
@@ -90,7 +90,7 @@ def outliers(
         table_from_prometheus,
         table_from_records,
     )
-    from telemetry.profiles import get_profile
+    from fleetwatch.telemetry.profiles import get_profile
 
     check_outlier_inputs(
         records=records,
@@ -103,7 +103,7 @@ def outliers(
         noise_shape=noise_shape,
     )
     if records is not None:
-        from telemetry.records import read_records
+        from fleetwatch.records import read_records
 
         table = table_from_records(
             read_records(records),
@@ -147,9 +147,9 @@ def tail(
 
     Memory bound: the file is read whole, about 1.1 KB a row; files over --max-rows (2,000,000,
     so about 2.2 GB) are refused before reading."""
-    from fleet.rowcap import check_rows
-    from fleet.tail import attribute_tail
-    from telemetry.records import read_records
+    from fleetwatch.fleet.rowcap import check_rows
+    from fleetwatch.fleet.tail import attribute_tail
+    from fleetwatch.records import read_records
 
     if target not in ("e2e", "ttft"):
         raise AnalysisError(f"--target must be e2e or ttft, got {target!r}")
@@ -191,9 +191,9 @@ def compare(
     Memory bound: both files are read whole, about 1.1 KB a row; a file over --max-rows
     (2,000,000 each) is refused before either is read.
     """
-    from fleet.compare import compare_runs
-    from fleet.rowcap import check_rows
-    from telemetry.records import read_records
+    from fleetwatch.fleet.compare import compare_runs
+    from fleetwatch.fleet.rowcap import check_rows
+    from fleetwatch.records import read_records
 
     if draws < 100:
         raise AnalysisError(f"--draws must be at least 100, got {draws}")
@@ -224,17 +224,17 @@ def rules(
     for_: str = typer.Option("10m", "--for", help="How long before the alert fires."),
 ) -> None:
     """Write the outlier detector as Prometheus recording and alerting rules, plus a promtool test."""
-    from fleet.checks import check_duration
-    from fleet.outliers.rules import (
+    from fleetwatch.fleet.checks import check_duration
+    from fleetwatch.fleet.outliers.rules import (
         RuleOptions,
         outlier_rules,
         outlier_rules_test,
         render_yaml,
     )
-    from telemetry.atomic import atomic_write_text
-    from telemetry.preflight import output_file
-    from telemetry.profiles import get_profile
-    from telemetry.rulefiles import promtool_test_path
+    from fleetwatch.telemetry.atomic import atomic_write_text
+    from fleetwatch.telemetry.preflight import output_file
+    from fleetwatch.telemetry.profiles import get_profile
+    from fleetwatch.telemetry.rulefiles import promtool_test_path
 
     check_duration(window, "--window")
     check_duration(for_, "--for")
@@ -294,11 +294,11 @@ def capacity(
     """Replicas, warm pool and scaling delays from a probe's capacity curve; queue-depth
     autoscaling manifests (HPA, KEDA) and recording rules; with --simulate, how scaling on GPU
     utilisation, on queue depth and on queue depth with a warm pool fare in a burst."""
-    from fleet.capacity.run import capacity_command
+    from fleetwatch.fleet.capacity.run import capacity_command
 
     measured = None
     if cold_start_from is not None:
-        from fleet.capacity.cold_start import cold_start_from as read_cold_start
+        from fleetwatch.fleet.capacity.cold_start import cold_start_from as read_cold_start
 
         measured = read_cold_start(cold_start_from)
         cold_start = measured.seconds

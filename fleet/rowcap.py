@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.errors import AnalysisError
 
 __all__ = [
     "BYTES_PER_ROW",

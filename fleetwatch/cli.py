@@ -1,60 +1,97 @@
 """The `fleetwatch` command: composes the sub-commands each package owns, and its one error path.
 
 Expected failures print one line, ``fleetwatch: error: <what> (<where>)``, on stderr and exit 2:
-each package's own exception type for bad input (collected in ``USER_ERRORS``), a file that cannot
+each package's own exception type for bad input (listed in ``_USER_ERRORS``), a file that cannot
 be read or written (the path is named), a missing optional extra (the install command is named),
 and a command line that does not parse (the command's ``--help`` is named). Anything else is a bug: one line and exit 1, with ``--debug`` for the traceback.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import sys
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
-from dashboards.cli import app as dashboards_app
-from dashboards.errors import DashboardError
-from engine_probe.cli import app as engine_app
-from engine_probe.engine.errors import EngineConfigError
-from engine_probe.probe.cli import app as probe_app
-from engine_probe.probe.errors import ProbeError
-from fleet.cli import app as fleet_app
-from fleet.errors import AnalysisError
-from fleetwatch import __version__
 from fleetwatch.demo.cli import demo
-from resilience.cli import app as resilience_app
-from resilience.errors import ResilienceConfigError
-from slo.cli import app as slo_app
-from slo.errors import SLOSpecError
-from telemetry.cli import app as telemetry_app
-from telemetry.profiles import ProfileError
-from telemetry.records.cli import app as records_app
-from telemetry.records.schema import RecordError
 
-USER_ERRORS: tuple[type[Exception], ...] = (
-    AnalysisError,
-    DashboardError,
-    EngineConfigError,
-    ProbeError,
-    ProfileError,
-    RecordError,
-    ResilienceConfigError,
-    SLOSpecError,
+# Each package's sub-app: name -> module holding its `app`, in the order --help lists them. A
+# sub-app is imported when its name is typed (or when the top-level --help lists them all), so
+# `fleetwatch slo validate` loads slo's command line and no other package's.
+SUB_APPS = {
+    "records": "fleetwatch.records.cli",
+    "telemetry": "fleetwatch.telemetry_cli",
+    "slo": "fleetwatch.slo.cli",
+    "fleet": "fleetwatch.fleet.cli",
+    "resilience": "fleetwatch.resilience.cli",
+    "engine": "fleetwatch.engine_probe.cli",
+    "probe": "fleetwatch.engine_probe.probe.cli",
+    "dashboards": "fleetwatch.dashboards.cli",
+}
+
+# Each package's exception type for bad input: (module, class).
+_USER_ERRORS = (
+    ("fleetwatch.fleet.errors", "AnalysisError"),
+    ("fleetwatch.dashboards.errors", "DashboardError"),
+    ("fleetwatch.engine_probe.engine.errors", "EngineConfigError"),
+    ("fleetwatch.engine_probe.probe.errors", "ProbeError"),
+    ("fleetwatch.telemetry.profiles.types", "ProfileError"),
+    ("fleetwatch.telemetry.records.schema", "RecordError"),
+    ("fleetwatch.resilience.errors", "ResilienceConfigError"),
+    ("fleetwatch.slo.errors", "SLOSpecError"),
 )
 
-app = typer.Typer(
+
+@functools.cache
+def user_errors() -> tuple[type[Exception], ...]:
+    """The exception types that are bad input, not bugs (imported when an error is judged)."""
+    return tuple(getattr(importlib.import_module(m), name) for m, name in _USER_ERRORS)
+
+
+class _Commands(TyperGroup):
+    """The root group: ``demo`` plus each package's sub-app, loaded on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *SUB_APPS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in SUB_APPS:
+            # Composed exactly as add_typer composes it under this root (its help layout, no
+            # completion options), through a parent of the same settings.
+            parent = _typer()
+            parent.callback()(_no_options)
+            parent.add_typer(importlib.import_module(SUB_APPS[cmd_name]).app, name=cmd_name)
+            command = typer.main.get_command(parent).commands[cmd_name]  # type: ignore[attr-defined]
+            self.commands[cmd_name] = command
+        return command
+
+
+def _no_options() -> None:
+    pass
+
+
+def _typer(**kwargs: Any) -> typer.Typer:
+    return typer.Typer(
+        pretty_exceptions_enable=False, rich_markup_mode=None, add_completion=False, **kwargs
+    )
+
+
+app = _typer(
     name="fleetwatch",
+    cls=_Commands,
     help="SRE observability and reliability for LLM inference fleets.",
     no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    add_completion=False,
 )
 
 
 def _version(value: bool) -> None:
     if value:
+        from fleetwatch.version import __version__
+
         typer.echo(f"fleetwatch {__version__}")
         raise typer.Exit()
 
@@ -72,14 +109,6 @@ def _root(
 
 
 app.command("demo")(demo)
-app.add_typer(records_app, name="records")
-app.add_typer(telemetry_app, name="telemetry")
-app.add_typer(slo_app, name="slo")
-app.add_typer(fleet_app, name="fleet")
-app.add_typer(resilience_app, name="resilience")
-app.add_typer(engine_app, name="engine")
-app.add_typer(probe_app, name="probe")
-app.add_typer(dashboards_app, name="dashboards")
 
 
 # Optional extras: the module a command imports -> the extra that provides it.
@@ -88,7 +117,7 @@ EXTRAS = {"torch": "engine"}
 
 def one_line(exc: BaseException) -> tuple[str, int]:
     """The message and exit status for an exception that reached the command line."""
-    if isinstance(exc, USER_ERRORS):
+    if isinstance(exc, user_errors()):
         return _flat(str(exc)), 2
     if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in EXTRAS:
         module = (exc.name or "").split(".")[0]
@@ -118,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if _is_usage_error(exc):
             return _usage(exc)
-        if "--debug" in args and not isinstance(exc, USER_ERRORS):
+        if "--debug" in args and not isinstance(exc, user_errors()):
             raise
         message, status = one_line(exc)
         print(f"fleetwatch: error: {message}", file=sys.stderr)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from resilience.storm import StormRow
+    from fleetwatch.resilience.storm import StormRow
 
 app = typer.Typer(
     help="Resilience: circuit breaker, retry budget, micro-batcher, retry-storm simulator.",
@@ -52,7 +52,7 @@ def storm(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Compare no / full / decorrelated jitter, each without and with a retry budget, on a simulated clock."""
-    from resilience.storm import StormConfig, simulate_storm
+    from fleetwatch.resilience.storm import StormConfig, simulate_storm
 
     config = StormConfig(
         clients=clients,

@@ -24,9 +24,9 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from resilience.errors import ResilienceConfigError
-from resilience.retry.budget import RetryBudget
-from resilience.retry.jitter import Jitter, backoff_s
+from fleetwatch.resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.retry.budget import RetryBudget
+from fleetwatch.resilience.retry.jitter import Jitter, backoff_s
 
 __all__ = ["StormConfig", "StormResult", "StormRow", "simulate", "simulate_storm"]
 

@@ -1,19 +1,16 @@
 """SLOs for LLM serving: specs, error budgets, burn-rate alerts, Prometheus rules, backtests.
 
-Pipeline (pure functions; files only in ``slo.cli``): ``load_spec`` -> ``SLOSpec`` ->
+Pipeline (pure functions; files only in ``fleetwatch.slo.cli``): ``load_spec`` -> ``SLOSpec`` ->
 ``generate_rules(spec, profile)`` -> ``render_rules`` / ``generate_promtool_tests``; and over
-request records, ``report_spec`` and ``backtest_spec`` (Parquet files streamed by ``slo.stream``).
+request records, ``report_spec`` and ``backtest_spec`` (Parquet files streamed by ``fleetwatch.slo.stream``).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from slo.errors import SLOSpecError
-from slo.load import load_spec, read_spec
-from slo.parse import parse_spec
-from slo.spec import (
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.load import load_spec, read_spec
+from fleetwatch.slo.parse import parse_spec
+from fleetwatch.slo.spec import (
     Alerting,
     AvailabilitySLI,
     BurnWindow,
@@ -24,29 +21,26 @@ from slo.spec import (
     ServiceLevelObjective,
     SLOSpec,
 )
-from slo.windows import WORKBOOK_WINDOWS, budget_fraction, scaled_windows
+from fleetwatch.slo.windows import WORKBOOK_WINDOWS, budget_fraction, scaled_windows
+from fleetwatch.telemetry.lazy import lazy_attributes
 
 # numpy/pandas-backed names load on first use, so `fleetwatch --help` does not import pandas.
 _LAZY = {
-    "Backtest": "slo.backtest",
-    "BinCounts": "slo.bins",
-    "backtest_parquet": "slo.stream",
-    "FiringInterval": "slo.backtest",
-    "Timeline": "slo.burn",
-    "window_counts": "slo.burn",
-    "SLIEvents": "slo.events",
-    "sli_events": "slo.events",
-    "SLOReport": "slo.report",
-    "backtest_spec": "slo.report",
-    "report_spec": "slo.report",
+    "Backtest": "fleetwatch.slo.backtest",
+    "BinCounts": "fleetwatch.slo.bins",
+    "backtest_parquet": "fleetwatch.slo.stream",
+    "FiringInterval": "fleetwatch.slo.backtest",
+    "Timeline": "fleetwatch.slo.burn",
+    "window_counts": "fleetwatch.slo.burn",
+    "SLIEvents": "fleetwatch.slo.events",
+    "sli_events": "fleetwatch.slo.events",
+    "SLOReport": "fleetwatch.slo.report",
+    "backtest_spec": "fleetwatch.slo.report",
+    "report_spec": "fleetwatch.slo.report",
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'slo' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

@@ -34,11 +34,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from slo.bins import BinCounts
-from slo.burn import Timeline, bin_seconds, timeline, window_counts
-from slo.events import sli_events
-from slo.rules.generate import alert_name
-from slo.spec import SEVERITIES, BurnWindow, ServiceLevelObjective, Severity
+from fleetwatch.slo.bins import BinCounts
+from fleetwatch.slo.burn import Timeline, bin_seconds, timeline, window_counts
+from fleetwatch.slo.events import sli_events
+from fleetwatch.slo.rules.generate import alert_name
+from fleetwatch.slo.spec import SEVERITIES, BurnWindow, ServiceLevelObjective, Severity
 
 __all__ = [
     "AlertTrack",

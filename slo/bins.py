@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from slo.errors import SLOSpecError
-from slo.events import SLIEvents
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.events import SLIEvents
 
 __all__ = ["MAX_BINS", "BinCounts"]
 

@@ -6,7 +6,7 @@ the evaluation times (Prometheus 2 reads the closed range [t - w, t], so the sam
 the baseline). The ratio bad/total is NaN where no event fell in the window, as 0/0 is in PromQL,
 so a comparison with it is false.
 
-Events are binned once (``slo.bins``) at the greatest common divisor of the step and the windows;
+Events are binned once (``fleetwatch.slo.bins``) at the greatest common divisor of the step and the windows;
 the timeline keeps one prefix sum of those bins, and every window at every evaluation is a
 difference of two entries of it, computed when asked for (a block of evaluations at a time), so
 no per-window array over the whole grid has to exist.
@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from slo.bins import MAX_BINS, BinCounts
-from slo.errors import SLOSpecError
-from slo.events import SLIEvents
+from fleetwatch.slo.bins import MAX_BINS, BinCounts
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.events import SLIEvents
 
 __all__ = ["Timeline", "bin_seconds", "timeline", "window_counts"]
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from slo.spec import SLOSpec
-    from telemetry.profiles import Profile
+    from fleetwatch.slo.spec import SLOSpec
+    from fleetwatch.telemetry.profiles import Profile
 
 app = typer.Typer(
     help="SLOs: validate specs, generate Prometheus rules, report budgets, backtest alerts.",
@@ -36,12 +36,12 @@ def _records(spec: Any, path: Path) -> Any:
     """The records at ``path``, refused when empty or when an SLO's selector matches none.
     Parquet stays a path (streamed in row batches by the commands); only the distinct selector
     values are read to check it."""
-    from slo.checks import check_selectors
-    from slo.errors import SLOSpecError
-    from telemetry.records import read_records
+    from fleetwatch.records import read_records
+    from fleetwatch.slo.checks import check_selectors
+    from fleetwatch.slo.errors import SLOSpecError
 
     if path.suffix.lower() in (".parquet", ".pq"):
-        from slo.stream import distinct_rows
+        from fleetwatch.slo.stream import distinct_rows
 
         selected = {
             c for slo in spec.slos for c in ("traffic_class", "model") if getattr(slo.selector, c)
@@ -59,8 +59,8 @@ def _records(spec: Any, path: Path) -> Any:
 
 
 def _goodput(text: str | None) -> tuple[float, float] | None:
-    from slo.errors import SLOSpecError
-    from telemetry.goodput import parse_goodput_target
+    from fleetwatch.slo.errors import SLOSpecError
+    from fleetwatch.telemetry.goodput import parse_goodput_target
 
     if text is None:
         return None
@@ -73,7 +73,11 @@ def _goodput(text: str | None) -> tuple[float, float] | None:
 def _check_alerts(spec: SLOSpec, profile: Profile | None, goodput: str | None) -> None:
     """Refuse alerts that can never fire and goodput SLOs off the exporter's target; warn
     (stderr) where scaled windows distort the budget shares."""
-    from slo.rules.feasibility import check_goodput_target, check_reachable, scaling_warnings
+    from fleetwatch.slo.rules.feasibility import (
+        check_goodput_target,
+        check_reachable,
+        scaling_warnings,
+    )
 
     check_reachable(spec)
     check_goodput_target(spec, profile, _goodput(goodput))
@@ -90,19 +94,19 @@ def validate(
     goodput: str | None = _GOODPUT,
 ) -> None:
     """Check a spec; print each SLO's budget and burn-rate windows."""
-    from slo.load import read_spec
-    from telemetry.duration import format_duration
-    from telemetry.profiles import get_profile
+    from fleetwatch.slo.load import read_spec
+    from fleetwatch.telemetry.duration import format_duration
+    from fleetwatch.telemetry.profiles import get_profile
 
     parsed = read_spec(spec)
     prof = get_profile(profile) if profile is not None else None
     _check_alerts(parsed, prof, goodput)
     if prof is not None:
-        from slo.rules.generate import generate_rules
+        from fleetwatch.slo.rules.generate import generate_rules
 
         generate_rules(parsed, prof)
     else:
-        from slo.checks import check_thresholds_on_some_profile
+        from fleetwatch.slo.checks import check_thresholds_on_some_profile
 
         check_thresholds_on_some_profile(parsed)
     typer.echo(f"{spec}: ok: service {parsed.service}, {len(parsed.slos)} SLO(s)")
@@ -127,12 +131,17 @@ def rules(
     goodput: str | None = _GOODPUT,
 ) -> None:
     """Write Prometheus rules for a profile, and their promtool test file beside them."""
-    from slo.load import read_spec
-    from slo.rules import generate_promtool_tests, generate_rules, render_rules, render_tests
-    from telemetry.atomic import atomic_write_text
-    from telemetry.preflight import output_file
-    from telemetry.profiles import get_profile
-    from telemetry.rulefiles import promtool_test_path
+    from fleetwatch.slo.load import read_spec
+    from fleetwatch.slo.rules import (
+        generate_promtool_tests,
+        generate_rules,
+        render_rules,
+        render_tests,
+    )
+    from fleetwatch.telemetry.atomic import atomic_write_text
+    from fleetwatch.telemetry.preflight import output_file
+    from fleetwatch.telemetry.profiles import get_profile
+    from fleetwatch.telemetry.rulefiles import promtool_test_path
 
     test_path = output_file(promtool_test_path(output_file(output)))
     prof = get_profile(profile)
@@ -158,8 +167,8 @@ def report(
 ) -> None:
     """SLI, error budget left and current burn rates over request records (Parquet is streamed,
     so a file larger than memory works)."""
-    from slo.load import read_spec
-    from slo.report import report_json, report_spec, report_text
+    from fleetwatch.slo.load import read_spec
+    from fleetwatch.slo.report import report_json, report_spec, report_text
 
     parsed = read_spec(spec)
     frame = _records(parsed, records)
@@ -174,8 +183,8 @@ def report(
 def backtest(spec: Path = _SPEC, records: Path = _RECORDS, as_json: bool = _JSON) -> None:
     """When each burn-rate alert would have fired over the records, with delay and reset
     (Parquet is streamed in row batches, so a file larger than memory works)."""
-    from slo.load import read_spec
-    from slo.report import backtest_json, backtest_spec, backtest_text
+    from fleetwatch.slo.load import read_spec
+    from fleetwatch.slo.report import backtest_json, backtest_spec, backtest_text
 
     parsed = read_spec(spec)
     results = backtest_spec(parsed, _records(parsed, records))

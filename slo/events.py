@@ -16,7 +16,7 @@ the events Prometheus windows hold:
 
 Latency events are bad when the value is above the threshold (a histogram's ``le`` bucket counts
 values at most the bound). Durations are computed from the stored timestamps with the same
-arithmetic as the exporter and ``telemetry.records.add_derived``, so bucket decisions agree.
+arithmetic as the exporter and ``fleetwatch.telemetry.records.add_derived``, so bucket decisions agree.
 
 ``records`` may be a records DataFrame or any mapping of column name to array (one streamed
 batch); only the columns ``needed_columns`` names are read.
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from slo.errors import SLOSpecError
-from slo.spec import AvailabilitySLI, GoodputSLI, LatencySLI, ServiceLevelObjective
-from telemetry.records.schema import ITL_BOUNDS
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.spec import AvailabilitySLI, GoodputSLI, LatencySLI, ServiceLevelObjective
+from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 
 __all__ = [
     "EVENT_TIME",

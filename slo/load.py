@@ -1,12 +1,12 @@
 """Read an SLO spec from a file or YAML text: fleetwatch's own format, or OpenSLO v1.
 
-A document with ``apiVersion: openslo/v1`` goes through ``slo.openslo``; anything else is
-validated by ``slo.parse`` (the format is described there).
+A document with ``apiVersion: openslo/v1`` goes through ``fleetwatch.slo.openslo``; anything else is
+validated by ``fleetwatch.slo.parse`` (the format is described there).
 
 Any input costs little: a spec is at most ``MAX_SPEC_BYTES``; YAML is composed with at most
 ``MAX_ALIASES`` aliases, and refused when aliases would make it more than ``MAX_NODES`` nodes once
 expanded (an alias bomb of a few hundred bytes expands to billions); both are checked on the node
-graph before any Python object is built. Error messages show values through ``telemetry.brief``.
+graph before any Python object is built. Error messages show values through ``fleetwatch.telemetry.brief``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any, Final, cast
 
 import yaml
 
-from slo.errors import SLOSpecError
-from slo.openslo import parse_openslo
-from slo.parse import parse_spec
-from slo.spec import SLOSpec
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.openslo import parse_openslo
+from fleetwatch.slo.parse import parse_spec
+from fleetwatch.slo.spec import SLOSpec
 
 __all__ = ["MAX_ALIASES", "MAX_NODES", "MAX_SPEC_BYTES", "load_spec", "read_spec"]
 

@@ -16,7 +16,7 @@ The format (``version: fleetwatch/slo/v1``)::
         windows: [{severity: page, long: 1h, short: 5m, burn: 14.4}, ...]   # default: Workbook
         alerting: {page: {labels: {team: oncall}}, annotations: {dashboard: "..."}}
 
-Reading files and YAML text, and telling this format from OpenSLO, is ``slo.load``'s job.
+Reading files and YAML text, and telling this format from OpenSLO, is ``fleetwatch.slo.load``'s job.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from slo.errors import SLOSpecError
-from slo.spec import (
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.spec import (
     LATENCY_SIGNALS,
     OUTCOMES,
     SEVERITIES,
@@ -43,9 +43,9 @@ from slo.spec import (
     SLIKind,
     SLOSpec,
 )
-from slo.windows import scaled_windows
-from telemetry.brief import brief
-from telemetry.duration import parse_duration
+from fleetwatch.slo.windows import scaled_windows
+from fleetwatch.telemetry.brief import brief
+from fleetwatch.telemetry.duration import parse_duration
 
 __all__ = ["VERSION", "parse_spec"]
 

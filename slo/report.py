@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from slo.backtest import Backtest, backtest
-from slo.spec import ServiceLevelObjective, SLOSpec
-from telemetry.duration import format_duration
+from fleetwatch.slo.backtest import Backtest, backtest
+from fleetwatch.slo.spec import ServiceLevelObjective, SLOSpec
+from fleetwatch.telemetry.duration import format_duration
 
 __all__ = [
     "SLOReport",
@@ -93,13 +93,13 @@ def backtest_spec(
     spec: SLOSpec, frame: Records, *, start_s: float | None = None, end_s: float | None = None
 ) -> list[Backtest]:
     """A backtest per SLO over one grid (the spec's evaluation interval). ``frame`` is a records
-    frame, or a record file: Parquet is streamed (``slo.stream``), JSON lines read whole."""
+    frame, or a record file: Parquet is streamed (``fleetwatch.slo.stream``), JSON lines read whole."""
     if not isinstance(frame, pd.DataFrame):
         if str(frame).lower().endswith((".parquet", ".pq")):
-            from slo.stream import backtest_parquet
+            from fleetwatch.slo.stream import backtest_parquet
 
             return backtest_parquet(spec, frame, start_s=start_s, end_s=end_s)
-        from telemetry.records import read_records
+        from fleetwatch.records import read_records
 
         frame = read_records(frame)
     if start_s is None and len(frame):
@@ -117,8 +117,8 @@ def report_spec(spec: SLOSpec, frame: Records, *, at_s: float | None = None) -> 
     as for ``backtest_spec``."""
     if not isinstance(frame, pd.DataFrame):
         if str(frame).lower().endswith((".parquet", ".pq")):
-            from slo.backtest import backtest_counts
-            from slo.stream import stream_counts
+            from fleetwatch.slo.backtest import backtest_counts
+            from fleetwatch.slo.stream import stream_counts
 
             streamed = stream_counts(spec, frame)
             end = streamed.last_finish_s if at_s is None else at_s
@@ -127,7 +127,7 @@ def report_spec(spec: SLOSpec, frame: Records, *, at_s: float | None = None) -> 
                 for slo, bins in zip(spec.slos, streamed.counts, strict=True)
             ]
             return [_report(bt.slo, bt, streamed.first_finish_s) for bt in backtests]
-        from telemetry.records import read_records
+        from fleetwatch.records import read_records
 
         frame = read_records(frame)
     backtests = backtest_spec(spec, frame, end_s=at_s)

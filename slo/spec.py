@@ -1,6 +1,6 @@
 """The SLO spec as values: what is promised, over which requests, for how long, and how to alert.
 
-Every value here is already validated (see ``slo.parse``); the rules generator and the offline
+Every value here is already validated (see ``fleetwatch.slo.parse``); the rules generator and the offline
 evaluator take these dataclasses and never see YAML. Objectives are percentages (``99.9``),
 thresholds and windows are seconds.
 """
@@ -37,7 +37,7 @@ SEVERITIES: Final[tuple[Severity, ...]] = ("page", "ticket")
 """Alert severities, in the order their rules and backtest tracks are written."""
 
 OUTCOMES: Final[tuple[str, ...]] = ("error", "rejected", "aborted")
-"""Outcomes an availability SLI may count as bad (``telemetry.records.Status`` minus ``ok``)."""
+"""Outcomes an availability SLI may count as bad (``fleetwatch.telemetry.records.Status`` minus ``ok``)."""
 
 LATENCY_SIGNALS: Final[tuple[str, ...]] = ("ttft", "tpot", "itl", "e2e")
 """Latency signals an SLI may bound: time to first token, time per output token (per-request

@@ -2,8 +2,8 @@
 
 ``pyarrow.parquet.ParquetFile.iter_batches`` reads the columns the spec's SLOs need (plus the
 timestamps every record is checked on), ``batch_rows`` rows at a time. Each batch is checked with
-the same rules as ``telemetry.records.read_records`` (errors name the file-wide row), turned into
-each SLO's events (``slo.events``) and counted into that SLO's bins (``slo.bins``); the batch is
+the same rules as ``fleetwatch.telemetry.records.read_records`` (errors name the file-wide row), turned into
+each SLO's events (``fleetwatch.slo.events``) and counted into that SLO's bins (``fleetwatch.slo.bins``); the batch is
 then dropped. The timelines and alerts are computed from the bins, so the result is identical to
 reading the whole file.
 
@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from slo.backtest import Backtest, backtest_counts, new_counts
-from slo.bins import BinCounts
-from slo.errors import SLOSpecError
-from slo.events import needed_columns, sli_events
-from slo.spec import SLOSpec
-from telemetry.records import RecordError, validate_frame
-from telemetry.records.schema import DEFAULTS, FIELDS, ITL_BOUNDS
+from fleetwatch.records import RecordError, validate_frame
+from fleetwatch.slo.backtest import Backtest, backtest_counts, new_counts
+from fleetwatch.slo.bins import BinCounts
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.events import needed_columns, sli_events
+from fleetwatch.slo.spec import SLOSpec
+from fleetwatch.telemetry.records.schema import DEFAULTS, FIELDS, ITL_BOUNDS
 
 __all__ = ["BATCH_ROWS", "StreamedCounts", "backtest_parquet", "distinct_rows", "stream_counts"]
 

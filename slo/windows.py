@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from slo.spec import BurnWindow, budget_fraction
+from fleetwatch.slo.spec import BurnWindow, budget_fraction
 
 __all__ = ["WORKBOOK_PERIOD_S", "WORKBOOK_WINDOWS", "budget_fraction", "scaled_windows"]
 

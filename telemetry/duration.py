@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from telemetry.brief import brief
+from fleetwatch.telemetry.brief import brief
 
 __all__ = ["format_duration", "parse_duration"]
 

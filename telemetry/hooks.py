@@ -154,7 +154,7 @@ class EngineObserver(Protocol):
         output_tokens: int,
         cached_prompt_tokens: int,
     ) -> None:
-        """``status`` is one of ok, error, aborted, rejected (``telemetry.records.Status``)."""
+        """``status`` is one of ok, error, aborted, rejected (``fleetwatch.telemetry.records.Status``)."""
 
     def on_step(self, stats: StepStats) -> None:
         """Once per step that computed tokens, after that step's other events.

@@ -11,7 +11,7 @@ samples in a Prometheus query or a pandas notebook, and a percentile moves conti
 ``q`` and with the data instead of jumping from one sample to the next as nearest rank does.
 
 Not covered here: ``histogram_quantile`` (an estimate from bucket counts, interpolated inside a
-bucket) and the inverted-CDF quantile ``fleet.compare`` needs for its exact bootstrap; both are
+bucket) and the inverted-CDF quantile ``fleetwatch.fleet.compare`` needs for its exact bootstrap; both are
 deliberate and stay with their users.
 """
 

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from telemetry.metrics.drops import DropCounter
+from fleetwatch.telemetry.metrics.drops import DropCounter
 
 __all__ = ["BoundedWorker"]
 

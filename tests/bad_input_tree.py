@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.records import RequestRecord, write_records
+from fleetwatch.records import RequestRecord, write_records
 
 _LEVEL = {"rate": 2, "request_throughput": 2, "ttft": {"p99": 0.1}, "tpot": {"p99": 0.01}}
 _PROBE = {"plan": {"mode": "open"}, "levels": [_LEVEL]}

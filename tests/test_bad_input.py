@@ -286,12 +286,11 @@ def sub_commands() -> list[str]:
     found: list[str] = []
 
     def walk(cmd: Any, prefix: str) -> None:
-        children = getattr(cmd, "commands", None)
-        if not children:
+        if not hasattr(cmd, "list_commands"):
             found.append(prefix)
             return
-        for name, child in children.items():
-            walk(child, f"{prefix} {name}".strip())
+        for name in cmd.list_commands(None):  # the root loads each package's sub-app on demand
+            walk(cmd.get_command(None, name), f"{prefix} {name}".strip())
 
     walk(typer.main.get_command(app), "")
     return sorted(found)
@@ -326,11 +325,11 @@ def _refuse(what: str) -> Any:
 @pytest.fixture
 def guarded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Replace the work each command starts after its checks, and pin the memory figure."""
-    import engine_probe.engine.preflight as preflight
-    import engine_probe.engine.workload as workload
-    import engine_probe.probe.runner as runner
-    import engine_probe.serve.lifecycle as lifecycle
     import fleetwatch.demo.run as demo_run
+    import fleetwatch.engine_probe.engine.preflight as preflight
+    import fleetwatch.engine_probe.engine.workload as workload
+    import fleetwatch.engine_probe.probe.runner as runner
+    import fleetwatch.engine_probe.serve.lifecycle as lifecycle
 
     monkeypatch.setattr(lifecycle, "start_server", _refuse("the server"))
     monkeypatch.setattr(runner, "run_plan", _refuse("the probe"))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetwatch import __version__
 from fleetwatch.cli import main
-from telemetry.records import RequestRecord, write_records
+from fleetwatch.records import RequestRecord, write_records
+from fleetwatch.version import __version__
 
 
 def test_help_lists_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,7 +95,7 @@ def test_a_missing_extra_names_the_install_command() -> None:
 def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_the_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import telemetry.records.io as records_io
+    import fleetwatch.records.io as records_io
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the\ncause")
@@ -125,3 +125,32 @@ def test_a_group_without_a_command_shows_its_help(capsys: pytest.CaptureFixture[
     assert main(["slo"]) == 2
     captured = capsys.readouterr()
     assert "backtest" in captured.out + captured.err and "fleetwatch: error" not in captured.err
+
+
+def test_each_sub_app_loaded_on_demand_is_composed_as_add_typer_composes_it() -> None:
+    """The root imports a package's command line only when its name is typed; what it builds
+    then is what ``add_typer`` builds, so every help page reads as it would composed eagerly."""
+    import importlib
+
+    import typer
+    from typer.testing import CliRunner
+
+    from fleetwatch.cli import SUB_APPS, app
+
+    eager = typer.Typer(pretty_exceptions_enable=False, rich_markup_mode=None, add_completion=False)
+    eager.callback(help="SRE observability and reliability for LLM inference fleets.")(lambda: None)
+    for name, module in SUB_APPS.items():
+        eager.add_typer(importlib.import_module(module).app, name=name)
+    expected = typer.main.get_command(eager)
+    runner = CliRunner()
+    for name in SUB_APPS:
+        for sub in [None, *expected.commands[name].commands]:  # type: ignore[attr-defined]
+            args = [name] if sub is None else [name, sub]
+            lazy = runner.invoke(app, [*args, "--help"], prog_name="fleetwatch")
+            eager_out = runner.invoke(eager, [*args, "--help"], prog_name="fleetwatch")
+            assert lazy.exit_code == 0 and lazy.output == eager_out.output, args
+    listed = runner.invoke(app, ["--help"], prog_name="fleetwatch").output
+    assert [ln.split()[0] for ln in listed.split("Commands:")[1].splitlines() if ln.strip()] == [
+        "demo",
+        *SUB_APPS,
+    ]

@@ -10,7 +10,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("fleetwatch", "telemetry", "slo", "resilience", "engine_probe", "dashboards", "fleet")
+PACKAGES = (
+    "fleetwatch",
+    "telemetry",
+    "records",
+    "slo",
+    "resilience",
+    "engine_probe",
+    "dashboards",
+    "fleet",
+)
+# The two distributions: the toolkit (root) and the serving side (telemetry/).
+PYPROJECTS = (ROOT / "pyproject.toml", ROOT / "telemetry" / "pyproject.toml")
 
 # (distribution, attribute used in the source, first release that has it, where that is shown)
 NEEDS = [
@@ -42,10 +53,17 @@ NEEDS = [
 ]
 
 
+def _requirements() -> list[str]:
+    out: list[str] = []
+    for pyproject in PYPROJECTS:
+        project = tomllib.loads(pyproject.read_text())["project"]
+        out += project["dependencies"]
+        out += [r for extra in project["optional-dependencies"].values() for r in extra]
+    return out
+
+
 def _floor(distribution: str) -> tuple[int, ...]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extras = project["optional-dependencies"].values()
-    for requirement in [*project["dependencies"], *(r for extra in extras for r in extra)]:
+    for requirement in _requirements():
         name = re.match(r"[A-Za-z0-9_.-]+", requirement)
         if name and name.group(0).lower() == distribution:
             found = re.search(r">=\s*([0-9][0-9.]*)", requirement)

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from engine_probe.probe.failures import failure_causes, failure_text
-from engine_probe.probe.measure import RequestResult
-from engine_probe.probe.runner import LevelResult, ProbePlan, ProbeRun
-from engine_probe.probe.stats import summarise
 from fleetwatch.cli import main
+from fleetwatch.engine_probe.probe.failures import failure_causes, failure_text
+from fleetwatch.engine_probe.probe.measure import RequestResult
+from fleetwatch.engine_probe.probe.runner import LevelResult, ProbePlan, ProbeRun
+from fleetwatch.engine_probe.probe.stats import summarise
 
 
 def _result(i: int, *, error: str | None = None, http: int | None = None) -> RequestResult:
@@ -58,7 +58,7 @@ def test_failures_are_counted_by_cause_most_frequent_first() -> None:
 
 
 def _probe(monkeypatch: pytest.MonkeyPatch, run: ProbeRun, *extra: str) -> int:
-    import engine_probe.probe.runner as runner
+    import fleetwatch.engine_probe.probe.runner as runner
 
     async def fake_run_plan(*args: Any, **kwargs: Any) -> ProbeRun:
         return run
@@ -102,7 +102,7 @@ def test_an_empty_records_file_is_accepted_only_when_allowed(
 def test_an_engine_run_that_leaves_requests_unfinished_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import engine_probe.engine.workload as workload
+    import fleetwatch.engine_probe.engine.workload as workload
 
     real = workload.run_offline
 

@@ -1,7 +1,7 @@
 """The four dashboard views, each a function from a metric profile to rows of panels.
 
 ``views_for`` says which a profile gets: every profile the SLO, fleet and replica views; the
-resilience view only profiles that can have its series (``dashboards.names.RESILIENCE_PROFILES``).
+resilience view only profiles that can have its series (``fleetwatch.dashboards.names.RESILIENCE_PROFILES``).
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from dashboards.names import has_resilience
-from dashboards.panels import RowSpec
-from dashboards.views.fleet import fleet_rows
-from dashboards.views.replica import replica_rows
-from dashboards.views.resilience import resilience_rows
-from dashboards.views.slo import slo_rows
-from telemetry.profiles import Profile
+from fleetwatch.dashboards.names import has_resilience
+from fleetwatch.dashboards.panels import RowSpec
+from fleetwatch.dashboards.views.fleet import fleet_rows
+from fleetwatch.dashboards.views.replica import replica_rows
+from fleetwatch.dashboards.views.resilience import resilience_rows
+from fleetwatch.dashboards.views.slo import slo_rows
+from fleetwatch.telemetry.profiles import Profile
 
 __all__ = ["VIEWS", "View", "views_for"]
 

@@ -6,10 +6,14 @@ from typing import Final
 
 from grafana_foundation_sdk.models import units
 
-from dashboards.panels import PanelSpec, Query, RowSpec, Threshold, legend_of
-from dashboards.promql import Scope
-from dashboards.views.common import LATENCY_SIGNALS, error_ratio_queries, request_rate_panel
-from telemetry.profiles import Profile, Signal
+from fleetwatch.dashboards.panels import PanelSpec, Query, RowSpec, Threshold, legend_of
+from fleetwatch.dashboards.promql import Scope
+from fleetwatch.dashboards.views.common import (
+    LATENCY_SIGNALS,
+    error_ratio_queries,
+    request_rate_panel,
+)
+from fleetwatch.telemetry.profiles import Profile, Signal
 
 __all__ = ["fleet_rows"]
 

@@ -12,7 +12,7 @@ import dataclasses
 
 from grafana_foundation_sdk.models import units
 
-from dashboards.names import (
+from fleetwatch.dashboards.names import (
     BATCHER_LABEL,
     BREAKER_LABEL,
     BREAKER_STATE_LABEL,
@@ -23,9 +23,9 @@ from dashboards.names import (
     RETRY_POLICY_LABEL,
     Resilience,
 )
-from dashboards.panels import Kind, PanelSpec, Query, RowSpec, legend_of
-from dashboards.promql import RATE
-from telemetry.profiles import MetricRef, Profile
+from fleetwatch.dashboards.panels import Kind, PanelSpec, Query, RowSpec, legend_of
+from fleetwatch.dashboards.promql import RATE
+from fleetwatch.telemetry.profiles import MetricRef, Profile
 
 __all__ = ["breaker_state_code", "resilience_rows"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine_probe.engine.config import EngineConfig, ModelConfig, SamplingParams
-from engine_probe.engine.errors import EngineConfigError
-from engine_probe.engine.scheduler import Scheduler
+from fleetwatch.engine_probe.engine.config import EngineConfig, ModelConfig, SamplingParams
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.engine.scheduler import Scheduler
 
 __all__ = ["check_request", "rejection"]
 

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from engine_probe.engine.config import SamplingParams
-from engine_probe.engine.errors import EngineConfigError
-from engine_probe.engine.llm_engine import LLMEngine
-from engine_probe.engine.request import RequestOutput
-from telemetry.hooks import HttpRequestInfo, RequestInfo
+from fleetwatch.engine_probe.engine.config import SamplingParams
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.engine.llm_engine import LLMEngine
+from fleetwatch.engine_probe.engine.request import RequestOutput
+from fleetwatch.telemetry.hooks import HttpRequestInfo, RequestInfo
 
 __all__ = ["AsyncEngine"]
 

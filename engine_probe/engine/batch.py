@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from engine_probe.engine.model import PrefillChunk, StepBatch
-from engine_probe.engine.request import Request
+from fleetwatch.engine_probe.engine.model import PrefillChunk, StepBatch
+from fleetwatch.engine_probe.engine.request import Request
 
 __all__ = ["PackedStep", "build_batch"]
 

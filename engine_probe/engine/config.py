@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
 
 __all__ = [
     "DTYPES",

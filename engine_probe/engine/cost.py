@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine_probe.engine.config import ModelConfig
+from fleetwatch.engine_probe.engine.config import ModelConfig
 
 __all__ = ["StepCostModel"]
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry.hooks import RequestInfo, StepStats
+from fleetwatch.telemetry.hooks import RequestInfo, StepStats
 
 __all__ = ["Event", "EventLog"]
 

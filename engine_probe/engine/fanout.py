@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from telemetry.hooks import EngineObserver, RequestInfo, StepStats
+from fleetwatch.telemetry.hooks import EngineObserver, RequestInfo, StepStats
 
 __all__ = ["Fanout"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from engine_probe.engine.config import FaultConfig
+from fleetwatch.engine_probe.engine.config import FaultConfig
 
 __all__ = ["FaultInjector"]
 

@@ -16,22 +16,27 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from engine_probe.engine import step_events as events
-from engine_probe.engine.admission import check_request, rejection
-from engine_probe.engine.batch import build_batch
-from engine_probe.engine.config import EngineConfig, FaultConfig, ModelConfig, SamplingParams
-from engine_probe.engine.cost import StepCostModel
-from engine_probe.engine.errors import EngineConfigError
-from engine_probe.engine.fanout import Fanout
-from engine_probe.engine.fault_injection import FaultInjector
-from engine_probe.engine.model import torch_dtype
-from engine_probe.engine.placement import place
-from engine_probe.engine.request import Request, RequestOutput
-from engine_probe.engine.sampler import sample
-from engine_probe.engine.scheduler import Scheduler
-from engine_probe.engine.startup import StartupTimer, build_parts
-from engine_probe.engine.step_outcome import apply_sampled
-from telemetry.hooks import EngineObserver, HttpRequestInfo, RequestInfo
+from fleetwatch.engine_probe.engine import step_events as events
+from fleetwatch.engine_probe.engine.admission import check_request, rejection
+from fleetwatch.engine_probe.engine.batch import build_batch
+from fleetwatch.engine_probe.engine.config import (
+    EngineConfig,
+    FaultConfig,
+    ModelConfig,
+    SamplingParams,
+)
+from fleetwatch.engine_probe.engine.cost import StepCostModel
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.engine.fanout import Fanout
+from fleetwatch.engine_probe.engine.fault_injection import FaultInjector
+from fleetwatch.engine_probe.engine.model import torch_dtype
+from fleetwatch.engine_probe.engine.placement import place
+from fleetwatch.engine_probe.engine.request import Request, RequestOutput
+from fleetwatch.engine_probe.engine.sampler import sample
+from fleetwatch.engine_probe.engine.scheduler import Scheduler
+from fleetwatch.engine_probe.engine.startup import StartupTimer, build_parts
+from fleetwatch.engine_probe.engine.step_outcome import apply_sampled
+from fleetwatch.telemetry.hooks import EngineObserver, HttpRequestInfo, RequestInfo
 
 __all__ = ["LLMEngine"]
 
@@ -83,8 +88,6 @@ class LLMEngine:
         self._step = 0
         self._reported: tuple[int, int, int] | None = None
         """(running, waiting, KV blocks used) as observers last heard it in a ``StepStats``."""
-
-    # -- identity and state -------------------------------------------------------------------
 
     @property
     def replica(self) -> str:
@@ -368,8 +371,6 @@ class LLMEngine:
         if state != self._reported:
             self._reported = state
             obs.on_step(events.state_stats(self._step, self._clock(), sched))
-
-    # -- convenience --------------------------------------------------------------------------
 
     def generate(
         self,

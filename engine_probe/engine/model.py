@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from engine_probe.engine.attention import (
+from fleetwatch.engine_probe.engine.attention import (
     contiguous_attention,
     paged_decode_attention,
     paged_prefill_attention,
     write_kv,
 )
-from engine_probe.engine.config import ModelConfig
+from fleetwatch.engine_probe.engine.config import ModelConfig
 
 __all__ = ["KVCache", "PrefillChunk", "StepBatch", "Transformer", "torch_dtype"]
 

@@ -10,8 +10,8 @@ import os
 
 import torch
 
-from engine_probe.engine.config import EngineConfig
-from engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.engine.config import EngineConfig
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
 
 __all__ = ["DEFAULT_CPU_THREADS", "THREADS_ENV", "place", "resolve_device"]
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine_probe.engine.config import EngineConfig, ModelConfig
-from engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.engine.config import EngineConfig, ModelConfig
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
 
 __all__ = [
     "HEADROOM",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from engine_probe.engine.config import SamplingParams
+from fleetwatch.engine_probe.engine.config import SamplingParams
 
 __all__ = ["Request", "RequestOutput", "RequestState"]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
-from engine_probe.engine.request import Request
+from fleetwatch.engine_probe.engine.request import Request
 
 __all__ = ["request_seed", "sample"]
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from engine_probe.engine.block_pool import BlockPool, chain_hashes
-from engine_probe.engine.config import EngineConfig
-from engine_probe.engine.request import Request, RequestState
+from fleetwatch.engine_probe.engine.block_pool import BlockPool, chain_hashes
+from fleetwatch.engine_probe.engine.config import EngineConfig
+from fleetwatch.engine_probe.engine.request import Request, RequestState
 
 __all__ = ["Scheduler", "SchedulerOutput"]
 

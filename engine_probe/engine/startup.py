@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     import torch
 
-    from engine_probe.engine.config import EngineConfig, ModelConfig
-    from engine_probe.engine.llm_engine import LLMEngine
-    from engine_probe.engine.model import KVCache, Transformer
+    from fleetwatch.engine_probe.engine.config import EngineConfig, ModelConfig
+    from fleetwatch.engine_probe.engine.llm_engine import LLMEngine
+    from fleetwatch.engine_probe.engine.model import KVCache, Transformer
 
 __all__ = [
     "PHASES",
@@ -182,7 +182,7 @@ def build_parts(
     """The model and its KV cache, each timed as its phase when ``timer`` is given.
 
     One extra KV block: the scratch slot that static-batching padding rows write to."""
-    from engine_probe.engine.model import KVCache, Transformer
+    from fleetwatch.engine_probe.engine.model import KVCache, Transformer
 
     blocks, size = engine_config.num_blocks + 1, engine_config.block_size
     if timer is None:

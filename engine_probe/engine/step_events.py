@@ -4,10 +4,10 @@ and the step's ``StepStats``. Every event of a step carries the step's start or 
 
 from __future__ import annotations
 
-from engine_probe.engine.request import Request
-from engine_probe.engine.scheduler import Scheduler, SchedulerOutput
-from engine_probe.engine.step_outcome import StepOutcome
-from telemetry.hooks import EngineObserver, StepStats
+from fleetwatch.engine_probe.engine.request import Request
+from fleetwatch.engine_probe.engine.scheduler import Scheduler, SchedulerOutput
+from fleetwatch.engine_probe.engine.step_outcome import StepOutcome
+from fleetwatch.telemetry.hooks import EngineObserver, StepStats
 
 __all__ = ["report_progress", "report_schedule", "state_stats", "step_stats"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engine_probe.engine.request import Request, RequestOutput
+from fleetwatch.engine_probe.engine.request import Request, RequestOutput
 
 __all__ = ["Finish", "StepOutcome", "apply_sampled"]
 

@@ -12,10 +12,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine_probe.engine.config import SamplingParams
-from engine_probe.engine.llm_engine import LLMEngine
-from telemetry.hooks import NullObserver, RequestInfo, StepStats
-from telemetry.stats import percentile
+from fleetwatch.engine_probe.engine.config import SamplingParams
+from fleetwatch.engine_probe.engine.llm_engine import LLMEngine
+from fleetwatch.telemetry.hooks import NullObserver, RequestInfo, StepStats
+from fleetwatch.telemetry.stats import percentile
 
 __all__ = ["RunSummary", "WorkItem", "run_offline", "synthetic_workload"]
 

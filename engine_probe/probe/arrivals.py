@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.errors import ProbeError
 
 __all__ = ["constant_arrivals", "gamma_arrivals", "poisson_arrivals"]
 

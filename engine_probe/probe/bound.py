@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from engine_probe.probe.errors import ProbeError
-from engine_probe.probe.gpus import GPUSpec
+from fleetwatch.engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.gpus import GPUSpec
 
 __all__ = [
     "BoundPoint",

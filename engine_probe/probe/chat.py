@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.errors import ProbeError
 
 __all__ = [
     "API_PATHS",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine_probe.probe.errors import ProbeError
-from telemetry.preflight import http_url, output_file
+from fleetwatch.engine_probe.probe.errors import ProbeError
+from fleetwatch.telemetry.preflight import http_url, output_file
 
 __all__ = ["check_bound_options", "check_reference_engine", "check_run_options"]
 
@@ -89,8 +89,8 @@ def check_bound_options(
 def check_reference_engine(config: Path | None, *, request_tokens: int) -> None:
     """For ``--engine reference``: torch is installed, the model (``--config`` or the default)
     fits in memory, and its KV cache holds one probe request of ``request_tokens``."""
-    from engine_probe.engine.config import EngineConfig, ModelConfig
-    from engine_probe.engine.preflight import (
+    from fleetwatch.engine_probe.engine.config import EngineConfig, ModelConfig
+    from fleetwatch.engine_probe.engine.preflight import (
         check_fits_memory,
         check_holds_request,
         require_torch,

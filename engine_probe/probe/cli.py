@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.errors import ProbeError
 
 
 class _RunByDefault(TyperGroup):
@@ -129,9 +129,9 @@ def run(
     """
     import asyncio
 
-    from engine_probe.probe.checks import check_run_options
-    from engine_probe.probe.runner import ProbePlan
-    from engine_probe.probe.stats import SLOTargets
+    from fleetwatch.engine_probe.probe.checks import check_run_options
+    from fleetwatch.engine_probe.probe.runner import ProbePlan
+    from fleetwatch.engine_probe.probe.stats import SLOTargets
 
     check_run_options(
         url=url,
@@ -173,14 +173,19 @@ def run(
         lag_limit_s=lag_limit_ms / 1e3,
     )
     if engine is not None:
-        from engine_probe.probe.checks import check_reference_engine
+        from fleetwatch.engine_probe.probe.checks import check_reference_engine
 
         check_reference_engine(config, request_tokens=prompt_tokens + max_tokens)
     run_result = asyncio.run(_run(url, plan, gpu=gpu, config=config, progress=progress))
 
     from rich.console import Console
 
-    from engine_probe.probe.report import render_table, write_csv, write_json, write_records_file
+    from fleetwatch.engine_probe.probe.report import (
+        render_table,
+        write_csv,
+        write_json,
+        write_records_file,
+    )
 
     Console().print(render_table(run_result))
     if json_out is not None:
@@ -194,7 +199,7 @@ def run(
 
 def _report_failures(run_result: Any) -> None:
     """Print the causes of failed requests; all failed is an error (exit 2) naming them."""
-    from engine_probe.probe.failures import failure_causes, failure_text
+    from fleetwatch.engine_probe.probe.failures import failure_causes, failure_text
 
     failed, total, causes = failure_causes(run_result)
     if not failed:
@@ -211,29 +216,29 @@ async def _run(
 ) -> Any:
     from contextlib import AsyncExitStack
 
-    from engine_probe.probe.runner import run_plan
+    from fleetwatch.engine_probe.probe.runner import run_plan
 
     bound = None
     async with AsyncExitStack() as stack:
         shape = None
         if config is not None:
-            from engine_probe.probe.bound import load_shape
+            from fleetwatch.engine_probe.probe.bound import load_shape
 
             shape = load_shape(config)
         if url is None:
-            from engine_probe.serve.inprocess import serve_reference
+            from fleetwatch.engine_probe.serve.inprocess import serve_reference
 
             url, model_config = await stack.enter_async_context(serve_reference(config))
             assert url is not None
             if shape is None:
-                from engine_probe.probe.bound import shape_from_model_config
+                from fleetwatch.engine_probe.probe.bound import shape_from_model_config
 
                 shape = shape_from_model_config(model_config)
         if gpu is not None:
             if shape is None:
                 raise ProbeError("--gpu needs the model's size: give --config config.json")
-            from engine_probe.probe.bound import bound_at
-            from engine_probe.probe.gpus import get_gpu
+            from fleetwatch.engine_probe.probe.bound import bound_at
+            from fleetwatch.engine_probe.probe.gpus import get_gpu
 
             spec = get_gpu(gpu)
             context = plan.prompt_tokens + plan.max_tokens // 2
@@ -296,10 +301,10 @@ def bound(
     from rich.console import Console
     from rich.table import Table
 
-    from engine_probe.probe.bound import capacity_report, dtype_bytes, load_shape
-    from engine_probe.probe.checks import check_bound_options
-    from engine_probe.probe.gpus import get_gpu
-    from telemetry.atomic import atomic_write_text
+    from fleetwatch.engine_probe.probe.bound import capacity_report, dtype_bytes, load_shape
+    from fleetwatch.engine_probe.probe.checks import check_bound_options
+    from fleetwatch.engine_probe.probe.gpus import get_gpu
+    from fleetwatch.telemetry.atomic import atomic_write_text
 
     check_bound_options(
         config=config, context=context, utilisation=utilisation, price=price, json_out=json_out

@@ -18,11 +18,11 @@ from typing import Any
 
 import aiohttp
 
-from engine_probe.probe.chat import API_PATHS, base_url, chat_body
-from engine_probe.probe.errors import ProbeError
-from engine_probe.probe.measure import RequestResult, apportion_tokens
-from engine_probe.probe.rx import install, sink_for
-from engine_probe.probe.sse import SSEParser
+from fleetwatch.engine_probe.probe.chat import API_PATHS, base_url, chat_body
+from fleetwatch.engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.measure import RequestResult, apportion_tokens
+from fleetwatch.engine_probe.probe.rx import install, sink_for
+from fleetwatch.engine_probe.probe.sse import SSEParser
 
 __all__ = ["Prober", "RequestBody", "completion_body", "request_body"]
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from engine_probe.probe.stats import Distribution, RunSummary, distribution
+from fleetwatch.engine_probe.probe.stats import Distribution, RunSummary, distribution
 
 __all__ = [
     "CLIENT_BOUND",

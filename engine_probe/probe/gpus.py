@@ -1,9 +1,9 @@
-"""The accelerators the bandwidth bound knows: the datasheet table in ``telemetry.gpu.specs``."""
+"""The accelerators the bandwidth bound knows: the datasheet table in ``fleetwatch.telemetry.gpu.specs``."""
 
 from __future__ import annotations
 
-from engine_probe.probe.errors import ProbeError
-from telemetry.gpu.specs import GPUS, GPUSpec, find_gpu
+from fleetwatch.engine_probe.probe.errors import ProbeError
+from fleetwatch.telemetry.gpu.specs import GPUS, GPUSpec, find_gpu
 
 __all__ = ["GPUS", "GPUSpec", "get_gpu"]
 

@@ -166,7 +166,7 @@ class ScriptedServer:
 def main(argv: list[str] | None = None) -> None:
     """Run a scripted server in its own process (benchmarks): prints its URL, serves until killed.
 
-    ``python -m engine_probe.probe.scripted_server [first_token_s gap_s chunks tokens_per_chunk]``
+    ``python -m fleetwatch.engine_probe.probe.scripted_server [first_token_s gap_s chunks tokens_per_chunk]``
     """
     import sys
 

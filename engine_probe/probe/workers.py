@@ -2,7 +2,7 @@
 
 One asyncio loop reads every chunk of every stream; past a few hundred streams it falls behind and
 its lateness lands in the latencies. ``WorkerPool`` runs a level's requests in ``n`` processes,
-each a fresh interpreter (``python -m engine_probe.probe.workers``, talking over a socket pair) so
+each a fresh interpreter (``python -m fleetwatch.engine_probe.probe.workers``, talking over a socket pair) so
 nothing of the caller's ``__main__`` is re-run in it. The schedule stays the one a single process
 would follow: request ``i`` goes to worker ``i mod n`` with its own offset from a start instant
 that all workers share (the monotonic clock is system-wide), chosen once every worker is connected
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from engine_probe.probe.client import OnDone, Prober, RequestBody
-from engine_probe.probe.clientload import LagSampler, WorkerLoad
-from engine_probe.probe.errors import ProbeError
-from engine_probe.probe.measure import RequestResult
+from fleetwatch.engine_probe.probe.client import OnDone, Prober, RequestBody
+from fleetwatch.engine_probe.probe.clientload import LagSampler, WorkerLoad
+from fleetwatch.engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.measure import RequestResult
 
 __all__ = ["Share", "WorkerPool", "merge", "run_share", "split"]
 
@@ -140,7 +140,7 @@ class WorkerPool:
             parent, child = socket.socketpair()
             fd = child.detach()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "engine_probe.probe.workers", str(fd)],
+                [sys.executable, "-m", "fleetwatch.engine_probe.probe.workers", str(fd)],
                 pass_fds=(fd,),
                 env=env,
             )

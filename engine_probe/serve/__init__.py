@@ -3,11 +3,32 @@
 >>> handle = await start_server(LLMEngine(ModelConfig(), EngineConfig()), "127.0.0.1", 0)  # doctest: +SKIP
 >>> handle.url                                                                             # doctest: +SKIP
 'http://127.0.0.1:40123'
+
+Names are resolved on first use, so importing a module of this package (as the command line does
+for ``serve``'s options) does not import aiohttp.
 """
 
-from engine_probe.serve.config import ServerConfig
-from engine_probe.serve.lifecycle import ServerHandle, start_server
-from engine_probe.serve.server import CompletionServer
-from engine_probe.serve.tenants import TenantLimits
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fleetwatch.telemetry.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from fleetwatch.engine_probe.serve.config import ServerConfig
+    from fleetwatch.engine_probe.serve.lifecycle import ServerHandle, start_server
+    from fleetwatch.engine_probe.serve.server import CompletionServer
+    from fleetwatch.engine_probe.serve.tenants import TenantLimits
 
 __all__ = ["CompletionServer", "ServerConfig", "ServerHandle", "TenantLimits", "start_server"]
+
+_WHERE = {
+    "CompletionServer": "server",
+    "ServerConfig": "config",
+    "ServerHandle": "lifecycle",
+    "TenantLimits": "tenants",
+    "start_server": "lifecycle",
+}
+
+
+__getattr__ = lazy_attributes(__name__, _WHERE)

@@ -19,8 +19,8 @@ from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from engine_probe.serve.model_cache import CacheEvents, ModelCache
-from telemetry.profiles.buckets import FLEETWATCH_MODEL_LOAD_BUCKETS
+from fleetwatch.engine_probe.serve.model_cache import CacheEvents, ModelCache
+from fleetwatch.telemetry.profiles.buckets import FLEETWATCH_MODEL_LOAD_BUCKETS
 
 __all__ = ["LOAD_BUCKETS", "CacheMetrics"]
 

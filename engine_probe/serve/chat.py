@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine_probe.serve import options as o
-from engine_probe.serve.chat_template import ChatMessage, render_chat
-from engine_probe.serve.errors import InvalidRequest
-from engine_probe.serve.options import Limits
-from engine_probe.serve.validation import (
+from fleetwatch.engine_probe.serve import options as o
+from fleetwatch.engine_probe.serve.chat_template import ChatMessage, render_chat
+from fleetwatch.engine_probe.serve.errors import InvalidRequest
+from fleetwatch.engine_probe.serve.options import Limits
+from fleetwatch.engine_probe.serve.validation import (
     COMMON_UNSUPPORTED,
     CompletionRequest,
     encode_checked,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine_probe.serve.inflight import InFlight
-from engine_probe.serve.render import Renderer
+from fleetwatch.engine_probe.serve.inflight import InFlight
+from fleetwatch.engine_probe.serve.render import Renderer
 
 __all__ = ["ChatRenderer"]
 

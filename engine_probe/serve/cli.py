@@ -152,14 +152,19 @@ def serve(
     import asyncio
     from dataclasses import replace
 
-    from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
-    from engine_probe.engine.startup import StartupTimer, startup_line
-    from engine_probe.serve.config import ServerConfig
-    from engine_probe.serve.lifecycle import start_server, until_signalled
-    from engine_probe.serve.limits import ConnectionLimits, raise_file_limit
-    from engine_probe.serve.telemetry_options import goodput_target, telemetry_options
-    from engine_probe.serve.tenant_options import tenant_limits
-    from telemetry.deadline import run_bounded
+    from fleetwatch.engine_probe.engine import (
+        EngineConfig,
+        EngineConfigError,
+        LLMEngine,
+        ModelConfig,
+    )
+    from fleetwatch.engine_probe.engine.startup import StartupTimer, startup_line
+    from fleetwatch.engine_probe.serve.config import ServerConfig
+    from fleetwatch.engine_probe.serve.lifecycle import start_server, until_signalled
+    from fleetwatch.engine_probe.serve.limits import ConnectionLimits, raise_file_limit
+    from fleetwatch.engine_probe.serve.telemetry_options import goodput_target, telemetry_options
+    from fleetwatch.engine_probe.serve.tenant_options import tenant_limits
+    from fleetwatch.telemetry.deadline import run_bounded
 
     if not 0 <= port <= 65535:
         raise EngineConfigError(f"--port must be 0..65535, got {port}")
@@ -218,14 +223,14 @@ def serve(
             seed=seed,
         )
 
-    from engine_probe.serve.preflight import check_serve
+    from fleetwatch.engine_probe.serve.preflight import check_serve
 
     # validate everything before anything starts
     check_serve(mcfg, engine_config(0), replicas=replicas, records=records, span_file=span_file)
     target = goodput_target(goodput)
     served = None
     if models:
-        from engine_probe.serve.multi_cli import models_from_flags, serve_models
+        from fleetwatch.engine_probe.serve.multi_cli import models_from_flags, serve_models
 
         if replicas != 1 or model_config is not None:
             raise EngineConfigError(
@@ -241,7 +246,7 @@ def serve(
     raise_file_limit()  # before the guard sizes --max-connections to it
     sink: Any = None
     if records is not None:
-        from telemetry.sink import RotatingRecordSink
+        from fleetwatch.telemetry.sink import RotatingRecordSink
 
         sink = RotatingRecordSink(
             records,

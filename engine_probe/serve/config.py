@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine_probe.serve.limits import ConnectionLimits
-from engine_probe.serve.request_context import TRAFFIC_CLASS_RULE, valid_traffic_class
-from engine_probe.serve.tenants import TenantLimits
+from fleetwatch.engine_probe.serve.limits import ConnectionLimits
+from fleetwatch.engine_probe.serve.request_context import TRAFFIC_CLASS_RULE, valid_traffic_class
+from fleetwatch.engine_probe.serve.tenants import TenantLimits
 
 __all__ = ["ServerConfig"]
 

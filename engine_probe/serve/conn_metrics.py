@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from engine_probe.serve.limits import ConnectionGuard
+from fleetwatch.engine_probe.serve.limits import ConnectionGuard
 
 __all__ = ["ConnectionMetrics"]
 

@@ -14,10 +14,10 @@ import contextlib
 import math
 from typing import Any
 
-from engine_probe.serve.config import ServerConfig
-from engine_probe.serve.errors import InvalidRequest
-from engine_probe.serve.http_metrics import HttpMetrics
-from engine_probe.serve.inflight import InFlight
+from fleetwatch.engine_probe.serve.config import ServerConfig
+from fleetwatch.engine_probe.serve.errors import InvalidRequest
+from fleetwatch.engine_probe.serve.http_metrics import HttpMetrics
+from fleetwatch.engine_probe.serve.inflight import InFlight
 
 __all__ = ["FrontDoor"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from engine_probe.serve.errors import InvalidRequest
+from fleetwatch.engine_probe.serve.errors import InvalidRequest
 
 __all__ = ["HttpMetrics"]
 

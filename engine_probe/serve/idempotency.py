@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from engine_probe.serve.errors import InvalidRequest
-from engine_probe.serve.inflight import InFlight
+from fleetwatch.engine_probe.serve.errors import InvalidRequest
+from fleetwatch.engine_probe.serve.inflight import InFlight
 
 __all__ = ["IdempotencyKeys", "check_key"]
 

@@ -18,8 +18,8 @@ async def serve_reference(
 
     ``config`` is a Hugging Face ``config.json`` giving the model's shape (random weights).
     """
-    from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
-    from engine_probe.serve.lifecycle import start_server
+    from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+    from fleetwatch.engine_probe.serve.lifecycle import start_server
 
     model = ModelConfig.from_hf_config(config) if config is not None else ModelConfig()
     engine = LLMEngine(model, EngineConfig(**engine_options))

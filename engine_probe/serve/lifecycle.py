@@ -2,7 +2,7 @@
 
 Several servers (one engine each) can run in one process and one event loop on different ports;
 the demo and the tests do exactly that. Each server has its own Prometheus registry unless one is
-passed, and attaches ``telemetry.instrument`` to its engine (metrics into that registry, spans on
+passed, and attaches ``fleetwatch.telemetry.instrument`` to its engine (metrics into that registry, spans on
 the given tracer provider or the ``OTEL_*`` environment, records to ``record_sink``).
 
 The listener is a ``listener.GuardedSite``: a cap on connections and a deadline on every request
@@ -23,16 +23,16 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from engine_probe.engine.startup import StartupTimer, warm_up
-from engine_probe.serve.config import ServerConfig
-from engine_probe.serve.conn_metrics import ConnectionMetrics
-from engine_probe.serve.limits import ConnectionGuard
-from engine_probe.serve.listener import body_deadline, listen, request_hooks
-from engine_probe.serve.quiet_log import AcceptErrors, http_log
-from engine_probe.serve.server import CompletionServer
-from engine_probe.serve.startup import Readiness, publish_startup
-from engine_probe.serve.validation import InvalidRequest
-from telemetry.startup import StartupMetrics
+from fleetwatch.engine_probe.engine.startup import StartupTimer, warm_up
+from fleetwatch.engine_probe.serve.config import ServerConfig
+from fleetwatch.engine_probe.serve.conn_metrics import ConnectionMetrics
+from fleetwatch.engine_probe.serve.limits import ConnectionGuard
+from fleetwatch.engine_probe.serve.listener import body_deadline, listen, request_hooks
+from fleetwatch.engine_probe.serve.quiet_log import AcceptErrors, http_log
+from fleetwatch.engine_probe.serve.server import CompletionServer
+from fleetwatch.engine_probe.serve.startup import Readiness, publish_startup
+from fleetwatch.engine_probe.serve.validation import InvalidRequest
+from fleetwatch.telemetry.startup import StartupMetrics
 
 __all__ = ["ServerHandle", "start_server"]
 
@@ -126,7 +126,7 @@ async def start_server(
     the background (``handle.wait_ready()``); then the startup span and phase gauges are
     published and ``/ready`` turns 200. Needs an ``LLMEngine`` (the warm-up drives it directly).
     """
-    from engine_probe.engine import AsyncEngine
+    from fleetwatch.engine_probe.engine import AsyncEngine
 
     entered = startup.clock() if startup is not None else 0.0
     owns = not isinstance(engine, AsyncEngine)
@@ -135,7 +135,7 @@ async def start_server(
     config = config if config is not None else ServerConfig()
     instrumentation = None
     if telemetry:
-        from telemetry.instrument import instrument
+        from fleetwatch.telemetry.instrument import instrument
 
         options = {"shutdown_timeout_s": config.telemetry_timeout_s, **(telemetry_options or {})}
         instrumentation = instrument(

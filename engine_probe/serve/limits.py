@@ -38,7 +38,7 @@ from typing import Any
 
 from aiohttp.web_protocol import RequestHandler
 
-from engine_probe.serve.quiet_log import QuietLog
+from fleetwatch.engine_probe.serve.quiet_log import QuietLog
 
 __all__ = [
     "HEAD_TIMEOUT",

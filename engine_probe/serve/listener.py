@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_request import BaseRequest
 
-from engine_probe.serve.limits import ConnectionGuard, ConnectionStats
+from fleetwatch.engine_probe.serve.limits import ConnectionGuard, ConnectionStats
 
 __all__ = ["BodyTimeout", "GuardedSite", "body_deadline", "listen", "request_hooks"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import typer
 
-from engine_probe.engine.config import EngineConfig, ModelConfig
-from engine_probe.engine.errors import EngineConfigError
-from engine_probe.serve.config import ServerConfig
-from engine_probe.serve.multi_model import ServedModel, parse_model_flag
+from fleetwatch.engine_probe.engine.config import EngineConfig, ModelConfig
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.serve.config import ServerConfig
+from fleetwatch.engine_probe.serve.multi_model import ServedModel, parse_model_flag
 
 __all__ = ["models_from_flags", "serve_models"]
 
@@ -52,9 +52,9 @@ def serve_models(
     telemetry_options: Callable[[str], dict[str, Any]],
 ) -> None:
     """Serve until SIGINT/SIGTERM/SIGHUP, then drain and unload every model."""
-    from engine_probe.serve.lifecycle import until_signalled
-    from engine_probe.serve.multi_lifecycle import start_multi_model_server
-    from engine_probe.serve.multi_model import MultiModelServer
+    from fleetwatch.engine_probe.serve.lifecycle import until_signalled
+    from fleetwatch.engine_probe.serve.multi_lifecycle import start_multi_model_server
+    from fleetwatch.engine_probe.serve.multi_model import MultiModelServer
 
     total = sum(m.size_bytes for m in models)
     budget = total if budget is None else budget
@@ -77,7 +77,7 @@ def serve_models(
             record_sink=record_sink,
             telemetry_options=telemetry_options,
         )
-        from telemetry.gpu import GpuSampler
+        from fleetwatch.telemetry.gpu import GpuSampler
 
         gpu = GpuSampler(labels={"replica": replica})  # one per process, as a replica has
         server.registry.register(gpu)

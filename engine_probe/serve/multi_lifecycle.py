@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from engine_probe.serve.limits import ConnectionGuard
-from engine_probe.serve.listener import body_deadline, listen, request_hooks
-from engine_probe.serve.multi_model import MultiModelServer
-from engine_probe.serve.quiet_log import http_log
-from engine_probe.serve.validation import InvalidRequest
+from fleetwatch.engine_probe.serve.limits import ConnectionGuard
+from fleetwatch.engine_probe.serve.listener import body_deadline, listen, request_hooks
+from fleetwatch.engine_probe.serve.multi_model import MultiModelServer
+from fleetwatch.engine_probe.serve.quiet_log import http_log
+from fleetwatch.engine_probe.serve.validation import InvalidRequest
 
 __all__ = ["MultiModelHandle", "start_multi_model_server"]
 

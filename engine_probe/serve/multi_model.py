@@ -32,18 +32,18 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
-from engine_probe.engine.config import EngineConfig, ModelConfig
-from engine_probe.engine.startup import StartupTimer, warm_up
-from engine_probe.serve.cache_metrics import CacheMetrics
-from engine_probe.serve.config import ServerConfig
-from engine_probe.serve.errors import InvalidRequest
-from engine_probe.serve.http_metrics import HttpMetrics
-from engine_probe.serve.merged_metrics import merged_exposition
-from engine_probe.serve.model_cache import CacheRefusal, ModelCache, retry_after_header
-from engine_probe.serve.server import CompletionServer, request_limits
-from engine_probe.serve.startup import publish_startup
-from engine_probe.serve.tenants import TenantAdmission
-from telemetry.startup import StartupMetrics
+from fleetwatch.engine_probe.engine.config import EngineConfig, ModelConfig
+from fleetwatch.engine_probe.engine.startup import StartupTimer, warm_up
+from fleetwatch.engine_probe.serve.cache_metrics import CacheMetrics
+from fleetwatch.engine_probe.serve.config import ServerConfig
+from fleetwatch.engine_probe.serve.errors import InvalidRequest
+from fleetwatch.engine_probe.serve.http_metrics import HttpMetrics
+from fleetwatch.engine_probe.serve.merged_metrics import merged_exposition
+from fleetwatch.engine_probe.serve.model_cache import CacheRefusal, ModelCache, retry_after_header
+from fleetwatch.engine_probe.serve.server import CompletionServer, request_limits
+from fleetwatch.engine_probe.serve.startup import publish_startup
+from fleetwatch.engine_probe.serve.tenants import TenantAdmission
+from fleetwatch.telemetry.startup import StartupMetrics
 
 __all__ = ["Loaded", "MultiModelServer", "ServedModel", "parse_model_flag", "served_models"]
 
@@ -61,7 +61,7 @@ class ServedModel:
     @property
     def size_bytes(self) -> int:
         """Its footprint once loaded (weights, KV cache, scratch, headroom: ``preflight``)."""
-        from engine_probe.engine.preflight import estimate_memory
+        from fleetwatch.engine_probe.engine.preflight import estimate_memory
 
         return estimate_memory(self.model, self.engine).total
 
@@ -148,8 +148,8 @@ class MultiModelServer:
     async def _load(self, name: str) -> Loaded:
         """A cold start of ``name``: build (weights, KV cache) and warm up off the loop, then
         attach telemetry, start the step loop and publish the phases."""
-        from engine_probe.engine import AsyncEngine, LLMEngine
-        from telemetry.instrument import instrument
+        from fleetwatch.engine_probe.engine import AsyncEngine, LLMEngine
+        from fleetwatch.telemetry.instrument import instrument
 
         spec = self.models[name]
         timer = StartupTimer(clock=self.clock)
@@ -192,7 +192,7 @@ class MultiModelServer:
     # -- HTTP ----------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        from engine_probe.serve.errors import error_middleware
+        from fleetwatch.engine_probe.serve.errors import error_middleware
 
         app = web.Application(
             client_max_size=self.config.max_body_bytes,
@@ -236,10 +236,10 @@ class MultiModelServer:
     def _check(self, request: web.Request, raw: bytes, name: str) -> None:
         """The checks that need no loaded model (the body against the model's limits, the
         headers), before the request may cost a load or an eviction: ``InvalidRequest``."""
-        from engine_probe.serve.chat import parse_chat
-        from engine_probe.serve.idempotency import check_key
-        from engine_probe.serve.request_context import request_context
-        from engine_probe.serve.validation import parse_completion
+        from fleetwatch.engine_probe.serve.chat import parse_chat
+        from fleetwatch.engine_probe.serve.idempotency import check_key
+        from fleetwatch.engine_probe.serve.request_context import request_context
+        from fleetwatch.engine_probe.serve.validation import parse_completion
 
         parse = parse_completion if request.path == "/v1/completions" else parse_chat
         req = parse(raw, self.limits[name])
@@ -249,7 +249,7 @@ class MultiModelServer:
     def _model_of(self, raw: bytes) -> str:
         """The ``model`` field: 400 when the body is not a JSON object or has no model name, 404
         (``model_not_found``) when it is not one of the served models."""
-        from engine_probe.serve.options import load_body
+        from fleetwatch.engine_probe.serve.options import load_body
 
         body = load_body(raw)
         name = body.get("model")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine_probe.serve.errors import InvalidRequest
+from fleetwatch.engine_probe.serve.errors import InvalidRequest
 
 __all__ = [
     "MAX_STOP",

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine_probe.engine.config import EngineConfig, ModelConfig
-from engine_probe.engine.preflight import check_fits_memory, check_holds_request, require_torch
-from telemetry.preflight import output_dir, output_file
+from fleetwatch.engine_probe.engine.config import EngineConfig, ModelConfig
+from fleetwatch.engine_probe.engine.preflight import (
+    check_fits_memory,
+    check_holds_request,
+    require_torch,
+)
+from fleetwatch.telemetry.preflight import output_dir, output_file
 
 __all__ = ["check_serve"]
 

@@ -22,16 +22,16 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from engine_probe.engine.errors import EngineConfigError
-from engine_probe.serve.front_door import FrontDoor
-from engine_probe.serve.inflight import InFlight, Piece
-from engine_probe.serve.queue_times import QueueTimes
-from engine_probe.serve.render import DONE, Renderer, error_piece
-from engine_probe.serve.request_context import RequestContext
-from engine_probe.serve.stop import StopScanner
-from engine_probe.serve.tenants import Hold
-from engine_probe.serve.text_ids import decode
-from engine_probe.serve.validation import CompletionRequest
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.serve.front_door import FrontDoor
+from fleetwatch.engine_probe.serve.inflight import InFlight, Piece
+from fleetwatch.engine_probe.serve.queue_times import QueueTimes
+from fleetwatch.engine_probe.serve.render import DONE, Renderer, error_piece
+from fleetwatch.engine_probe.serve.request_context import RequestContext
+from fleetwatch.engine_probe.serve.stop import StopScanner
+from fleetwatch.engine_probe.serve.tenants import Hold
+from fleetwatch.engine_probe.serve.text_ids import decode
+from fleetwatch.engine_probe.serve.validation import CompletionRequest
 
 __all__ = ["Producer", "TextCutter"]
 
@@ -106,7 +106,7 @@ class Producer:
         render: Renderer | None = None,
         hold: Hold | None = None,
     ) -> None:
-        from engine_probe.engine import SamplingParams
+        from fleetwatch.engine_probe.engine import SamplingParams
 
         render = render or self.render
         started = self.clock()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from telemetry.hooks import NullObserver, RequestInfo
+from fleetwatch.telemetry.hooks import NullObserver, RequestInfo
 
 __all__ = ["QueueTimes"]
 

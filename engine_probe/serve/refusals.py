@@ -17,9 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from engine_probe.serve.errors import InvalidRequest
-from engine_probe.serve.http_metrics import HttpMetrics
-from telemetry.hooks import RequestInfo
+from fleetwatch.engine_probe.serve.errors import InvalidRequest
+from fleetwatch.engine_probe.serve.http_metrics import HttpMetrics
+from fleetwatch.telemetry.hooks import RequestInfo
 
 __all__ = ["Refusals"]
 

@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from engine_probe.serve.inflight import InFlight, Piece
-from engine_probe.serve.validation import CompletionRequest
+from fleetwatch.engine_probe.serve.inflight import InFlight, Piece
+from fleetwatch.engine_probe.serve.validation import CompletionRequest
 
 __all__ = ["DONE", "Renderer", "error_piece"]
 

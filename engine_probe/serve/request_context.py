@@ -28,8 +28,8 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from engine_probe.serve.validation import InvalidRequest
-from telemetry.hooks import HttpRequestInfo
+from fleetwatch.engine_probe.serve.validation import InvalidRequest
+from fleetwatch.telemetry.hooks import HttpRequestInfo
 
 __all__ = [
     "TENANT_HEADER",

@@ -22,9 +22,9 @@ from typing import Any
 
 from aiohttp import web
 
-from engine_probe.engine.startup import StartupTimer
-from engine_probe.serve.errors import Handler, InvalidRequest
-from telemetry.startup import StartupMetrics, emit_startup_span
+from fleetwatch.engine_probe.engine.startup import StartupTimer
+from fleetwatch.engine_probe.serve.errors import Handler, InvalidRequest
+from fleetwatch.telemetry.startup import StartupMetrics, emit_startup_span
 
 __all__ = ["Readiness", "publish_startup"]
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
 
 __all__ = ["goodput_target", "telemetry_options"]
 
 
 def goodput_target(text: str | None) -> tuple[float, float] | None:
     """``--goodput TTFT,TPOT`` as seconds; ``EngineConfigError`` naming the flag when malformed."""
-    from telemetry.goodput import parse_goodput_target
+    from fleetwatch.telemetry.goodput import parse_goodput_target
 
     if text is None:
         return None
@@ -38,10 +38,10 @@ def telemetry_options(
     span_file: Path | None = None,
     gpu: bool = True,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``telemetry.instrument`` (through ``start_server``) for one replica."""
+    """Keyword arguments for ``fleetwatch.telemetry.instrument`` (through ``start_server``) for one replica."""
     options: dict[str, Any] = {}
     if gpu:
-        from telemetry.gpu import GpuSampler
+        from fleetwatch.telemetry.gpu import GpuSampler
 
         options["gpu"] = GpuSampler(labels={"replica": replica})
     if span_file is not None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from engine_probe.engine.errors import EngineConfigError
-from engine_probe.serve.request_context import TRAFFIC_CLASS_RULE, valid_traffic_class
-from engine_probe.serve.tenants import TenantLimits
+from fleetwatch.engine_probe.engine.errors import EngineConfigError
+from fleetwatch.engine_probe.serve.request_context import TRAFFIC_CLASS_RULE, valid_traffic_class
+from fleetwatch.engine_probe.serve.tenants import TenantLimits
 
 __all__ = ["parse_tenant_overrides", "parse_tenant_weights", "tenant_limits"]
 

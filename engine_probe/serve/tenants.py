@@ -4,7 +4,7 @@
 - Tenant: the ``X-Fleetwatch-Tenant`` header (``request_context``), absent -> ``default``. The
   OpenAI ``user`` field is not used: it names the calling application's end user, not the
   tenant, and one bucket per end user would be unbounded. Tenant names are bounded exactly as
-  label values are in telemetry (``telemetry.metrics.labels.LabelCap``): the first
+  label values are in telemetry (``fleetwatch.telemetry.metrics.labels.LabelCap``): the first
   ``max_tenants`` distinct values (the default and tenants named in ``weights`` or
   ``overrides`` first) get a bucket, a fair-queue flow and label values of their own; later
   ones share ``other``.
@@ -18,7 +18,7 @@
   never be admitted and gets 400 naming the limit (not retryable).
 - Fair queueing: admitted requests enter the engine at once while fewer than ``slots`` of them
   are in it (the engine's ``max_num_seqs`` by default). Beyond that they wait in a weighted fair
-  queue (``resilience.limits.FairQueue``: virtual finish times, cost = the reservation), so
+  queue (``fleetwatch.resilience.limits.FairQueue``: virtual finish times, cost = the reservation), so
   under contention a heavy tenant queues behind itself and the others are admitted first.
 
 ``TenantGate`` is the logic, synchronous and clock-injected (a virtual-clock harness drives it
@@ -40,9 +40,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client import Counter as PromCounter
 from prometheus_client import Gauge as PromGauge
 
-from engine_probe.serve.errors import InvalidRequest
-from resilience.limits import CostWeights, FairQueue, Reservation, TenantLimiter
-from telemetry.metrics.labels import LabelCap
+from fleetwatch.engine_probe.serve.errors import InvalidRequest
+from fleetwatch.resilience.limits import CostWeights, FairQueue, Reservation, TenantLimiter
+from fleetwatch.telemetry.metrics.labels import LabelCap
 
 __all__ = [
     "DEFAULT_TENANT",

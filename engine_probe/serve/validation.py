@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from engine_probe.serve import options as o
-from engine_probe.serve.errors import InvalidRequest
-from engine_probe.serve.options import Limits
-from engine_probe.serve.text_ids import encode
+from fleetwatch.engine_probe.serve import options as o
+from fleetwatch.engine_probe.serve.errors import InvalidRequest
+from fleetwatch.engine_probe.serve.options import Limits
+from fleetwatch.engine_probe.serve.text_ids import encode
 
 __all__ = [
     "COMMON_UNSUPPORTED",

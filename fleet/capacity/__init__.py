@@ -2,7 +2,7 @@
 (``plan``), queue-depth autoscaling manifests and rules (``manifests``), and a seeded burst
 simulator comparing scaling signals (``simulate``)."""
 
-from fleet.capacity.plan import (
+from fleetwatch.fleet.capacity.plan import (
     CapacityPlan,
     CurvePoint,
     PlanInputs,

@@ -21,7 +21,7 @@ from typing import Final
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.errors import AnalysisError
 
 __all__ = ["STARTUP_METRIC", "MeasuredColdStart", "cold_start_from", "parse_cold_start"]
 

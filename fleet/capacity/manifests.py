@@ -8,7 +8,7 @@ grows with the demand a fleet cannot take, where GPU utilisation sits near 100 %
 replica is saturated or not. Both scalers ask for ``ceil(sum / target)`` replicas (HPA
 ``AverageValue``, KEDA ``threshold``), between the steady replicas plus the warm pool (held
 ready and routed to: the pool is capacity that is already loaded) and the peak. Scale-up acts at
-once; scale-down waits the plan's cooldown. Metric names come from ``telemetry.profiles``.
+once; scale-down waits the plan's cooldown. Metric names come from ``fleetwatch.telemetry.profiles``.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 
 import yaml
 
-from fleet.capacity.plan import CapacityPlan
-from fleet.errors import AnalysisError
-from fleet.outliers.exposition import ref_labels
-from telemetry.profiles import MetricRef, Profile, ProfileError, Signal
-from telemetry.promql import format_matchers
+from fleetwatch.fleet.capacity.plan import CapacityPlan
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.exposition import ref_labels
+from fleetwatch.telemetry.profiles import MetricRef, Profile, ProfileError, Signal
+from fleetwatch.telemetry.promql import format_matchers
 
 __all__ = [
     "ScaleTarget",

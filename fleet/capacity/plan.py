@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.errors import AnalysisError
 
 __all__ = [
     "QUANTILES",

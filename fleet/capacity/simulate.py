@@ -35,7 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.errors import AnalysisError
 
 __all__ = [
     "ScaleConfig",

@@ -20,13 +20,17 @@ we are, which component moved, and whether the workload itself changed.
   (``run``).
 """
 
-from fleet.compare.components import ComponentMove
-from fleet.compare.decision import holm
-from fleet.compare.quantile_test import quantile_test
-from fleet.compare.report import CompareReport
-from fleet.compare.run import compare_runs
-from fleet.compare.statistics import MetricComparison, PercentileShift, bootstrap_quantiles
-from fleet.compare.workload import WorkloadCheck
+from fleetwatch.fleet.compare.components import ComponentMove
+from fleetwatch.fleet.compare.decision import holm
+from fleetwatch.fleet.compare.quantile_test import quantile_test
+from fleetwatch.fleet.compare.report import CompareReport
+from fleetwatch.fleet.compare.run import compare_runs
+from fleetwatch.fleet.compare.statistics import (
+    MetricComparison,
+    PercentileShift,
+    bootstrap_quantiles,
+)
+from fleetwatch.fleet.compare.workload import WorkloadCheck
 
 __all__ = [
     "CompareReport",

@@ -33,7 +33,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from fleet.compare.statistics import MetricComparison, PercentileShift, Verdict
+from fleetwatch.fleet.compare.statistics import MetricComparison, PercentileShift, Verdict
 
 __all__ = ["PROCEDURE", "decide", "holm"]
 

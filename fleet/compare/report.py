@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.compare.components import ComponentMove
-from fleet.compare.decision import PROCEDURE
-from fleet.compare.statistics import MetricComparison
-from fleet.compare.workload import WorkloadCheck
+from fleetwatch.fleet.compare.components import ComponentMove
+from fleetwatch.fleet.compare.decision import PROCEDURE
+from fleetwatch.fleet.compare.statistics import MetricComparison
+from fleetwatch.fleet.compare.workload import WorkloadCheck
 
 __all__ = ["CompareReport"]
 

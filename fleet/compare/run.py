@@ -8,13 +8,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from fleet.compare.components import component_moves
-from fleet.compare.decision import decide
-from fleet.compare.matching import Strata, like_for_like, make_strata
-from fleet.compare.report import CompareReport
-from fleet.compare.statistics import compare_metric, error_rates, values
-from fleet.compare.workload import matching_covariates, workload_checks
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.compare.components import component_moves
+from fleetwatch.fleet.compare.decision import decide
+from fleetwatch.fleet.compare.matching import Strata, like_for_like, make_strata
+from fleetwatch.fleet.compare.report import CompareReport
+from fleetwatch.fleet.compare.statistics import compare_metric, error_rates, values
+from fleetwatch.fleet.compare.workload import matching_covariates, workload_checks
+from fleetwatch.fleet.errors import AnalysisError
 
 __all__ = ["METRICS", "compare_runs"]
 
@@ -70,7 +70,7 @@ def compare_runs(
     A metric is regressed when Holm across ``metrics`` rejects it at family-wise error
     ``alpha`` (1 %: the chance that two runs of one system list any regression) and a significant
     percentile rose by at least ``min_effect`` of its before value (5 %), like-for-like when the
-    prompt or output mix changed (``fleet.compare.decision``). ``confidence``, ``draws`` and
+    prompt or output mix changed (``fleetwatch.fleet.compare.decision``). ``confidence``, ``draws`` and
     ``seed`` shape the bootstrap intervals shown beside each shift; the decision does not depend
     on them.
     """

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from fleet.compare.matching import I64, like_for_like
-from fleet.compare.quantile_test import quantile_tests
+from fleetwatch.fleet.compare.matching import I64, like_for_like
+from fleetwatch.fleet.compare.quantile_test import quantile_tests
 
 __all__ = [
     "F64",

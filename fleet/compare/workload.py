@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from fleet.compare.statistics import F64, sorted_values
+from fleetwatch.fleet.compare.statistics import F64, sorted_values
 
 __all__ = ["WorkloadCheck", "matching_covariates", "workload_checks"]
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from fleet.outliers.signals import SignalSpec
+from fleetwatch.fleet.outliers.signals import SignalSpec
 
 __all__ = ["CPU_WAIT", "HOST_SHARE", "Cause", "ReplicaContext", "Side", "classify"]
 

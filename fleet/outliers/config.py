@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from fleet.outliers.signals import SignalSpec, signal_spec
+from fleetwatch.fleet.outliers.signals import SignalSpec, signal_spec
 
 __all__ = ["NOISE_SHAPES", "DetectorConfig"]
 

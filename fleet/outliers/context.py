@@ -16,12 +16,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from fleet.outliers.causes import CPU_WAIT, HOST_SHARE, Cause
-from fleet.outliers.config import DetectorConfig
-from fleet.outliers.score import effect_mask, score_cells
-from fleet.outliers.signals import SignalSpec
-from fleet.outliers.stats import RobustColumns, signal_level
-from fleet.outliers.table import FleetTable
+from fleetwatch.fleet.outliers.causes import CPU_WAIT, HOST_SHARE, Cause
+from fleetwatch.fleet.outliers.config import DetectorConfig
+from fleetwatch.fleet.outliers.score import effect_mask, score_cells
+from fleetwatch.fleet.outliers.signals import SignalSpec
+from fleetwatch.fleet.outliers.stats import RobustColumns, signal_level
+from fleetwatch.fleet.outliers.table import FleetTable
 
 __all__ = ["config_drift", "host_context", "matched_context", "workload_context"]
 

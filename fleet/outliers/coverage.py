@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping
 
-from fleet.errors import AnalysisError
-from telemetry.profiles import PROFILES, Profile
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.telemetry.profiles import PROFILES, Profile
 
 __all__ = ["insufficient_data", "profiles_present", "without_data"]
 

@@ -48,13 +48,13 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from fleet.errors import AnalysisError
-from fleet.outliers.causes import Side
-from fleet.outliers.config import DetectorConfig
-from fleet.outliers.judge import Judgement, judge
-from fleet.outliers.report import Finding, OutlierReport
-from fleet.outliers.table import FleetTable
-from fleet.outliers.traffic import different_traffic
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.causes import Side
+from fleetwatch.fleet.outliers.config import DetectorConfig
+from fleetwatch.fleet.outliers.judge import Judgement, judge
+from fleetwatch.fleet.outliers.report import Finding, OutlierReport
+from fleetwatch.fleet.outliers.table import FleetTable
+from fleetwatch.fleet.outliers.traffic import different_traffic
 
 __all__ = ["detect"]
 

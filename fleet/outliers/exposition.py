@@ -3,16 +3,16 @@
 Shared by the two Prometheus readers (``/metrics`` snapshots and the HTTP API) and the rule
 generator.
 
-Metric names come from ``telemetry.profiles``; label matchers are parsed by ``telemetry.promql``.
+Metric names come from ``fleetwatch.telemetry.profiles``; label matchers are parsed by ``fleetwatch.telemetry.promql``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fleet.errors import AnalysisError
-from telemetry.profiles import MetricRef, Profile, Signal
-from telemetry.promql import MatcherError, parse_matchers
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.telemetry.profiles import MetricRef, Profile, Signal
+from fleetwatch.telemetry.promql import MatcherError, parse_matchers
 
 __all__ = [
     "DEFAULT_FINGERPRINT_METRIC",

@@ -21,17 +21,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleet.outliers.causes import Cause, ReplicaContext, Side, classify
-from fleet.outliers.config import DetectorConfig
-from fleet.outliers.context import config_drift, host_context, matched_context, workload_context
-from fleet.outliers.histogram import median_bucket, resolvable
-from fleet.outliers.ranks import rank_p_values
-from fleet.outliers.report import Finding, Pass, finite_or_none
-from fleet.outliers.score import score_matrix
-from fleet.outliers.shares import ShareCounts, share_counts
-from fleet.outliers.signals import SignalSpec
-from fleet.outliers.stats import FLOOR_CUTOFF, RobustColumns, max_z_sf, signal_level
-from fleet.outliers.table import FleetTable
+from fleetwatch.fleet.outliers.causes import Cause, ReplicaContext, Side, classify
+from fleetwatch.fleet.outliers.config import DetectorConfig
+from fleetwatch.fleet.outliers.context import (
+    config_drift,
+    host_context,
+    matched_context,
+    workload_context,
+)
+from fleetwatch.fleet.outliers.histogram import median_bucket, resolvable
+from fleetwatch.fleet.outliers.ranks import rank_p_values
+from fleetwatch.fleet.outliers.report import Finding, Pass, finite_or_none
+from fleetwatch.fleet.outliers.score import score_matrix
+from fleetwatch.fleet.outliers.shares import ShareCounts, share_counts
+from fleetwatch.fleet.outliers.signals import SignalSpec
+from fleetwatch.fleet.outliers.stats import FLOOR_CUTOFF, RobustColumns, max_z_sf, signal_level
+from fleetwatch.fleet.outliers.table import FleetTable
 
 __all__ = ["Judgement", "judge"]
 

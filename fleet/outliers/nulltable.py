@@ -9,7 +9,7 @@ Each row holds the upper quantiles of T at the levels in ``LEVELS`` (the chance 
 fleet's T exceeds the value), from a seeded Monte Carlo run of 4,000,000 fleets per n (float64
 below n = 13, float32 above). Regenerate with::
 
-    python -m fleet.outliers.nulltable 4000000 > rows.txt   # about an hour on one core
+    python -m fleetwatch.fleet.outliers.nulltable 4000000 > rows.txt   # about an hour on one core
 
 The tests do not trust these numbers: they check them against a closed form (n = 3), the
 normal/Bonferroni limit (large n), and against fresh simulations with scipy's tests.

@@ -1,6 +1,6 @@
 """Prometheus HTTP API reader: instant queries per signal, grouped by replica -> ``FleetTable``.
 
-Histogram quantiles and counter rates over a window, named through ``telemetry.profiles``. The
+Histogram quantiles and counter rates over a window, named through ``fleetwatch.telemetry.profiles``. The
 API gives no per-prompt-length breakdown, so a workload difference is judged from mean prompt
 length and cache-hit rate.
 """
@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from fleet.errors import AnalysisError
-from fleet.outliers.coverage import insufficient_data, without_data
-from fleet.outliers.exposition import (
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.coverage import insufficient_data, without_data
+from fleetwatch.fleet.outliers.exposition import (
     DEFAULT_FINGERPRINT_METRIC,
     GPU_GAUGES,
     LATENCY_SOURCES,
@@ -26,9 +26,9 @@ from fleet.outliers.exposition import (
     per_request,
     signal_ref,
 )
-from fleet.outliers.histogram import bucket_samples
-from fleet.outliers.table import FleetTable
-from telemetry.profiles import PROFILES, MetricRef, Profile, ProfileError, Signal
+from fleetwatch.fleet.outliers.histogram import bucket_samples
+from fleetwatch.fleet.outliers.table import FleetTable
+from fleetwatch.telemetry.profiles import PROFILES, MetricRef, Profile, ProfileError, Signal
 
 __all__ = ["Fetch", "table_from_prometheus"]
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleet.errors import AnalysisError
-from fleet.outliers.table import FleetTable
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.table import FleetTable
 
 __all__ = ["matched_ratios", "table_from_records"]
 
@@ -33,7 +33,7 @@ def _check_records(df: pd.DataFrame, where: str) -> pd.DataFrame:
     if df.empty:
         raise AnalysisError(f"{where}: no records")
     if "ttft_s" not in df.columns:
-        from telemetry.records import add_derived
+        from fleetwatch.records import add_derived
 
         df = add_derived(df)
     return df
@@ -117,7 +117,7 @@ def table_from_records(
     host: Mapping[str, str] | pd.Series | None = None,
     where: str = "records",
 ) -> FleetTable:
-    """Per-replica signals from request records (``telemetry.records`` frame).
+    """Per-replica signals from request records (``fleetwatch.telemetry.records`` frame).
 
     Latency signals are the ``quantile`` of ok requests; error rate is the share of requests with
     status ``error``; throughput is output tokens per second over the replica's active span.

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fleet.outliers.causes import Cause, Side
+from fleetwatch.fleet.outliers.causes import Cause, Side
 
 __all__ = ["Finding", "OutlierReport", "Pass", "Verdict", "finite_or_none"]
 
@@ -30,7 +30,7 @@ def finite_or_none(v: float) -> float | None:
 class Finding:
     """One replica standing out on one signal (``signal="config"`` for fingerprint drift).
 
-    ``found_in``: the pass that found it (see ``fleet.outliers.detect``); ``value``, ``fleet_median``,
+    ``found_in``: the pass that found it (see ``fleetwatch.fleet.outliers.detect``); ``value``, ``fleet_median``,
     ``robust_z`` and ``cutoff`` are that pass's.
     """
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.outliers.exposition import ref_labels
-from fleet.outliers.rule_parts import counter, latency_refs, names, series_name
-from telemetry.profiles import Profile, Signal
+from fleetwatch.fleet.outliers.exposition import ref_labels
+from fleetwatch.fleet.outliers.rule_parts import counter, latency_refs, names, series_name
+from fleetwatch.telemetry.profiles import Profile, Signal
 
 __all__ = ["same_bucket_case"]
 

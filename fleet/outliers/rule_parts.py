@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.outliers.exposition import LATENCY_SOURCES, ref_labels
-from telemetry.profiles import MetricRef, Profile, Signal
-from telemetry.promql import format_matchers
+from fleetwatch.fleet.outliers.exposition import LATENCY_SOURCES, ref_labels
+from fleetwatch.telemetry.profiles import MetricRef, Profile, Signal
+from fleetwatch.telemetry.promql import format_matchers
 
 __all__ = [
     "alert_annotations",

@@ -18,7 +18,7 @@ the compared replicas). Without that, a replica sent only long prompts (3-10x th
 TTFT of its peers on a busy host) is either blamed itself, or, beside a truly slow replica in a
 fleet of four, pulls the median and MAD up so far that the slow one's robust z stays near the
 cutoff and a noisy series never holds it for the whole ``for``.
-Metric names come from ``telemetry.profiles``; nothing here spells an engine's names.
+Metric names come from ``fleetwatch.telemetry.profiles``; nothing here spells an engine's names.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import Any
 
 import yaml
 
-from fleet.errors import AnalysisError
-from fleet.outliers.exposition import ref_labels
-from fleet.outliers.histogram import histogram_quantile
-from fleet.outliers.rule_cases import same_bucket_case
-from fleet.outliers.rule_parts import (
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.exposition import ref_labels
+from fleetwatch.fleet.outliers.histogram import histogram_quantile
+from fleetwatch.fleet.outliers.rule_cases import same_bucket_case
+from fleetwatch.fleet.outliers.rule_parts import (
     alert_annotations,
     latency_refs,
     names,
@@ -41,9 +41,9 @@ from fleet.outliers.rule_parts import (
     peer_records,
     rendered,
 )
-from fleet.outliers.rule_parts import series_name as _series
-from telemetry.duration import format_duration, parse_duration
-from telemetry.profiles import MetricRef, Profile, Signal
+from fleetwatch.fleet.outliers.rule_parts import series_name as _series
+from fleetwatch.telemetry.duration import format_duration, parse_duration
+from fleetwatch.telemetry.profiles import MetricRef, Profile, Signal
 
 __all__ = [
     "ALERT_NAME",

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleet.outliers.signals import SignalSpec
-from fleet.outliers.stats import (
+from fleetwatch.fleet.outliers.signals import SignalSpec
+from fleetwatch.fleet.outliers.stats import (
     FLOOR_CUTOFF,
     OWN_CUTOFF,
     RobustColumns,

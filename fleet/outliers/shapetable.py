@@ -19,7 +19,7 @@ between sizes and levels as the normal table is (``nulltable.QuantileRows``). Be
 size two clusters have lighter tails than normal noise (they cannot set the cutoff) and t₆ has a
 closed form (``_t6_sf``: its tail with the median's and the MAD's errors). Regenerate with::
 
-    python -m fleet.outliers.shapetable 1000000 > rows.txt   # about 4 minutes on one core
+    python -m fleetwatch.fleet.outliers.shapetable 1000000 > rows.txt   # about 4 minutes on one core
 
 Tests check the rows against fresh simulations with other seeds and the detector's false-alarm
 rate on fleets drawn by ``fleetwatch.scenarios.healthy_tables``.
@@ -36,13 +36,13 @@ import numpy as np
 from scipy import optimize as _opt
 from scipy import special as _sp
 
-from fleet.outliers.nulltable import (
+from fleetwatch.fleet.outliers.nulltable import (
     GAUSS_NODES as _NODES,
 )
-from fleet.outliers.nulltable import (
+from fleetwatch.fleet.outliers.nulltable import (
     GAUSS_WEIGHTS as _WEIGHTS,
 )
-from fleet.outliers.nulltable import (
+from fleetwatch.fleet.outliers.nulltable import (
     QuantileRows,
     simulate_max_dev,
 )

@@ -1,6 +1,6 @@
 """``/metrics`` text snapshot reader: one exposition per replica -> ``FleetTable``.
 
-Histogram quantiles and counter ratios per replica, named through ``telemetry.profiles``.
+Histogram quantiles and counter ratios per replica, named through ``fleetwatch.telemetry.profiles``.
 Snapshots hold lifetime totals and no per-prompt-length breakdown, so a workload difference is
 judged from mean prompt length and cache-hit rate. The TTFT, e2e and (per-request) TPOT
 histograms count every request, so their buckets are also the per-request samples of the rank
@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleet.errors import AnalysisError
-from fleet.outliers.coverage import insufficient_data, profiles_present, without_data
-from fleet.outliers.exposition import (
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.coverage import insufficient_data, profiles_present, without_data
+from fleetwatch.fleet.outliers.exposition import (
     DEFAULT_FINGERPRINT_METRIC,
     GPU_GAUGES,
     LATENCY_SOURCES,
@@ -28,10 +28,10 @@ from fleet.outliers.exposition import (
     ref_labels,
     signal_ref,
 )
-from fleet.outliers.histogram import bucket_samples, histogram_quantile
-from fleet.outliers.prometheus import MAX_SAMPLES
-from fleet.outliers.table import FleetTable
-from telemetry.profiles import MetricRef, Profile, Signal
+from fleetwatch.fleet.outliers.histogram import bucket_samples, histogram_quantile
+from fleetwatch.fleet.outliers.prometheus import MAX_SAMPLES
+from fleetwatch.fleet.outliers.table import FleetTable
+from fleetwatch.telemetry.profiles import MetricRef, Profile, Signal
 
 __all__ = ["table_from_metrics_dir", "table_from_metrics_text"]
 

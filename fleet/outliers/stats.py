@@ -72,19 +72,19 @@ import numpy as np
 from scipy import optimize as _opt
 from scipy import special as _sp
 
-from fleet.outliers.cells import Cells, ratio_at, z_floor_at, z_own_at
-from fleet.outliers.nulltable import (
+from fleetwatch.fleet.outliers.cells import Cells, ratio_at, z_floor_at, z_own_at
+from fleetwatch.fleet.outliers.nulltable import (
     GAUSS_NODES as _NODES,
 )
-from fleet.outliers.nulltable import (
+from fleetwatch.fleet.outliers.nulltable import (
     GAUSS_WEIGHTS as _WEIGHTS,
 )
-from fleet.outliers.nulltable import (
+from fleetwatch.fleet.outliers.nulltable import (
     LEVELS,
     QuantileRows,
     table_rows,
 )
-from fleet.outliers.shapetable import SHAPES, shape_isf, shape_sf
+from fleetwatch.fleet.outliers.shapetable import SHAPES, shape_isf, shape_sf
 
 __all__ = [
     "FLOOR_CUTOFF",

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.errors import AnalysisError
 
 __all__ = ["WORKLOAD_COLUMNS", "FleetTable"]
 

@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 import numpy.typing as npt
 
-from fleet.outliers.config import DetectorConfig
-from fleet.outliers.table import FleetTable
+from fleetwatch.fleet.outliers.config import DetectorConfig
+from fleetwatch.fleet.outliers.table import FleetTable
 
 __all__ = ["different_traffic"]
 

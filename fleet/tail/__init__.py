@@ -22,7 +22,7 @@ vectorised (numpy sorts and one small least-squares solve): a million records ta
 seconds.
 """
 
-from fleet.tail.attribute import attribute_tail
-from fleet.tail.report import Component, Suspect, TailReport
+from fleetwatch.fleet.tail.attribute import attribute_tail
+from fleetwatch.fleet.tail.report import Component, Suspect, TailReport
 
 __all__ = ["Component", "Suspect", "TailReport", "attribute_tail"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fleet.errors import AnalysisError
-from fleet.tail.cohorts import Target, decompose, ok_requests, split
-from fleet.tail.model import fit_service
-from fleet.tail.report import Component, TailReport
-from fleet.tail.suspects import FITTED, preemption, queueing
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.tail.cohorts import Target, decompose, ok_requests, split
+from fleetwatch.fleet.tail.model import fit_service
+from fleetwatch.fleet.tail.report import Component, TailReport
+from fleetwatch.fleet.tail.suspects import FITTED, preemption, queueing
 
 __all__ = ["attribute_tail"]
 

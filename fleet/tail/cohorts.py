@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.errors import AnalysisError
 
 __all__ = ["F64", "Bools", "Cohorts", "Requests", "Target", "decompose", "ok_requests", "split"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fleet.tail.cohorts import F64, Bools, Cohorts, Requests, Target
+from fleetwatch.fleet.tail.cohorts import F64, Bools, Cohorts, Requests, Target
 
 __all__ = ["Fit", "fit_service", "interference"]
 

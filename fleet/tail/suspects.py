@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from fleet.tail.cohorts import F64, Cohorts, Requests
-from fleet.tail.model import INTERFERENCE, OUTPUT, PROMPT, REPLICA, Fit
-from fleet.tail.report import Suspect
+from fleetwatch.fleet.tail.cohorts import F64, Cohorts, Requests
+from fleetwatch.fleet.tail.model import INTERFERENCE, OUTPUT, PROMPT, REPLICA, Fit
+from fleetwatch.fleet.tail.report import Suspect
 
 __all__ = [
     "FITTED",

@@ -1,7 +1,7 @@
 """Everything the demo concludes from its request records: SLO report and backtest, slow-replica
 findings with causes, tail attribution. Pure: a records frame in, values out.
 
-Slow replicas are judged by one ``fleet.outliers.detect`` call, which is itself
+Slow replicas are judged by one ``fleetwatch.fleet.outliers.detect`` call, which is itself
 immune to masking in small fleets (a slowed replica and one sent only long prompts, both high on
 TTFT, no longer hide each other among four): it re-judges against peers with like traffic and
 with the blamed replicas set aside, and says in each finding which pass found it.
@@ -93,9 +93,9 @@ def analyse(
     replica slowed by the machine alone is host contention, not blamed."""
     import dataclasses
 
-    from fleet.outliers import DetectorConfig, detect, table_from_records
-    from fleet.tail import attribute_tail
-    from slo.report import backtest_spec, report_spec
+    from fleetwatch.fleet.outliers import DetectorConfig, detect, table_from_records
+    from fleetwatch.fleet.tail import attribute_tail
+    from fleetwatch.slo.report import backtest_spec, report_spec
 
     reports = tuple(report_spec(spec, frame))
     backtests = tuple(backtest_spec(spec, frame))

@@ -2,11 +2,11 @@
 
 Three rule files, each with its promtool test beside it (``<name>.test.yaml`` for ``<name>.yaml``):
 
-- ``slo.rules.yaml``: the demo SLO spec on the fleetwatch profile (``slo.rules``);
+- ``slo.rules.yaml``: the demo SLO spec on the fleetwatch profile (``fleetwatch.slo.rules``);
 - ``outliers.rules.yaml``: the slow-replica detector as PromQL (``fleet``), with a
   rate window and ``for:`` short enough for a one-minute run;
 - ``operational.rules.yaml``: KV cache, preemption, GPU, breaker, retry and telemetry alerts
-  (``dashboards.alerts``).
+  (``fleetwatch.dashboards.alerts``).
 
 ``check_rules`` runs ``promtool check rules`` and ``promtool test rules`` when promtool exists.
 """
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from telemetry.atomic import atomic_write_text
-from telemetry.rulefiles import promtool_test_path
+from fleetwatch.telemetry.atomic import atomic_write_text
+from fleetwatch.telemetry.rulefiles import promtool_test_path
 
 __all__ = [
     "OUTLIER_FOR",
@@ -70,17 +70,22 @@ class PromtoolResult:
 
 def write_rules(folder: Path, spec: Any) -> RuleFiles:
     """Generate and write every rule file of the demo and its promtool test into ``folder``."""
-    from dashboards.alerts import alert_rules, alert_tests, rules_document
-    from dashboards.alerts import render_yaml as render_ops
-    from fleet.outliers.rules import (
+    from fleetwatch.dashboards.alerts import alert_rules, alert_tests, rules_document
+    from fleetwatch.dashboards.alerts import render_yaml as render_ops
+    from fleetwatch.fleet.outliers.rules import (
         ALERT_NAME,
         RuleOptions,
         outlier_rules,
         outlier_rules_test,
         render_yaml,
     )
-    from slo.rules import generate_promtool_tests, generate_rules, render_rules, render_tests
-    from telemetry.profiles import get_profile
+    from fleetwatch.slo.rules import (
+        generate_promtool_tests,
+        generate_rules,
+        render_rules,
+        render_tests,
+    )
+    from fleetwatch.telemetry.profiles import get_profile
 
     folder.mkdir(parents=True, exist_ok=True)
     profile = get_profile("fleetwatch")
@@ -116,8 +121,8 @@ def write_rules(folder: Path, spec: Any) -> RuleFiles:
 
 def write_dashboards(folder: Path, profile: str = "fleetwatch") -> tuple[Path, ...]:
     """The generated Grafana dashboards of ``profile`` (the same JSON as ``dashboards/json``)."""
-    from dashboards.build import render_all
-    from dashboards.build import write_dashboards as write_all
+    from fleetwatch.dashboards.build import render_all
+    from fleetwatch.dashboards.build import write_dashboards as write_all
 
     return write_all(folder, render_all([profile]))
 

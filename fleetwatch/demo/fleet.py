@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine_probe.probe.measure import RequestResult
 from fleetwatch.demo.host import HostLoad, HostProbe, engine_threads
 from fleetwatch.demo.progress import Progress, SilentProgress
 from fleetwatch.demo.scenario import DemoConfig, PlannedRequest, ReplicaRole, roles, traffic_plan
-from telemetry.stats import percentile
+from fleetwatch.engine_probe.probe.measure import RequestResult
+from fleetwatch.telemetry.stats import percentile
 
 __all__ = ["FleetRun", "SweepLevel", "run_fleet", "run_sweep"]
 
@@ -46,7 +46,7 @@ class FleetRun:
     roles: tuple[ReplicaRole, ...]
     addresses: Mapping[str, str]
     records: pd.DataFrame
-    """Server-side request records of every replica (``telemetry.records`` frame)."""
+    """Server-side request records of every replica (``fleetwatch.telemetry.records`` frame)."""
     client: tuple[RequestResult, ...]
     """The probe's own view of each request (probe clock: ``time.monotonic``)."""
     start_s: float
@@ -85,7 +85,7 @@ def _prompt(rng: np.random.Generator, tokens: int) -> str:
 def _bodies(
     plan: Sequence[PlannedRequest], rng: np.random.Generator, model: str
 ) -> list[dict[str, Any]]:
-    from engine_probe.probe.client import completion_body
+    from fleetwatch.engine_probe.probe.client import completion_body
 
     return [completion_body(_prompt(rng, p.prompt_tokens), p.max_tokens, model=model) for p in plan]
 
@@ -97,7 +97,7 @@ def _engine(
     threads: int | None,
     startup: Any = None,
 ) -> Any:
-    from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
+    from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
 
     return LLMEngine(
         model_config,
@@ -150,13 +150,13 @@ async def run_fleet(
     ``grace_s``: seconds to keep serving after the last response (lets a scraper see the end);
     ``hold`` is then awaited with the Unix time the traffic ended, the replicas still serving.
     """
-    import telemetry.instrument  # noqa: F401  (first: importing telemetry.spans alone is circular)
-    from engine_probe.engine.startup import StartupTimer
-    from engine_probe.serve import start_server
-    from telemetry.metrics.drops import DropCounter
-    from telemetry.records import to_frame
-    from telemetry.sink import MemoryRecordSink
-    from telemetry.spans.provider import tracer_provider
+    import fleetwatch.telemetry.instrument  # noqa: F401  (first: importing telemetry.spans alone is circular)
+    from fleetwatch.engine_probe.engine.startup import StartupTimer
+    from fleetwatch.engine_probe.serve import start_server
+    from fleetwatch.records import to_frame
+    from fleetwatch.telemetry.metrics.drops import DropCounter
+    from fleetwatch.telemetry.sink import MemoryRecordSink
+    from fleetwatch.telemetry.spans.provider import tracer_provider
 
     progress = progress or SilentProgress()
     fleet_roles = roles(config)
@@ -267,7 +267,7 @@ class _ProberGroup:
     """One ``Prober`` (own connection pool) per replica URL, entered and left together."""
 
     def __init__(self, urls: Sequence[str], total: int) -> None:
-        from engine_probe.probe.client import Prober
+        from fleetwatch.engine_probe.probe.client import Prober
 
         self._probers = [Prober(u, max_connections=max(64, total)) for u in urls]
 
@@ -289,8 +289,8 @@ async def run_sweep(
     threads: int | None = 1,
 ) -> tuple[SweepLevel, ...]:
     """Closed-loop concurrency sweep against one fresh healthy replica (telemetry off)."""
-    from engine_probe.probe.client import Prober, completion_body
-    from engine_probe.serve import start_server
+    from fleetwatch.engine_probe.probe.client import Prober, completion_body
+    from fleetwatch.engine_probe.serve import start_server
 
     progress = progress or SilentProgress()
     role = ReplicaRole("replica-sweep", 1.0, config.short_prompt_tokens, "none")

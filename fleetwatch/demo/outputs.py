@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetwatch.demo.artifacts import RuleFiles
 from fleetwatch.demo.spec import SPEC_PATH
-from telemetry.atomic import atomic_write_text
+from fleetwatch.telemetry.atomic import atomic_write_text
 
 __all__ = ["Outputs"]
 
@@ -34,7 +34,7 @@ class Outputs:
         shutil.copyfile(SPEC_PATH, self.spec)
 
     def write_records(self, records: Any) -> None:
-        from telemetry.records import write_records
+        from fleetwatch.records import write_records
 
         write_records(self.records, records)
 

@@ -65,9 +65,9 @@ def _run_demo(
     progress: Progress,
     inspect: Inspect | None,
 ) -> DemoResult:
-    from engine_probe.engine import ModelConfig
-    from slo.load import read_spec
-    from telemetry.gpu.peak import measure_memory_bandwidth
+    from fleetwatch.engine_probe.engine import ModelConfig
+    from fleetwatch.slo.load import read_spec
+    from fleetwatch.telemetry.gpu.peak import measure_memory_bandwidth
 
     t_start = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)

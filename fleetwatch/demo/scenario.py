@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.errors import ProbeError
 
 __all__ = ["DemoConfig", "PlannedRequest", "ReplicaRole", "roles", "traffic_plan"]
 

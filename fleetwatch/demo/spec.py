@@ -16,7 +16,7 @@ PAGE_SLO = "availability"
 
 def page_alert(spec: Any) -> str:
     """The name of ``PAGE_SLO``'s page alert in ``spec``."""
-    from slo.rules.generate import alert_name
+    from fleetwatch.slo.rules.generate import alert_name
 
     slo = next(s for s in spec.slos if s.name == PAGE_SLO)
     return alert_name(slo, "page")

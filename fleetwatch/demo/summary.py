@@ -34,8 +34,8 @@ def _clean(obj: Any) -> Any:
 def _bound(
     levels: Sequence[SweepLevel], model_config: Any, config: DemoConfig, bandwidth: float
 ) -> list[dict[str, float]]:
-    from engine_probe.probe.bound import bound_at, shape_from_model_config
-    from engine_probe.probe.gpus import GPUSpec
+    from fleetwatch.engine_probe.probe.bound import bound_at, shape_from_model_config
+    from fleetwatch.engine_probe.probe.gpus import GPUSpec
 
     shape = shape_from_model_config(model_config)
     # Memory-bound only: the CPU's FLOP/s are not known, so compute is never the limit here.
@@ -63,7 +63,7 @@ def _burn_series(analysis: Analysis, origin: float, view: PrometheusView | None)
     tl = bt.timeline
     page = [w for w in slo.windows if w.severity == "page"]
     fast = max(page, key=lambda w: w.burn)
-    from telemetry.duration import format_duration
+    from fleetwatch.telemetry.duration import format_duration
 
     series = {}
     for w_s in (fast.long_s, fast.short_s):
@@ -106,7 +106,7 @@ def _findings_rows(analysis: Analysis) -> list[dict[str, Any]]:
 def _slo_summary(
     analysis: Analysis, spec: Any, config: DemoConfig, origin: float, burst: tuple[float, float]
 ) -> dict[str, Any]:
-    from slo.report import report_json
+    from fleetwatch.slo.report import report_json
 
     alert = page_alert(spec)
     intervals = []

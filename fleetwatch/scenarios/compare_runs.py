@@ -43,13 +43,13 @@ def run_records(
     replicas: int = 4,
     rate_per_s: float = 8.0,
 ) -> pd.DataFrame:
-    """A ``telemetry.records`` frame of ``n`` requests spread over ``replicas`` replicas.
+    """A ``fleetwatch.telemetry.records`` frame of ``n`` requests spread over ``replicas`` replicas.
 
     ``decode_slowdown`` multiplies the per-token decode time, ``prefill_slowdown`` the prefill
     time; ``long_prompt_share`` is the share of retrieval-augmented (long) prompts and
     ``output_scale`` multiplies the output lengths.
     """
-    from telemetry.records import STATUS_DTYPE, add_derived
+    from fleetwatch.records import STATUS_DTYPE, add_derived
 
     rng = np.random.default_rng(seed)
     long = rng.uniform(size=n) < long_prompt_share

@@ -5,7 +5,7 @@
   as the demo does with its 12 h period, so the page windows are seconds (30 s and 2 s for the
   30-day SLO) and the shares of the budget each alert spends stay the Workbook's;
 - outlier rules (``fleetwatch fleet rules``) with a rate window and ``for:`` of seconds;
-- operational alerts (``dashboards.alerts``) with every ``for:`` and rate window in seconds.
+- operational alerts (``fleetwatch.dashboards.alerts``) with every ``for:`` and rate window in seconds.
 
 The acceptance test loads all three into a real Prometheus scraping a real fleet.
 """
@@ -19,10 +19,10 @@ from typing import Any, Final
 
 import yaml
 
-from dashboards.alerts import Thresholds, render_yaml, rules_document
-from telemetry.duration import format_duration, parse_duration
-from telemetry.goodput import format_goodput_target
-from telemetry.profiles import get_profile
+from fleetwatch.dashboards.alerts import Thresholds, render_yaml, rules_document
+from fleetwatch.telemetry.duration import format_duration, parse_duration
+from fleetwatch.telemetry.goodput import format_goodput_target
+from fleetwatch.telemetry.profiles import get_profile
 
 __all__ = [
     "CHAT_SPEC",
@@ -84,7 +84,7 @@ class DayOneRules:
 
 def write_rules(folder: Path) -> DayOneRules:
     """Write the scaled spec and the three rule files into ``folder`` through the commands a
-    user runs (``slo rules``, ``fleet rules``) and ``dashboards.alerts`` for the thresholds the
+    user runs (``slo rules``, ``fleet rules``) and ``fleetwatch.dashboards.alerts`` for the thresholds the
     command line does not take."""
     import contextlib
     import io

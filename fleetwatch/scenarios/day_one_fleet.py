@@ -34,7 +34,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
-from engine_probe.serve.request_context import TRAFFIC_CLASS_HEADER
+from fleetwatch.engine_probe.serve.request_context import TRAFFIC_CLASS_HEADER
 from fleetwatch.scenarios.day_one import GOODPUT
 
 __all__ = ["REPLICAS", "STEP_S", "DayOneFleet", "Traffic", "model_config"]
@@ -50,7 +50,7 @@ STEP_S: Final = 0.015
 def model_config(seed: int) -> Any:
     """A small model shape (``engine serve --model-config``), so that the replicas, their client
     and Prometheus share two CPU cores and still meet the 50 ms TPOT of the goodput SLO."""
-    from engine_probe.engine import ModelConfig
+    from fleetwatch.engine_probe.engine import ModelConfig
 
     return ModelConfig(
         num_layers=2, hidden_size=64, intermediate_size=128, num_heads=4, num_kv_heads=2, seed=seed
@@ -94,10 +94,10 @@ class DayOneFleet:
         }
 
     async def start(self) -> None:
-        from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
-        from engine_probe.engine.startup import StartupTimer
-        from engine_probe.serve import ServerConfig, start_server
-        from engine_probe.serve.telemetry_options import telemetry_options
+        from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
+        from fleetwatch.engine_probe.engine.startup import StartupTimer
+        from fleetwatch.engine_probe.serve import ServerConfig, start_server
+        from fleetwatch.engine_probe.serve.telemetry_options import telemetry_options
 
         model = model_config(self.traffic.seed)
         for i in range(self.replicas):
@@ -212,15 +212,15 @@ class _ResilientClient:
     """Breaker per replica and a retry budget for chat; a micro-batcher for batch."""
 
     def __init__(self, registry: CollectorRegistry, urls: Sequence[str], outcomes: dict[str, int]):
-        from resilience.batcher.batcher import MicroBatcher
-        from resilience.batcher.config import BatcherConfig
-        from resilience.batcher.metrics import BatcherMetrics
-        from resilience.breaker import BreakerConfig, CircuitBreaker
-        from resilience.breaker.metrics import BreakerMetrics
-        from resilience.retry.budget import RetryBudget
-        from resilience.retry.classify import llm_http_retryable
-        from resilience.retry.metrics import RetryMetrics
-        from resilience.retry.policy import RetryPolicy
+        from fleetwatch.resilience.batcher.batcher import MicroBatcher
+        from fleetwatch.resilience.batcher.config import BatcherConfig
+        from fleetwatch.resilience.batcher.metrics import BatcherMetrics
+        from fleetwatch.resilience.breaker import BreakerConfig, CircuitBreaker
+        from fleetwatch.resilience.breaker.metrics import BreakerMetrics
+        from fleetwatch.resilience.retry.budget import RetryBudget
+        from fleetwatch.resilience.retry.classify import llm_http_retryable
+        from fleetwatch.resilience.retry.metrics import RetryMetrics
+        from fleetwatch.resilience.retry.policy import RetryPolicy
 
         self.urls = list(urls)
         self.outcomes = outcomes
@@ -270,7 +270,7 @@ class _ResilientClient:
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
 
     async def _post(self, replica: int, cls: str, body: dict[str, Any]) -> None:
-        from resilience.retry.classify import CallFailure, FailureKind, LLMCallError
+        from fleetwatch.resilience.retry.classify import CallFailure, FailureKind, LLMCallError
 
         assert self._session is not None
         url = f"{self.urls[replica]}/v1/completions"

@@ -1,7 +1,7 @@
 """Fleets of real reference engines with injected faults, on a virtual clock, as request records.
 
 Used by the scenario tests, the benchmark's false-positive measurement and examples. Every replica
-is a real ``engine_probe.engine.LLMEngine`` (tiny model, CPU) stepping through an open-loop
+is a real ``fleetwatch.engine_probe.engine.LLMEngine`` (tiny model, CPU) stepping through an open-loop
 arrival schedule. Time is virtual and deterministic: each engine step costs ``step_s`` of clock
 time (the engine's own ``FaultConfig.slowdown`` then stretches it through the injected sleep), so
 TTFT grows with the number of prefill chunks a prompt needs and TPOT with slowdowns, and a run
@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from fleet.errors import AnalysisError
-from telemetry.instrument import instrument
-from telemetry.records import RequestRecord, to_frame
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.records import RequestRecord, to_frame
+from fleetwatch.telemetry.instrument import instrument
+from fleetwatch.telemetry.sink import MemoryRecordSink
 
 __all__ = ["ReplicaPlan", "VirtualClock", "run_fleet", "run_replica"]
 
@@ -85,7 +85,7 @@ def run_replica(
     engine: Mapping[str, Any] | None = None,
 ) -> list[RequestRecord]:
     """Run one engine through ``plan``'s arrivals on a virtual clock; return its records."""
-    from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine, ModelConfig
+    from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine, ModelConfig
 
     mc = ModelConfig(
         **{
@@ -162,7 +162,7 @@ def run_fleet(
     model: Mapping[str, Any] | None = None,
     engine: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Run every replica plan; return all records as one ``telemetry.records`` frame."""
+    """Run every replica plan; return all records as one ``fleetwatch.telemetry.records`` frame."""
     records: list[RequestRecord] = []
     for plan in plans:
         records.extend(run_replica(plan, step_s=step_s, model=model, engine=engine))

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import pandas as pd
 from prometheus_client import CollectorRegistry
 
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.records import to_frame
 from fleetwatch.scenarios.engine_runs import VirtualClock
-from telemetry.instrument import instrument
-from telemetry.records import to_frame
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.telemetry.instrument import instrument
+from fleetwatch.telemetry.sink import MemoryRecordSink
 
 __all__ = ["FaultWindow", "ScrapedRun", "run_scraped"]
 
@@ -104,7 +104,7 @@ def run_scraped(
     """Serve Poisson arrivals for ``duration_s``, drain, and scrape every ``scrape_s`` until the
     last request finished. ``families`` are the metric family names to keep (histograms by
     their base name, counters without ``_total``)."""
-    from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine, ModelConfig
+    from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine, ModelConfig
 
     mc = ModelConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_layers=1,
                      num_heads=2, num_kv_heads=1, max_position_embeddings=512)  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from telemetry.records import STATUS_DTYPE, add_derived
+from fleetwatch.records import STATUS_DTYPE, add_derived
 
 __all__ = ["Incident", "synthetic_records"]
 

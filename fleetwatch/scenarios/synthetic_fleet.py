@@ -31,11 +31,11 @@ def synthetic_fleet(
     queue_mean_s: float = 0.02,
     rate_per_s: float = 5.0,
 ) -> pd.DataFrame:
-    """A ``telemetry.records`` frame of ``replicas × requests_per_replica`` requests.
+    """A ``fleetwatch.telemetry.records`` frame of ``replicas × requests_per_replica`` requests.
 
     Replicas are named ``replica-0`` … Every random draw comes from ``seed``.
     """
-    from telemetry.records import STATUS_DTYPE, add_derived
+    from fleetwatch.records import STATUS_DTYPE, add_derived
 
     rng = np.random.default_rng(seed)
     n = replicas * requests_per_replica

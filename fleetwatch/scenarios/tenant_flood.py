@@ -4,7 +4,7 @@ The real ``LLMEngine`` (real forward passes, real scheduler) runs on a virtual c
 time follows the step's work: ``base_s + per_token_s × tokens computed`` (``StepTimedClock``), so
 a long prefill costs what it would on hardware, in proportion, and the run is exactly
 repeatable. In front of it, either nothing (requests enter the engine's FIFO waiting queue as
-they arrive) or ``engine_probe.serve.tenants.TenantGate`` — the per-tenant token buckets and
+they arrive) or ``fleetwatch.engine_probe.serve.tenants.TenantGate`` — the per-tenant token buckets and
 the weighted fair queue ``engine serve --tenant-limits`` uses. Arrivals are Poisson per tenant,
 seeded. TTFT is measured from a request's arrival at the front (gate queue included) to the end
 of the step that produced its first token.
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
-from engine_probe.engine.scheduler import SchedulerOutput
-from engine_probe.serve.tenants import Refusal, TenantGate, TenantLimits, Ticket
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.engine.scheduler import SchedulerOutput
+from fleetwatch.engine_probe.serve.tenants import Refusal, TenantGate, TenantLimits, Ticket
 
 __all__ = [
     "CONTENDED_SCENARIO",

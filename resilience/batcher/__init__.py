@@ -1,7 +1,7 @@
 """asyncio micro-batcher: size/wait/cost flushing, bounded queue, failure isolation by bisection."""
 
-from resilience.batcher.batcher import MicroBatcher
-from resilience.batcher.config import (
+from fleetwatch.resilience.batcher.batcher import MicroBatcher
+from fleetwatch.resilience.batcher.config import (
     BatcherClosedError,
     BatcherConfig,
     BatcherError,
@@ -10,7 +10,7 @@ from resilience.batcher.config import (
     FailureMode,
     ItemTooCostlyError,
 )
-from resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
+from fleetwatch.resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
 
 __all__ = [
     "BatchResultError",

@@ -19,7 +19,7 @@ has waited ``max_wait_s``, or when closing. Guarantees:
   submit starts a new worker.
 
 Time is the running loop's clock (``loop.time()``), so a loop with a virtual clock drives it.
-Batches run in ``resilience.batcher.runner``; configuration and errors are in ``config``.
+Batches run in ``fleetwatch.resilience.batcher.runner``; configuration and errors are in ``config``.
 """
 
 from __future__ import annotations
@@ -31,16 +31,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Generic, TypeVar
 
-from resilience.batcher.config import (
+from fleetwatch.resilience.batcher.config import (
     BatcherClosedError,
     BatcherConfig,
     BatcherFullError,
     ItemTooCostlyError,
 )
-from resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
-from resilience.batcher.runner import BatchRunner, Pending
-from resilience.batcher.waker import Waker, loop_clock_is_monotonic
-from resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
+from fleetwatch.resilience.batcher.runner import BatchRunner, Pending
+from fleetwatch.resilience.batcher.waker import Waker, loop_clock_is_monotonic
+from fleetwatch.resilience.errors import ResilienceConfigError
 
 __all__ = ["MicroBatcher"]
 

@@ -6,7 +6,7 @@ import enum
 import math
 from dataclasses import dataclass
 
-from resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.errors import ResilienceConfigError
 
 __all__ = [
     "BatchResultError",
@@ -51,7 +51,7 @@ class BatcherConfig:
 
     ``spin_s``: asyncio's selector loops sleep in whole milliseconds (epoll, poll), so a loop
     timer alone fires up to ~1 ms late and never sooner than ~1 ms after it was set. The worker
-    therefore also arms a thread (``resilience.batcher.waker``) to wake the loop ``spin_s`` before
+    therefore also arms a thread (``fleetwatch.resilience.batcher.waker``) to wake the loop ``spin_s`` before
     the deadline, then yields to the loop (``asyncio.sleep(0)``; other tasks and I/O keep running)
     until the deadline; the spin absorbs the thread's wake-up lag. Each flush made by the deadline
     costs up to ``spin_s`` of CPU plus one thread wake-up (tens of µs); flushes of full batches

@@ -12,13 +12,13 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from resilience.batcher.config import (
+from fleetwatch.resilience.batcher.config import (
     BatcherConfig,
     BatcherError,
     BatchResultError,
     FailureMode,
 )
-from resilience.batcher.metrics import BoundBatcherMetrics
+from fleetwatch.resilience.batcher.metrics import BoundBatcherMetrics
 
 __all__ = ["BatchRunner", "Pending"]
 

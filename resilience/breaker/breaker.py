@@ -1,8 +1,8 @@
 """A rate-based circuit breaker with resilience4j's semantics, for threads and asyncio.
 
 ``CircuitBreaker`` wraps calls (``call``, ``call_async``, the decorator and ``guard()``) around
-the permit protocol of ``resilience.breaker.permits``, whose states and transitions live in
-``resilience.breaker.machine``.
+the permit protocol of ``fleetwatch.resilience.breaker.permits``, whose states and transitions live in
+``fleetwatch.resilience.breaker.machine``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
 
-from resilience.breaker.machine import Current
-from resilience.breaker.permits import PermitBreaker
+from fleetwatch.resilience.breaker.machine import Current
+from fleetwatch.resilience.breaker.permits import PermitBreaker
 
 __all__ = ["CircuitBreaker", "Guard"]
 
@@ -37,7 +37,7 @@ class CircuitBreaker(PermitBreaker):
 
     The closed-state success path takes no lock: two clock reads (the call's start and end, which
     slow-call detection needs), one ``next()`` on the epoch's tally, then a check that the
-    lock-free path is still open; ``resilience.breaker.machine`` explains why the verdict stays
+    lock-free path is still open; ``fleetwatch.resilience.breaker.machine`` explains why the verdict stays
     exact under concurrency.
 
     ``clock`` (seconds, monotonic) times calls and the wait in OPEN; ``scheduler`` runs the

@@ -38,8 +38,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from resilience.breaker.metrics import BreakerMetrics
-from resilience.breaker.state import (
+from fleetwatch.resilience.breaker.metrics import BreakerMetrics
+from fleetwatch.resilience.breaker.state import (
     BreakerConfig,
     BreakerEvent,
     EventKind,
@@ -47,7 +47,12 @@ from resilience.breaker.state import (
     WindowKind,
     _never,
 )
-from resilience.breaker.window import CountWindow, SlidingWindow, TimeWindow, WindowSnapshot
+from fleetwatch.resilience.breaker.window import (
+    CountWindow,
+    SlidingWindow,
+    TimeWindow,
+    WindowSnapshot,
+)
 
 __all__ = ["BreakerMachine", "Listener", "Scheduler"]
 

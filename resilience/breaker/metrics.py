@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from resilience.breaker.state import State
+from fleetwatch.resilience.breaker.state import State
 
 __all__ = ["BoundBreakerMetrics", "BreakerMetrics"]
 

@@ -3,7 +3,7 @@
 The lock guards only the breaker's own bookkeeping: a call first takes a permit (no lock in the
 states that admit every call; lock held for a few field updates otherwise), then runs with no lock
 held, then reports its outcome with the permit. A clean success (not slow, not failed by the result
-predicate) is counted without the lock, as ``resilience.breaker.machine`` explains; every other
+predicate) is counted without the lock, as ``fleetwatch.resilience.breaker.machine`` explains; every other
 outcome takes it. So calls through one breaker run concurrently (pybreaker runs them one at a
 time), and HALF_OPEN admits exactly ``half_open_calls`` probes however many threads or tasks race
 for them. A call is slow when it lasts strictly longer than ``slow_call_duration_s``.
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from resilience.breaker.machine import BreakerMachine, Current
-from resilience.breaker.state import BreakerEvent, EventKind, State
+from fleetwatch.resilience.breaker.machine import BreakerMachine, Current
+from fleetwatch.resilience.breaker.state import BreakerEvent, EventKind, State
 
 __all__ = ["CallNotPermittedError", "PermitBreaker"]
 

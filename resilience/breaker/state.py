@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.errors import ResilienceConfigError
 
 __all__ = ["BreakerConfig", "BreakerEvent", "EventKind", "State", "WindowKind"]
 

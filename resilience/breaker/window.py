@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.errors import ResilienceConfigError
 
 __all__ = ["CountWindow", "SlidingWindow", "TimeWindow", "WindowSnapshot"]
 

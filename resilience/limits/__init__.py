@@ -21,7 +21,7 @@ Three isolation levels, cheapest first:
    has nothing to do for it beyond routing, which is the caller's.
 """
 
-from resilience.limits.bucket import CostWeights, Reservation, TenantLimiter, TokenBucket
-from resilience.limits.fair import FairQueue
+from fleetwatch.resilience.limits.bucket import CostWeights, Reservation, TenantLimiter, TokenBucket
+from fleetwatch.resilience.limits.fair import FairQueue
 
 __all__ = ["CostWeights", "FairQueue", "Reservation", "TenantLimiter", "TokenBucket"]

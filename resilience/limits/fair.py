@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Generic, TypeVar
 
-from resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.errors import ResilienceConfigError
 
 __all__ = ["FairQueue"]
 

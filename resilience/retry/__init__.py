@@ -1,7 +1,7 @@
 """Retries on tenacity: jitter, deadline, Retry-After, a shared budget, LLM HTTP classification."""
 
-from resilience.retry.budget import RetryBudget
-from resilience.retry.classify import (
+from fleetwatch.resilience.retry.budget import RetryBudget
+from fleetwatch.resilience.retry.classify import (
     RETRYABLE_STATUSES,
     CallFailure,
     FailureKind,
@@ -11,7 +11,7 @@ from resilience.retry.classify import (
     llm_http_retryable,
     parse_retry_after,
 )
-from resilience.retry.jitter import (
+from fleetwatch.resilience.retry.jitter import (
     Jitter,
     backoff_s,
     decorrelated_jitter_s,
@@ -21,8 +21,12 @@ from resilience.retry.jitter import (
     wait_full_jitter,
     wait_no_jitter,
 )
-from resilience.retry.metrics import RetryMetrics
-from resilience.retry.policy import RetryPolicy, retry_after_attribute, retry_any_exception
+from fleetwatch.resilience.retry.metrics import RetryMetrics
+from fleetwatch.resilience.retry.policy import (
+    RetryPolicy,
+    retry_after_attribute,
+    retry_any_exception,
+)
 
 __all__ = [
     "RETRYABLE_STATUSES",

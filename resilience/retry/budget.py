@@ -21,8 +21,8 @@ from collections.abc import Callable
 import tenacity
 from tenacity.stop import stop_base
 
-from resilience.errors import ResilienceConfigError
-from resilience.retry.metrics import RetryMetrics
+from fleetwatch.resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.retry.metrics import RetryMetrics
 
 __all__ = ["RetryBudget"]
 

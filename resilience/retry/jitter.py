@@ -18,7 +18,7 @@ import random
 import tenacity
 from tenacity.wait import wait_base
 
-from resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.errors import ResilienceConfigError
 
 __all__ = [
     "Jitter",

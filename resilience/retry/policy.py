@@ -26,10 +26,10 @@ from prometheus_client import Counter
 from tenacity.stop import stop_after_attempt, stop_base
 from tenacity.wait import wait_base
 
-from resilience.errors import ResilienceConfigError
-from resilience.retry.budget import RetryBudget
-from resilience.retry.jitter import Jitter, backoff_s
-from resilience.retry.metrics import BoundRetryMetrics, RetryMetrics
+from fleetwatch.resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.retry.budget import RetryBudget
+from fleetwatch.resilience.retry.jitter import Jitter, backoff_s
+from fleetwatch.resilience.retry.metrics import BoundRetryMetrics, RetryMetrics
 
 __all__ = ["RetryPolicy", "retry_after_attribute", "retry_any_exception"]
 

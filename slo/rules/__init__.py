@@ -1,8 +1,15 @@
 """Prometheus rules for SLOs: recording rules, metadata, multiwindow burn alerts, promtool tests."""
 
-from slo.rules.generate import AlertInfo, Rule, RuleGroup, RuleSet, generate_rules
-from slo.rules.promtool_tests import generate_promtool_tests
-from slo.rules.render import render_rules, render_tests
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fleetwatch.slo.rules.generate import AlertInfo, Rule, RuleGroup, RuleSet, generate_rules
+from fleetwatch.slo.rules.render import render_rules, render_tests
+from fleetwatch.telemetry.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from fleetwatch.slo.rules.promtool_tests import generate_promtool_tests
 
 __all__ = [
     "AlertInfo",
@@ -14,3 +21,7 @@ __all__ = [
     "render_rules",
     "render_tests",
 ]
+
+
+# promtool tests build their series with pandas: loaded on first use, not by `slo validate`.
+__getattr__ = lazy_attributes(__name__, {"generate_promtool_tests": "promtool_tests"})

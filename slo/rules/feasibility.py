@@ -22,13 +22,19 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from slo.errors import SLOSpecError
-from slo.rules.generate import alert_name
-from slo.spec import BurnWindow, GoodputSLI, ServiceLevelObjective, SLOSpec, budget_fraction
-from slo.windows import WORKBOOK_PERIOD_S, WORKBOOK_WINDOWS, scaled_windows
-from telemetry.duration import format_duration
-from telemetry.goodput import format_goodput_target, same_goodput_target
-from telemetry.profiles import Profile, Signal
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.rules.generate import alert_name
+from fleetwatch.slo.spec import (
+    BurnWindow,
+    GoodputSLI,
+    ServiceLevelObjective,
+    SLOSpec,
+    budget_fraction,
+)
+from fleetwatch.slo.windows import WORKBOOK_PERIOD_S, WORKBOOK_WINDOWS, scaled_windows
+from fleetwatch.telemetry.duration import format_duration
+from fleetwatch.telemetry.goodput import format_goodput_target, same_goodput_target
+from fleetwatch.telemetry.profiles import Profile, Signal
 
 __all__ = ["SHARE_TOLERANCE", "check_goodput_target", "check_reachable", "scaling_warnings"]
 

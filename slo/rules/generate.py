@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from slo.errors import SLOSpecError
-from slo.rules.promql import SLIQuery, format_le, quote, sli_query
-from slo.spec import (
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.rules.promql import SLIQuery, format_le, quote, sli_query
+from fleetwatch.slo.spec import (
     SEVERITIES,
     AvailabilitySLI,
     BurnWindow,
@@ -35,8 +35,8 @@ from slo.spec import (
     Severity,
     SLOSpec,
 )
-from telemetry.duration import format_duration
-from telemetry.profiles import Profile
+from fleetwatch.telemetry.duration import format_duration
+from fleetwatch.telemetry.profiles import Profile
 
 __all__ = [
     "ABSENT_ALERT",

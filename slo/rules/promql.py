@@ -8,13 +8,13 @@ ratios). Bad-outcome counters that may not exist yet are guarded with ``or vecto
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
-import numpy as np
-
-from slo.errors import SLOSpecError
-from slo.spec import (
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.spec import (
     LATENCY_SIGNALS,
     AvailabilitySLI,
     GoodputSLI,
@@ -22,8 +22,8 @@ from slo.spec import (
     RatioSLI,
     ServiceLevelObjective,
 )
-from telemetry.profiles import MetricRef, Profile, Signal
-from telemetry.promql import equality_labels
+from fleetwatch.telemetry.profiles import MetricRef, Profile, Signal
+from fleetwatch.telemetry.promql import equality_labels
 
 __all__ = [
     "SLIQuery",
@@ -44,8 +44,12 @@ def quote(value: str) -> str:
 
 
 def format_le(value: float) -> str:
-    """The shortest plain decimal for a bucket bound, as Go clients write it (``1``, ``0.5``)."""
-    return str(np.format_float_positional(value, trim="-"))
+    """The shortest plain decimal for a bucket bound, as Go clients write it (``1``, ``0.5``,
+    ``0.00001``, never an exponent): the shortest round-trip digits, written positionally."""
+    if not math.isfinite(value):
+        return str(value)
+    text = format(Decimal(repr(float(value))), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def le_matcher(value: float) -> str:

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from slo.rules.generate import ABSENT_ALERT, AlertInfo, RuleSet
-from slo.rules.series import slo_series
-from slo.spec import ServiceLevelObjective
-from telemetry.duration import format_duration
-from telemetry.profiles import Profile
+from fleetwatch.slo.rules.generate import ABSENT_ALERT, AlertInfo, RuleSet
+from fleetwatch.slo.rules.series import slo_series
+from fleetwatch.slo.spec import ServiceLevelObjective
+from fleetwatch.telemetry.duration import format_duration
+from fleetwatch.telemetry.profiles import Profile
 
 __all__ = ["generate_promtool_tests"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from slo.rules.generate import Rule, RuleSet
-from telemetry.duration import format_duration
+from fleetwatch.slo.rules.generate import Rule, RuleSet
+from fleetwatch.telemetry.duration import format_duration
 
 __all__ = ["dump_yaml", "render_rules", "render_tests", "rules_document"]
 

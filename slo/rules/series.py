@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from slo.errors import SLOSpecError
-from slo.events import EVENT_TIME, goodput_mask, itl_counts, latency_values
-from slo.rules.promql import format_le, quote, selector_labels
-from slo.spec import (
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.events import EVENT_TIME, goodput_mask, itl_counts, latency_values
+from fleetwatch.slo.rules.promql import format_le, quote, selector_labels
+from fleetwatch.slo.spec import (
     AvailabilitySLI,
     GoodputSLI,
     LatencySLI,
@@ -26,9 +26,9 @@ from slo.spec import (
     ServiceLevelObjective,
     SLOSpec,
 )
-from telemetry.profiles import MetricRef, Profile, Signal
-from telemetry.promql import equality_labels
-from telemetry.records.schema import ITL_BOUNDS
+from fleetwatch.telemetry.profiles import MetricRef, Profile, Signal
+from fleetwatch.telemetry.promql import equality_labels
+from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 
 __all__ = ["counter_values", "records_series", "slo_series"]
 
@@ -152,7 +152,7 @@ def records_series(
 ) -> list[dict[str, str]]:
     """The counters an engine on ``profile`` would export for the requests in ``frame``, sampled
     every ``step_s`` from ``start_s`` for ``steps`` steps. Each is counted when the exporter
-    observes it (``slo.events``): outcomes, TPOT, e2e and goodput at the finish, TTFT at the first
+    observes it (``fleetwatch.slo.events``): outcomes, TPOT, e2e and goodput at the finish, TTFT at the first
     token, ITL gap by gap (a request's gaps at its finish)."""
 
     def step_of(times: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.int64]]:

@@ -5,15 +5,15 @@ else: no value is ever invented. ``recorded.RecordedNvml`` is a test double that
 NVML answers; it is never used unless passed in explicitly.
 """
 
-from telemetry.gpu.nvml import (
+from fleetwatch.telemetry.gpu.nvml import (
     CLOCK_EVENT_REASONS,
     DeviceReading,
     GpuSnapshot,
     NvmlReader,
     unavailable_reason,
 )
-from telemetry.gpu.peak import PeakRates, declared_peak, measure_memory_bandwidth
-from telemetry.gpu.sampler import GpuSampler
+from fleetwatch.telemetry.gpu.peak import PeakRates, declared_peak, measure_memory_bandwidth
+from fleetwatch.telemetry.gpu.sampler import GpuSampler
 
 __all__ = [
     "CLOCK_EVENT_REASONS",

@@ -143,7 +143,7 @@ class _Device:
 class NvmlReader:
     """Opens NVML, reads snapshots, closes. Not thread-safe: one sampler thread owns it.
 
-    >>> from telemetry.gpu.recorded import RecordedNvml
+    >>> from fleetwatch.telemetry.gpu.recorded import RecordedNvml
     >>> r = NvmlReader(RecordedNvml())
     >>> r.open(); snap = r.read(); r.close()
     >>> snap.available, snap.devices[0].name

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telemetry.gpu.specs import find_gpu
+from fleetwatch.telemetry.gpu.specs import find_gpu
 
 __all__ = ["PeakRates", "declared_peak", "measure_memory_bandwidth"]
 
@@ -26,7 +26,7 @@ class PeakRates:
 
 
 def declared_peak(device_name: str) -> PeakRates | None:
-    """The datasheet peak (``telemetry.gpu.specs``) for an NVML device name, or None for an
+    """The datasheet peak (``fleetwatch.telemetry.gpu.specs``) for an NVML device name, or None for an
     unknown device."""
     spec = find_gpu(device_name)
     if spec is None:

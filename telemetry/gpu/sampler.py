@@ -21,14 +21,14 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from telemetry.gpu.nvml import (
+from fleetwatch.telemetry.gpu.nvml import (
     CLOCK_EVENT_REASONS,
     DeviceReading,
     GpuSnapshot,
     GpuUnavailable,
     NvmlReader,
 )
-from telemetry.profiles import FLEETWATCH, Profile, Signal
+from fleetwatch.telemetry.profiles import FLEETWATCH, Profile, Signal
 
 __all__ = ["GpuSampler"]
 
@@ -59,7 +59,7 @@ class GpuSampler(Collector):
     ``clock() -> seconds`` (monotonic) times the retries of a failed NVML init, which wait
     ``retry_initial_s`` and then twice as long after each failure, at most ``retry_max_s``.
 
-    >>> from telemetry.gpu.recorded import RecordedNvml
+    >>> from fleetwatch.telemetry.gpu.recorded import RecordedNvml
     >>> s = GpuSampler(nvml=RecordedNvml())
     >>> s.sample_once().available
     True

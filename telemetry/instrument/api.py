@@ -13,16 +13,16 @@ from opentelemetry.trace import TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
 
-from telemetry.deadline import Deadline, run_bounded
-from telemetry.instrument.observer import TelemetryObserver
-from telemetry.metrics.drops import DropCounter
-from telemetry.metrics.serving import ServingMetrics
-from telemetry.records import RequestRecord, Status
-from telemetry.request_state import RequestState, record_gaps
-from telemetry.sink.records import RecordSink
-from telemetry.spans.builder import SpanBuilder
-from telemetry.spans.provider import tracer_provider as provider_from_env
-from telemetry.worker import BoundedWorker
+from fleetwatch.telemetry.deadline import Deadline, run_bounded
+from fleetwatch.telemetry.instrument.observer import TelemetryObserver
+from fleetwatch.telemetry.metrics.drops import DropCounter
+from fleetwatch.telemetry.metrics.serving import ServingMetrics
+from fleetwatch.telemetry.records import RequestRecord, Status
+from fleetwatch.telemetry.request_state import RequestState, record_gaps
+from fleetwatch.telemetry.sink.records import RecordSink
+from fleetwatch.telemetry.spans.builder import SpanBuilder
+from fleetwatch.telemetry.spans.provider import tracer_provider as provider_from_env
+from fleetwatch.telemetry.worker import BoundedWorker
 
 __all__ = ["Instrumentation", "instrument"]
 
@@ -226,7 +226,7 @@ def instrument(
     """Attach one observer to ``engine`` that feeds spans, metrics and records.
 
     Engine-neutral: ``engine`` needs only ``attach(observer) -> detach`` (the protocol in
-    ``telemetry.hooks``); ``replica``/``model`` default to ``engine.replica`` and
+    ``fleetwatch.telemetry.hooks``); ``replica``/``model`` default to ``engine.replica`` and
     ``engine.model_name``, ``clock`` to ``engine.clock`` or ``time.monotonic`` (it must be the
     clock the engine stamps events with: span times are engine time + (wall - engine) offset).
 
@@ -239,7 +239,7 @@ def instrument(
       ``tenant_label`` adds a capped ``tenant`` label.
     - Records: every finished request to ``record_sink`` in wall-clock seconds
       (``record_times="engine"`` keeps engine-clock seconds).
-    - ``gpu``: a GPU sampler (``telemetry.gpu.GpuSampler``) registered and started alongside.
+    - ``gpu``: a GPU sampler (``fleetwatch.telemetry.gpu.GpuSampler``) registered and started alongside.
 
     Spans and records are built on a background thread from a bounded queue (``max_queue``):
     the step loop never waits, and what does not fit is counted in

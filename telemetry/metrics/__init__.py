@@ -4,10 +4,10 @@ The hot path appends floats to lists and adds to plain numbers; ``ServingMetrics
 them into Prometheus metric families when scraped. See ``serving.py`` for every exported name.
 """
 
-from telemetry.metrics.drops import DropCounter
-from telemetry.metrics.histogram import BatchedHistogram
-from telemetry.metrics.labels import OTHER, LabelCap
-from telemetry.metrics.serving import SeriesKey, ServingMetrics
+from fleetwatch.telemetry.metrics.drops import DropCounter
+from fleetwatch.telemetry.metrics.histogram import BatchedHistogram
+from fleetwatch.telemetry.metrics.labels import OTHER, LabelCap
+from fleetwatch.telemetry.metrics.serving import SeriesKey, ServingMetrics
 
 __all__ = [
     "OTHER",

@@ -2,7 +2,7 @@
 
 The step-loop thread writes plain numbers (``Series`` fields, ``BatchedHistogram.pending``);
 ``collect`` builds metric families at scrape time. Names, kinds and buckets come from the
-``fleetwatch`` profile in ``telemetry.profiles``, so PromQL written from the profile matches.
+``fleetwatch`` profile in ``fleetwatch.telemetry.profiles``, so PromQL written from the profile matches.
 
 Labels: ``model``, ``replica``, ``traffic_class`` (capped) and, only when enabled, ``tenant``
 (capped). Engine-level series (step histograms, gauges) carry ``model`` and ``replica`` only.
@@ -22,12 +22,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from telemetry.hooks import StepStats
-from telemetry.metrics.drops import DropCounter
-from telemetry.metrics.histogram import BatchedHistogram
-from telemetry.metrics.labels import LabelCap
-from telemetry.metrics.steps import StepMetrics
-from telemetry.profiles import FLEETWATCH, Profile, Signal
+from fleetwatch.telemetry.hooks import StepStats
+from fleetwatch.telemetry.metrics.drops import DropCounter
+from fleetwatch.telemetry.metrics.histogram import BatchedHistogram
+from fleetwatch.telemetry.metrics.labels import LabelCap
+from fleetwatch.telemetry.metrics.steps import StepMetrics
+from fleetwatch.telemetry.profiles import FLEETWATCH, Profile, Signal
 
 __all__ = ["DROP_STAGES", "REQUEST_HISTOGRAMS", "Series", "SeriesKey", "ServingMetrics"]
 
@@ -126,7 +126,7 @@ class ServingMetrics(Collector):
     """Collector for request, step, utilisation and self-monitoring metrics of one engine.
 
     ``peak_bandwidth_bytes_per_s`` / ``peak_flops_per_s`` (declared, or measured with
-    ``telemetry.gpu.peak``) turn achieved bandwidth and FLOP/s into MBU and MFU; without them those
+    ``fleetwatch.telemetry.gpu.peak``) turn achieved bandwidth and FLOP/s into MBU and MFU; without them those
     two ratios are not exported at all. Achieved rates are over the last ``window_steps`` steps.
     ``goodput``: whether a goodput target is configured; without one the goodput counter is not
     exported at all (a counter stuck at 0 would read as "no request met the target").

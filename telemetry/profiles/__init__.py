@@ -16,11 +16,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from telemetry.profiles.fleetwatch import FLEETWATCH
-from telemetry.profiles.sglang import SGLANG
-from telemetry.profiles.tgi import TGI
-from telemetry.profiles.types import MetricRef, OutcomeCounter, Profile, ProfileError, Signal
-from telemetry.profiles.vllm import VLLM
+from fleetwatch.telemetry.profiles.fleetwatch import FLEETWATCH
+from fleetwatch.telemetry.profiles.sglang import SGLANG
+from fleetwatch.telemetry.profiles.tgi import TGI
+from fleetwatch.telemetry.profiles.types import (
+    MetricRef,
+    OutcomeCounter,
+    Profile,
+    ProfileError,
+    Signal,
+)
+from fleetwatch.telemetry.profiles.vllm import VLLM
 
 __all__ = [
     "FLEETWATCH",

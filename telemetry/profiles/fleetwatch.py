@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from telemetry.profiles.buckets import (
+from fleetwatch.telemetry.profiles.buckets import (
     FLEETWATCH_E2E_BUCKETS,
     FLEETWATCH_MODEL_LOAD_BUCKETS,
     FLEETWATCH_PHASE_BUCKETS,
@@ -17,10 +17,10 @@ from telemetry.profiles.buckets import (
     FLEETWATCH_TPOT_BUCKETS,
     FLEETWATCH_TTFT_BUCKETS,
 )
-from telemetry.profiles.types import MetricRef, OutcomeCounter, Profile, Signal
-from telemetry.profiles.types import counter as _c
-from telemetry.profiles.types import gauge as _g
-from telemetry.profiles.types import histogram as _h
+from fleetwatch.telemetry.profiles.types import MetricRef, OutcomeCounter, Profile, Signal
+from fleetwatch.telemetry.profiles.types import counter as _c
+from fleetwatch.telemetry.profiles.types import gauge as _g
+from fleetwatch.telemetry.profiles.types import histogram as _h
 
 __all__ = ["FLEETWATCH", "FLEETWATCH_REQUESTS"]
 
@@ -50,7 +50,7 @@ _GPU_SIGNALS: Final[Mapping[Signal, MetricRef]] = {
     Signal.GPU_SAMPLE_ERRORS: _c("fleetwatch_gpu_sample_errors_total"),
 }
 
-# Cold starts (``telemetry.startup``) and the several-model cache of ``engine serve --model``.
+# Cold starts (``fleetwatch.telemetry.startup``) and the several-model cache of ``engine serve --model``.
 _STARTUP_SIGNALS: Final[Mapping[Signal, MetricRef]] = {
     Signal.ENGINE_STARTUP: _g("fleetwatch_engine_startup_seconds", "seconds"),
     Signal.ENGINE_READY: _g("fleetwatch_engine_ready"),

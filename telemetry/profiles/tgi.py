@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from telemetry.profiles.buckets import TGI_DURATION_BUCKETS
-from telemetry.profiles.types import OutcomeCounter, Profile, Signal
-from telemetry.profiles.types import counter as _c
-from telemetry.profiles.types import gauge as _g
-from telemetry.profiles.types import histogram as _h
+from fleetwatch.telemetry.profiles.buckets import TGI_DURATION_BUCKETS
+from fleetwatch.telemetry.profiles.types import OutcomeCounter, Profile, Signal
+from fleetwatch.telemetry.profiles.types import counter as _c
+from fleetwatch.telemetry.profiles.types import gauge as _g
+from fleetwatch.telemetry.profiles.types import histogram as _h
 
 __all__ = ["TGI"]
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from telemetry.profiles.buckets import (
+from fleetwatch.telemetry.profiles.buckets import (
     FLEETWATCH_STEP_TOKEN_BUCKETS,
     VLLM_PHASE_BUCKETS,
     VLLM_TPOT_BUCKETS,
     VLLM_TTFT_BUCKETS,
 )
-from telemetry.profiles.types import OutcomeCounter, Profile, Signal
-from telemetry.profiles.types import counter as _c
-from telemetry.profiles.types import gauge as _g
-from telemetry.profiles.types import histogram as _h
+from fleetwatch.telemetry.profiles.types import OutcomeCounter, Profile, Signal
+from fleetwatch.telemetry.profiles.types import counter as _c
+from fleetwatch.telemetry.profiles.types import gauge as _g
+from fleetwatch.telemetry.profiles.types import histogram as _h
 
 __all__ = ["VLLM"]
 

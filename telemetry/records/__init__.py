@@ -1,27 +1,23 @@
-"""The request record: one finished request, shared by every analysis in fleetwatch."""
+"""The request record: one finished request, shared by every analysis in fleetwatch.
 
-from telemetry.records.io import (
-    STATUS_DTYPE,
-    add_derived,
-    from_frame,
-    read_records,
-    to_frame,
-    validate_frame,
-    write_records,
+This is the serving side: the record, its checks and its writer, with no pandas. Reading records
+back, as DataFrames, is the analysis side's job (``fleetwatch.records``).
+"""
+
+from fleetwatch.telemetry.records.schema import (
+    DERIVED_COLUMNS,
+    FIELDS,
+    RecordError,
+    RequestRecord,
+    Status,
 )
-from telemetry.records.schema import DERIVED_COLUMNS, FIELDS, RecordError, RequestRecord, Status
+from fleetwatch.telemetry.records.write import write_records
 
 __all__ = [
     "DERIVED_COLUMNS",
     "FIELDS",
-    "STATUS_DTYPE",
     "RecordError",
     "RequestRecord",
     "Status",
-    "add_derived",
-    "from_frame",
-    "read_records",
-    "to_frame",
-    "validate_frame",
     "write_records",
 ]

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from telemetry.brief import brief
+from fleetwatch.telemetry.brief import brief
 
 __all__ = [
     "DEFAULTS",

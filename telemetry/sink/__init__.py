@@ -1,6 +1,6 @@
 """Where finished requests' records go: memory (tests, in-process analysis) or rotating files."""
 
-from telemetry.sink.records import (
+from fleetwatch.telemetry.sink.records import (
     MemoryRecordSink,
     RecordSink,
     RecordSinkError,

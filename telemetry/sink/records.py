@@ -1,7 +1,7 @@
 """Record sinks: receive ``RequestRecord`` batches from the telemetry worker thread.
 
 ``RotatingRecordSink`` writes files of at most ``max_records`` records each, every file written
-whole through ``telemetry.records.write_records`` (temporary file, fsync, rename, fsync of the
+whole through ``fleetwatch.telemetry.records.write_records`` (temporary file, fsync, rename, fsync of the
 directory: a reader never sees half a file, and a renamed file survives a power cut). A partly
 filled file is sealed on ``flush``/``close`` and when its oldest record is older than
 ``max_age_s`` (2 s by default), so records reach disk while traffic flows.
@@ -18,6 +18,7 @@ sink opens the directory (``orphans_removed`` counts them); one directory, one w
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import threading
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from telemetry.records import RecordError, RequestRecord, write_records
+from fleetwatch.telemetry.records import RecordError, RequestRecord, write_records
 
 __all__ = ["MemoryRecordSink", "RecordSink", "RecordSinkError", "RotatingRecordSink"]
 
@@ -90,6 +91,10 @@ class RotatingRecordSink:
     ) -> None:
         if fmt not in ("jsonl", "parquet"):
             raise RecordError(f"record format must be jsonl or parquet, got {fmt!r}")
+        if fmt == "parquet" and importlib.util.find_spec("pyarrow") is None:
+            raise RecordError(
+                "record format parquet needs pyarrow: pip install 'fleetwatch-telemetry[parquet]'"
+            )
         if max_records < 1:
             raise RecordError(f"max_records must be >= 1, got {max_records}")
         if not max_age_s > 0:

@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from telemetry.request_state import RequestState
+from fleetwatch.telemetry.request_state import RequestState
 
 __all__ = ["ERROR_STATUSES", "SpanBuilder"]
 

@@ -17,9 +17,9 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from telemetry.deadline import Deadline, run_bounded
-from telemetry.metrics.drops import DropCounter
-from telemetry.worker import BoundedWorker
+from fleetwatch.telemetry.deadline import Deadline, run_bounded
+from fleetwatch.telemetry.metrics.drops import DropCounter
+from fleetwatch.telemetry.worker import BoundedWorker
 
 __all__ = ["BoundedSpanProcessor"]
 

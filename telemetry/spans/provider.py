@@ -25,9 +25,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.util.re import parse_env_headers
 
-from telemetry.metrics.drops import DropCounter
-from telemetry.spans.jsonl import JsonLinesSpanExporter
-from telemetry.spans.processor import BoundedSpanProcessor
+from fleetwatch.telemetry.metrics.drops import DropCounter
+from fleetwatch.telemetry.spans.jsonl import JsonLinesSpanExporter
+from fleetwatch.telemetry.spans.processor import BoundedSpanProcessor
 
 __all__ = ["otlp_configured", "otlp_export_interval_s", "tracer_provider"]
 

@@ -4,7 +4,7 @@ Engine-neutral: phases are (name, start, end) on a clock whose epoch offset the 
 any engine (the reference one, an adapter timing vLLM's load) can report its cold start.
 """
 
-from telemetry.startup.metrics import STARTUP_SECONDS, StartupMetrics
-from telemetry.startup.spans import emit_startup_span
+from fleetwatch.telemetry.startup.metrics import STARTUP_SECONDS, StartupMetrics
+from fleetwatch.telemetry.startup.spans import emit_startup_span
 
 __all__ = ["STARTUP_SECONDS", "StartupMetrics", "emit_startup_span"]

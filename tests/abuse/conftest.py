@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(ABUSE_TIMEOUT_S))
 
 
-LAUNCH = "import typer; from engine_probe.serve.cli import serve; typer.run(serve)"
+LAUNCH = "import typer; from fleetwatch.engine_probe.serve.cli import serve; typer.run(serve)"
 
 
 def wait_until(cond: Any, timeout_s: float, what: str, poll_s: float = 0.01) -> None:
@@ -240,7 +240,7 @@ def raw_request(port: int, data: bytes, timeout_s: float = 10.0) -> bytes:
 
 def small_engine(**engine_options: Any) -> Any:
     """A tiny reference engine on the CPU (random weights)."""
-    from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+    from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
 
     model = ModelConfig(
         num_layers=2,

@@ -20,9 +20,9 @@ def main() -> None:
     import torch  # noqa: F401
     import typer
 
-    import engine_probe.serve.lifecycle  # noqa: F401
-    import telemetry.instrument  # noqa: F401
-    from engine_probe.serve.cli import serve
+    import fleetwatch.engine_probe.serve.lifecycle
+    import fleetwatch.telemetry.instrument  # noqa: F401
+    from fleetwatch.engine_probe.serve.cli import serve
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # reap children without waiting
     print("ready", flush=True)

@@ -24,11 +24,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from slo.errors import SLOSpecError
-from slo.load import MAX_ALIASES, load_spec
-from slo.parse import parse_spec
-from telemetry.metrics import LabelCap
-from telemetry.records import RecordError, read_records
+from fleetwatch.records import RecordError, read_records
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.load import MAX_ALIASES, load_spec
+from fleetwatch.slo.parse import parse_spec
+from fleetwatch.telemetry.metrics import LabelCap
 
 ROOT = Path(__file__).resolve().parents[2]
 TIME_BOUND_S = 1.0
@@ -38,7 +38,7 @@ MEMORY_BOUND_BYTES = 100 << 20
 _MEASURE = """
 import json, resource, sys, time, io, contextlib, tracemalloc
 from fleetwatch.cli import main
-import pandas, numpy, yaml, slo.report, slo.load, telemetry.records.io
+import pandas, numpy, yaml, fleetwatch.slo.report, fleetwatch.slo.load, fleetwatch.records.io
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 err = io.StringIO()
 t0, c0 = time.perf_counter(), time.process_time()
@@ -188,7 +188,7 @@ def test_records_spanning_two_clocks_are_refused_before_any_array_is_sized(tmp_p
 def test_label_values_are_cut_and_counted() -> None:
     from prometheus_client import CollectorRegistry
 
-    from telemetry.metrics.serving import ServingMetrics
+    from fleetwatch.telemetry.metrics.serving import ServingMetrics
 
     metrics = ServingMetrics("m", "r0", tenant_label=True)
     registry = CollectorRegistry()

@@ -24,17 +24,17 @@ from typing import Any
 
 import pytest
 
-from engine_probe.serve.config import ServerConfig
-from engine_probe.serve.idempotency import IdempotencyKeys
-from engine_probe.serve.inflight import InFlight, Piece
-from engine_probe.serve.limits import (
+from fleetwatch.engine_probe.serve.config import ServerConfig
+from fleetwatch.engine_probe.serve.idempotency import IdempotencyKeys
+from fleetwatch.engine_probe.serve.inflight import InFlight, Piece
+from fleetwatch.engine_probe.serve.limits import (
     HEAD_TIMEOUT,
     REFUSED,
     ConnectionGuard,
     ConnectionLimits,
     GuardedProtocol,
 )
-from engine_probe.serve.quiet_log import AcceptErrors
+from fleetwatch.engine_probe.serve.quiet_log import AcceptErrors
 
 SLOW_CONNECTIONS = int(os.environ.get("FLEETWATCH_SLOW_CONNECTIONS", "20000"))
 PER_PROCESS = 10_000
@@ -202,7 +202,7 @@ def test_slow_connections_do_not_delay_health_and_the_log_stays_small(
 
 
 def _serve(config: ServerConfig, tools: Any, client: Any) -> Any:
-    from engine_probe.serve import start_server
+    from fleetwatch.engine_probe.serve import start_server
 
     async def go() -> Any:
         async with await start_server(tools.small_engine(), config=config) as h:
@@ -326,8 +326,8 @@ def test_serve_rejects_a_non_positive_limit_naming_its_flag(flag: str) -> None:
     import typer
     from typer.testing import CliRunner
 
-    from engine_probe.engine import EngineConfigError
-    from engine_probe.serve.cli import serve
+    from fleetwatch.engine_probe.engine import EngineConfigError
+    from fleetwatch.engine_probe.serve.cli import serve
 
     app = typer.Typer()
     app.command("serve")(serve)

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from telemetry.instrument import instrument
+from fleetwatch.telemetry.instrument import instrument
 
 GAUGES = (
     "fleetwatch_num_requests_running",
@@ -85,7 +85,7 @@ async def _storm(url: str, rng: random.Random, session: aiohttp.ClientSession) -
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_metrics_agree_with_health_after_an_abort_storm(seed: int, tools: Any) -> None:
-    from engine_probe.serve import start_server
+    from fleetwatch.engine_probe.serve import start_server
 
     rng = random.Random(seed)
 

@@ -11,8 +11,8 @@ import socket
 import time
 from typing import Any
 
-from engine_probe.serve.config import ServerConfig
-from engine_probe.serve.limits import (
+from fleetwatch.engine_probe.serve.config import ServerConfig
+from fleetwatch.engine_probe.serve.limits import (
     HEAD_TIMEOUT,
     ConnectionGuard,
     ConnectionLimits,
@@ -124,7 +124,7 @@ def test_at_the_cap_a_connection_trickling_its_second_head_is_replaced() -> None
 
 
 def _serve(config: ServerConfig, tools: Any, client: Any) -> Any:
-    from engine_probe.serve import start_server
+    from fleetwatch.engine_probe.serve import start_server
 
     async def go() -> Any:
         async with await start_server(tools.small_engine(), config=config) as h:

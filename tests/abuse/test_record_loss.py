@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
-from telemetry.records import read_records
-from telemetry.sink import RotatingRecordSink
+from fleetwatch.records import read_records
+from fleetwatch.telemetry.sink import RotatingRecordSink
 
 RUNS = int(os.environ.get("FLEETWATCH_SIGKILL_RUNS", "10"))
 SECONDS = float(os.environ.get("FLEETWATCH_SIGKILL_SECONDS", "1"))
@@ -142,7 +142,7 @@ def test_sigkill_loses_only_records_within_the_documented_bound(
 
 
 def _rec(i: int) -> Any:
-    from telemetry.records import RequestRecord
+    from fleetwatch.telemetry.records import RequestRecord
 
     return RequestRecord(
         request_id=f"r{i}", replica="a", model="m", arrival_s=float(i), finished_s=i + 1.0
@@ -181,7 +181,7 @@ def test_the_rename_is_made_durable_with_a_directory_fsync(
 ) -> None:
     import stat
 
-    import telemetry.atomic as atomic
+    import fleetwatch.telemetry.atomic as atomic
 
     synced: list[str] = []
     real_fsync = os.fsync
@@ -209,8 +209,8 @@ def test_serve_rejects_bad_record_sink_limits_naming_the_flag(flag: str, value: 
     import typer
     from typer.testing import CliRunner
 
-    from engine_probe.engine import EngineConfigError
-    from engine_probe.serve.cli import serve
+    from fleetwatch.engine_probe.engine import EngineConfigError
+    from fleetwatch.engine_probe.serve.cli import serve
 
     app = typer.Typer()
     app.command("serve")(serve)

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from telemetry.instrument import instrument
-from telemetry.records import read_records
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.records import read_records
+from fleetwatch.telemetry.instrument import instrument
+from fleetwatch.telemetry.sink import MemoryRecordSink
 
 EXIT_BOUND_S = 10.0
 

@@ -8,11 +8,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashboards.alerts import ALERT_PAGES, alert_rules, alert_tests, render_yaml, rules_document
-from dashboards.names import allowed_names
-from dashboards.promql import metric_names
 from fleetwatch.cli import main
-from telemetry.profiles import get_profile
+from fleetwatch.dashboards.alerts import (
+    ALERT_PAGES,
+    alert_rules,
+    alert_tests,
+    render_yaml,
+    rules_document,
+)
+from fleetwatch.dashboards.names import allowed_names
+from fleetwatch.dashboards.promql import metric_names
+from fleetwatch.telemetry.profiles import get_profile
 
 PROFILES = ("fleetwatch", "vllm", "sglang")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboards.build import DASHBOARD_PROFILES, drifted, file_name, render_all
-from dashboards.views import VIEWS
 from fleetwatch.cli import main
+from fleetwatch.dashboards.build import DASHBOARD_PROFILES, drifted, file_name, render_all
+from fleetwatch.dashboards.views import VIEWS
 
 COMMITTED = Path(__file__).resolve().parents[2] / "dashboards" / "json"
 

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 from jsonschema.exceptions import best_match
 
-from dashboards.build import render_all
+from fleetwatch.dashboards.build import render_all
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "schema"
 

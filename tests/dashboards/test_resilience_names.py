@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
-from dashboards.names import (
+from fleetwatch.dashboards.names import (
     BATCHER_LABEL,
     BREAKER_LABEL,
     BREAKER_OPEN_STATES,
@@ -20,11 +20,11 @@ from dashboards.names import (
     RETRY_POLICY_LABEL,
     Resilience,
 )
-from dashboards.views.resilience import breaker_state_code
-from resilience.batcher.metrics import BatcherMetrics
-from resilience.breaker.metrics import BreakerMetrics
-from resilience.breaker.state import State
-from resilience.retry.metrics import RetryMetrics
+from fleetwatch.dashboards.views.resilience import breaker_state_code
+from fleetwatch.resilience.batcher.metrics import BatcherMetrics
+from fleetwatch.resilience.breaker.metrics import BreakerMetrics
+from fleetwatch.resilience.breaker.state import State
+from fleetwatch.resilience.retry.metrics import RetryMetrics
 
 
 def _exported() -> dict[str, set[str]]:

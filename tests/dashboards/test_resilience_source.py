@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashboards.alerts import alert_rules, rules_document
-from dashboards.build import build_dashboard, render_all
-from dashboards.errors import DashboardError
-from dashboards.names import RESILIENCE, allowed_names
-from dashboards.promql import metric_names
-from dashboards.views import views_for
 from fleetwatch.cli import main
-from telemetry.profiles import get_profile
+from fleetwatch.dashboards.alerts import alert_rules, rules_document
+from fleetwatch.dashboards.build import build_dashboard, render_all
+from fleetwatch.dashboards.errors import DashboardError
+from fleetwatch.dashboards.names import RESILIENCE, allowed_names
+from fleetwatch.dashboards.promql import metric_names
+from fleetwatch.dashboards.views import views_for
+from fleetwatch.telemetry.profiles import get_profile
 
 RESILIENCE_ALERTS = {"FleetwatchBreakerOpen", "FleetwatchRetryBudgetExhausted"}
 LIBRARY = "fleetwatch's resilience library"

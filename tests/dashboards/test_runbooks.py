@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from dashboards.alerts import ALERT_PAGES, rules_document
-from dashboards.names import unknown_names
-from dashboards.promql import metric_names
-from telemetry.profiles import get_profile
+from fleetwatch.dashboards.alerts import ALERT_PAGES, rules_document
+from fleetwatch.dashboards.names import unknown_names
+from fleetwatch.dashboards.promql import metric_names
+from fleetwatch.telemetry.profiles import get_profile
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 SECTIONS = (
@@ -76,15 +76,15 @@ def _operational_rules() -> Iterator[dict[str, Any]]:
 
 
 def _slo_rules() -> Iterator[dict[str, Any]]:
-    from slo.load import load_spec
-    from slo.rules import generate_rules, render_rules
+    from fleetwatch.slo.load import load_spec
+    from fleetwatch.slo.rules import generate_rules, render_rules
 
     spec = load_spec(SLO_SPEC)
     yield yaml.safe_load(render_rules(generate_rules(spec, get_profile("fleetwatch"))))
 
 
 def _outlier_rules() -> Iterator[dict[str, Any]]:
-    from fleet.outliers.rules import outlier_rules
+    from fleetwatch.fleet.outliers.rules import outlier_rules
 
     yield outlier_rules(get_profile("fleetwatch"))
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import yaml
 
-from dashboards.build import render_all
-from slo.load import read_spec
-from slo.rules import generate_rules
-from telemetry.profiles import get_profile
+from fleetwatch.dashboards.build import render_all
+from fleetwatch.slo.load import read_spec
+from fleetwatch.slo.rules import generate_rules
+from fleetwatch.telemetry.profiles import get_profile
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "slo" / "examples"
 

@@ -8,7 +8,7 @@ from fleetwatch.demo.analysis import analyse, verdicts
 from fleetwatch.demo.scenario import DemoConfig, roles
 from fleetwatch.demo.spec import SPEC_PATH
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
-from slo.load import read_spec
+from fleetwatch.slo.load import read_spec
 
 
 @pytest.fixture(scope="module")

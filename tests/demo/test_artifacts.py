@@ -10,7 +10,7 @@ import yaml
 
 from fleetwatch.demo.artifacts import write_dashboards, write_rules
 from fleetwatch.demo.spec import SPEC_PATH
-from slo.load import read_spec
+from fleetwatch.slo.load import read_spec
 
 
 def test_demo_spec_scales_the_page_windows_to_seconds() -> None:

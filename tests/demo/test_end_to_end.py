@@ -159,7 +159,7 @@ def test_summary_lines_say_what_was_found(demo_run: tuple[DemoResult, Seen]) -> 
 
 
 def test_records_parquet_is_readable_and_complete(demo_run: tuple[DemoResult, Seen]) -> None:
-    from telemetry.records import read_records
+    from fleetwatch.records import read_records
 
     result, _ = demo_run
     frame = read_records(result.out / "records.parquet")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine_probe.probe.errors import ProbeError
 from fleetwatch.cli import main
 from fleetwatch.demo.scenario import DemoConfig, roles, traffic_plan
+from fleetwatch.engine_probe.probe.errors import ProbeError
 
 
 def test_one_slowed_and_one_long_prompt_replica() -> None:

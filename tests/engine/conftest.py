@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
 
 TINY = ModelConfig(
     vocab_size=512,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine_probe.engine import FaultConfig
-from engine_probe.engine.event_log import EventLog
+from fleetwatch.engine_probe.engine import FaultConfig
+from fleetwatch.engine_probe.engine.event_log import EventLog
 
 
 def test_abort_of_running_request_frees_its_blocks_at_once(make_engine) -> None:

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from engine_probe.engine import AsyncEngine, EngineConfigError
-from engine_probe.engine.event_log import EventLog
+from fleetwatch.engine_probe.engine import AsyncEngine, EngineConfigError
+from fleetwatch.engine_probe.engine.event_log import EventLog
 
 
 class ThreadCheck(EventLog):

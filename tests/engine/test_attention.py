@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from engine_probe.engine.attention import (
+from fleetwatch.engine_probe.engine.attention import (
     contiguous_attention,
     paged_decode_attention,
     paged_prefill_attention,

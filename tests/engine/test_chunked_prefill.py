@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine_probe.engine.event_log import EventLog
+from fleetwatch.engine_probe.engine.event_log import EventLog
 
 
 def test_chunked_prefill_yields_the_same_tokens_as_whole_prompt_prefill(

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine_probe.engine import (
+from fleetwatch.engine_probe.engine import (
     EngineConfig,
     EngineConfigError,
     FaultConfig,

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
 
 MICRO = ModelConfig(
     vocab_size=64,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 import re
 
-from engine_probe.engine.event_log import EventLog
-from telemetry.hooks import EngineObserver
+from fleetwatch.engine_probe.engine.event_log import EventLog
+from fleetwatch.telemetry.hooks import EngineObserver
 
 ORDER = re.compile(
     r"^request_arrived request_scheduled( prefill_chunk)*"

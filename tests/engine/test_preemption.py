@@ -3,7 +3,7 @@ exactly the tokens of an uninterrupted greedy run."""
 
 from __future__ import annotations
 
-from engine_probe.engine.event_log import EventLog
+from fleetwatch.engine_probe.engine.event_log import EventLog
 
 
 def test_tight_cache_completes_all_200_requests_with_uninterrupted_tokens(
@@ -52,7 +52,7 @@ def test_resume_keeps_generated_tokens_and_restart_discards_them(make_engine, ma
 
 
 def test_seeded_sampling_survives_preemption(make_engine, make_prompts) -> None:
-    from engine_probe.engine import SamplingParams
+    from fleetwatch.engine_probe.engine import SamplingParams
 
     prompts = make_prompts(30, 6, 14, seed=4)
     sp = SamplingParams(temperature=0.8, top_p=0.9, seed=1234)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from engine_probe.engine.event_log import EventLog
+from fleetwatch.engine_probe.engine.event_log import EventLog
 
 
 def _shared_prefix_prompts(n: int, prefix_len: int, seed: int) -> list[list[int]]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
-from engine_probe.engine.preflight import (
+from fleetwatch.engine_probe.engine import EngineConfig, EngineConfigError, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.engine.preflight import (
     HEADROOM,
     available_memory,
     check_fits_memory,

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-import engine_probe.engine.llm_engine as llm_engine_module
-from engine_probe.engine import LLMEngine, SamplingParams
-from engine_probe.engine.event_log import EventLog
-from engine_probe.engine.request import Request
+import fleetwatch.engine_probe.engine.llm_engine as llm_engine_module
+from fleetwatch.engine_probe.engine import LLMEngine, SamplingParams
+from fleetwatch.engine_probe.engine.event_log import EventLog
+from fleetwatch.engine_probe.engine.request import Request
 
 SP = SamplingParams(temperature=0.9, top_p=0.95, seed=77)
 

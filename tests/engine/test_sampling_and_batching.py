@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine_probe.engine import SamplingParams
-from engine_probe.engine.event_log import EventLog
+from fleetwatch.engine_probe.engine import SamplingParams
+from fleetwatch.engine_probe.engine.event_log import EventLog
 
 
 def test_eos_stops_with_reason_stop(make_engine) -> None:

@@ -9,7 +9,8 @@ import subprocess
 import pytest
 import yaml
 
-from fleet.capacity.manifests import (
+from fleetwatch.cli import main
+from fleetwatch.fleet.capacity.manifests import (
     QUEUE_SUM,
     ScaleTarget,
     capacity_rules,
@@ -18,10 +19,9 @@ from fleet.capacity.manifests import (
     keda_manifest,
     render_yaml,
 )
-from fleet.capacity.plan import CurvePoint, PlanInputs, curve_from_probe, plan_capacity
-from fleet.errors import AnalysisError
-from fleetwatch.cli import main
-from telemetry.profiles import PROFILES, get_profile
+from fleetwatch.fleet.capacity.plan import CurvePoint, PlanInputs, curve_from_probe, plan_capacity
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.telemetry.profiles import PROFILES, get_profile
 
 
 def _dist(x: float) -> dict[str, float]:

@@ -7,9 +7,14 @@ import json
 
 import pytest
 
-from fleet.capacity.simulate import ScaleConfig, Scaler, simulate_scaler, simulate_scaling
-from fleet.errors import AnalysisError
 from fleetwatch.cli import main
+from fleetwatch.fleet.capacity.simulate import (
+    ScaleConfig,
+    Scaler,
+    simulate_scaler,
+    simulate_scaling,
+)
+from fleetwatch.fleet.errors import AnalysisError
 
 
 @pytest.fixture(scope="module")

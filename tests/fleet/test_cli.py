@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from fleetwatch.cli import main
+from fleetwatch.records import write_records
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
-from telemetry.records import write_records
 
 
 @pytest.fixture(scope="module")

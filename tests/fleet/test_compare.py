@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleet.compare import bootstrap_quantiles, compare_runs
-from fleet.errors import AnalysisError
+from fleetwatch.fleet.compare import bootstrap_quantiles, compare_runs
+from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
 

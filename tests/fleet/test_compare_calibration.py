@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from fleet.compare import compare_runs, holm, quantile_test
-from fleet.compare.quantile_test import quantile_counts
+from fleetwatch.fleet.compare import compare_runs, holm, quantile_test
+from fleetwatch.fleet.compare.quantile_test import quantile_counts
 from fleetwatch.scenarios.compare_runs import compare_pair, run_records
 
 # --- the procedure end to end, on realistic runs (2,000–4,000 requests each) ---------------------

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fleet.outliers import (
+from fleetwatch.fleet.outliers import (
     Cause,
     DetectorConfig,
     FleetTable,
@@ -273,7 +273,7 @@ def test_a_slow_replica_with_wide_bimodal_latencies_is_not_shielded_by_its_own_s
     # 1-3x the fleet's TPOT, 40 % at 7-15x), so its own standard error is wide. It must not hide
     # behind that width: the fleet test uses the fleet's spread, and the replica's own sampling
     # error only has to exclude the fleet median.
-    from telemetry.records import add_derived
+    from fleetwatch.records import add_derived
 
     df = synthetic_fleet(4, 90, seed=7).copy()
     rows = (df["replica"] == "replica-1").to_numpy()

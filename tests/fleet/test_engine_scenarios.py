@@ -12,10 +12,10 @@ import random
 import pandas as pd
 import pytest
 
-from fleet.outliers import Cause, DetectorConfig, Side, detect, table_from_records
-from fleet.tail import attribute_tail
+from fleetwatch.fleet.outliers import Cause, DetectorConfig, Side, detect, table_from_records
+from fleetwatch.fleet.tail import attribute_tail
+from fleetwatch.records import RequestRecord, to_frame
 from fleetwatch.scenarios.engine_runs import ReplicaPlan, run_replica
-from telemetry.records import RequestRecord, to_frame
 
 pytest.importorskip("torch")
 

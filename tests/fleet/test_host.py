@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fleet.outliers import Cause, DetectorConfig, FleetTable, Side, detect, table_from_records
+from fleetwatch.fleet.outliers import (
+    Cause,
+    DetectorConfig,
+    FleetTable,
+    Side,
+    detect,
+    table_from_records,
+)
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
 HOSTS = ["h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3", "h4", "h4"]

@@ -8,7 +8,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from fleet.outliers import (
+from fleetwatch.fleet.outliers import (
     Cause,
     DetectorConfig,
     FleetTable,

@@ -10,8 +10,8 @@ import pickle
 import numpy as np
 import pandas as pd
 
-from fleet.outliers import DetectorConfig, FleetTable, detect
-from fleet.outliers.judge import judge
+from fleetwatch.fleet.outliers import DetectorConfig, FleetTable, detect
+from fleetwatch.fleet.outliers.judge import judge
 
 
 def _fleet(n: int = 60, seed: int = 0) -> FleetTable:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import telemetry.records
-from fleet.errors import AnalysisError
-from fleet.rowcap import BYTES_PER_ROW, check_rows, count_rows
+import fleetwatch.records
 from fleetwatch.cli import main
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.rowcap import BYTES_PER_ROW, check_rows, count_rows
+from fleetwatch.records import write_records
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
-from telemetry.records import write_records
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def nothing_read(monkeypatch: pytest.MonkeyPatch) -> None:
     def read_records(path: object) -> None:
         raise AssertionError(f"{path} was read")
 
-    monkeypatch.setattr(telemetry.records, "read_records", read_records)
+    monkeypatch.setattr(fleetwatch.records, "read_records", read_records)
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import yaml
 
-from fleet.outliers.rules import (
+from fleetwatch.fleet.outliers.rules import (
     ALERT_NAME,
     RUNBOOK,
     RuleOptions,
@@ -15,7 +15,7 @@ from fleet.outliers.rules import (
     outlier_rules_test,
     render_yaml,
 )
-from telemetry.profiles import PROFILES, get_profile
+from fleetwatch.telemetry.profiles import PROFILES, get_profile
 
 
 @pytest.mark.promtool

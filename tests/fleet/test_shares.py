@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from fleet.outliers import DetectorConfig, FleetTable, Side, detect
-from fleet.outliers.shares import EXACT_UP_TO, share_counts
-from fleet.outliers.signals import signal_spec
+from fleetwatch.fleet.outliers import DetectorConfig, FleetTable, Side, detect
+from fleetwatch.fleet.outliers.shares import EXACT_UP_TO, share_counts
+from fleetwatch.fleet.outliers.signals import signal_spec
 
 
 def test_small_fleets_get_fishers_exact_test():

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fleet.errors import AnalysisError
-from fleet.tail import attribute_tail
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.tail import attribute_tail
+from fleetwatch.records import add_derived
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
-from telemetry.records import add_derived
 
 
 def _frame(arrival, queue, prompt, out, *, stall=None, replica=None, per_token=2e-4, tpot=0.02):

@@ -52,7 +52,7 @@ for dir in ${PIP_FIND_LINKS:-} /opt/wheels; do
 done
 
 "$VENV/bin/python" -m uv pip install --quiet --python "$VENV/bin/python" \
-  "${find_links[@]}" "${constraints[@]}" --resolution lowest-direct -e '.[engine,dev]'
+  "${find_links[@]}" "${constraints[@]}" --resolution lowest-direct -e './telemetry[parquet]' -e '.[engine,dev]'
 
 echo "== installed at the floors (direct dependencies) =="
 "$VENV/bin/python" - <<'EOF'
@@ -61,8 +61,10 @@ import tomllib
 from importlib.metadata import version
 
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-wanted = project["dependencies"] + project["optional-dependencies"]["engine"]
-wanted += project["optional-dependencies"]["dev"]
+serving = tomllib.load(open("telemetry/pyproject.toml", "rb"))["project"]
+wanted = serving["dependencies"] + serving["optional-dependencies"]["parquet"]
+wanted += [r for r in project["dependencies"] if not r.startswith("fleetwatch-telemetry")]
+wanted += project["optional-dependencies"]["engine"] + project["optional-dependencies"]["dev"]
 for requirement in wanted:
     name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0)
     print(f"  {requirement:<48} {version(name)}")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from resilience.batcher import (
+from fleetwatch.resilience.batcher import (
     BatcherClosedError,
     BatcherConfig,
     BatcherError,
@@ -22,7 +22,7 @@ from resilience.batcher import (
     ItemTooCostlyError,
     MicroBatcher,
 )
-from resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.errors import ResilienceConfigError
 
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from resilience.batcher.waker import Waker, loop_clock_is_monotonic
+from fleetwatch.resilience.batcher.waker import Waker, loop_clock_is_monotonic
 
 
 @pytest.fixture

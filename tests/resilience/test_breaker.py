@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import CollectorRegistry
 
-from resilience.breaker import (
+from fleetwatch.resilience.breaker import (
     BreakerConfig,
     BreakerEvent,
     BreakerMetrics,
@@ -19,7 +19,7 @@ from resilience.breaker import (
     State,
     WindowKind,
 )
-from resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.errors import ResilienceConfigError
 
 
 class FakeClock:

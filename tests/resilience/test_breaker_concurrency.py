@@ -9,7 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from resilience.breaker import BreakerConfig, CallNotPermittedError, CircuitBreaker, State
+from fleetwatch.resilience.breaker import (
+    BreakerConfig,
+    CallNotPermittedError,
+    CircuitBreaker,
+    State,
+)
 
 PROBES = 5
 WORKERS = 64

@@ -1,5 +1,5 @@
 """The lock-free success path: the slow-call boundary, stale successes, and the exactness guarantee
-of ``resilience.breaker.machine`` (the breaker trips on exactly the outcome that crosses a
+of ``fleetwatch.resilience.breaker.machine`` (the breaker trips on exactly the outcome that crosses a
 threshold, however many threads race) checked against the window the breaker freezes on opening."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from resilience.breaker import (
+from fleetwatch.resilience.breaker import (
     BreakerConfig,
     BreakerMetrics,
     CallNotPermittedError,

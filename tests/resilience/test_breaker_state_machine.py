@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
-from resilience.breaker import BreakerConfig, CircuitBreaker, State, WindowKind
+from fleetwatch.resilience.breaker import BreakerConfig, CircuitBreaker, State, WindowKind
 
 WINDOW, MIN_CALLS, WAIT, PROBES, SLOW = 5, 3, 10.0, 3, 2.0
 PERMISSIVE = {State.CLOSED, State.METRICS_ONLY, State.DISABLED}

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resilience.breaker import CountWindow, TimeWindow
-from resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.breaker import CountWindow, TimeWindow
+from fleetwatch.resilience.errors import ResilienceConfigError
 
 outcomes = st.tuples(st.booleans(), st.booleans())
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resilience.errors import ResilienceConfigError
-from resilience.limits import CostWeights, FairQueue, TenantLimiter, TokenBucket
+from fleetwatch.resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.limits import CostWeights, FairQueue, TenantLimiter, TokenBucket
 
 
 class Clock:

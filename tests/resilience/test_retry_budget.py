@@ -8,8 +8,8 @@ import threading
 import pytest
 from prometheus_client import CollectorRegistry
 
-from resilience.errors import ResilienceConfigError
-from resilience.retry import RetryBudget, RetryMetrics, RetryPolicy
+from fleetwatch.resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.retry import RetryBudget, RetryMetrics, RetryPolicy
 
 
 class Clock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resilience.retry import (
+from fleetwatch.resilience.retry import (
     CallFailure,
     FailureKind,
     LLMCallError,

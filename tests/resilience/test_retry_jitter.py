@@ -10,8 +10,8 @@ import tenacity
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resilience.errors import ResilienceConfigError
-from resilience.retry import (
+from fleetwatch.resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.retry import (
     decorrelated_jitter_s,
     full_jitter_s,
     no_jitter_s,

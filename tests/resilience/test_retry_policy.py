@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from resilience.errors import ResilienceConfigError
-from resilience.retry import (
+from fleetwatch.resilience.errors import ResilienceConfigError
+from fleetwatch.resilience.retry import (
     CallFailure,
     FailureKind,
     Jitter,

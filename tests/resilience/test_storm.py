@@ -7,8 +7,8 @@ import json
 import pytest
 
 from fleetwatch.cli import main
-from resilience.retry import Jitter
-from resilience.storm import StormConfig, simulate, simulate_storm
+from fleetwatch.resilience.retry import Jitter
+from fleetwatch.resilience.storm import StormConfig, simulate, simulate_storm
 
 SMALL = StormConfig(clients=200, duration_s=30.0, outage_start_s=5.0, outage_s=5.0, seed=3)
 

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
 
 MODEL = ModelConfig(
     num_layers=2,
@@ -35,7 +35,7 @@ async def read_stream(
     resp: aiohttp.ClientResponse, prefix: bytes = b""
 ) -> tuple[list[dict[str, Any]], bool]:
     """All JSON events of an SSE response (after ``prefix``, bytes already read), and whether it ended with [DONE]."""
-    from engine_probe.probe.sse import SSEParser
+    from fleetwatch.engine_probe.probe.sse import SSEParser
 
     parser = SSEParser()
     events: list[dict[str, Any]] = []
@@ -73,7 +73,7 @@ async def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0) -> None:
 def live_server(engine: Any, **options: Any) -> Iterator[Any]:
     """``start_server(engine, **options)`` on its own event-loop thread, for blocking clients
     (the official ``openai`` SDK); yields the ``ServerHandle``, stops it (draining) on exit."""
-    from engine_probe.serve import start_server
+    from fleetwatch.engine_probe.serve import start_server
 
     loop = asyncio.new_event_loop()
     ready = threading.Event()

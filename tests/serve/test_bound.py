@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engine_probe.probe.bound import bound_at, capacity_report, load_shape, shape_from_hf
-from engine_probe.probe.errors import ProbeError
-from engine_probe.probe.gpus import GPUS, get_gpu
 from fleetwatch.cli import main
+from fleetwatch.engine_probe.probe.bound import bound_at, capacity_report, load_shape, shape_from_hf
+from fleetwatch.engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.gpus import GPUS, get_gpu
 
 LLAMA3_8B = {
     "hidden_size": 4096,

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from engine_probe.serve.cache_metrics import CacheMetrics
-from engine_probe.serve.model_cache import CacheRefusal, ModelCache
+from fleetwatch.engine_probe.serve.cache_metrics import CacheMetrics
+from fleetwatch.engine_probe.serve.model_cache import CacheRefusal, ModelCache
 
 
 class World:

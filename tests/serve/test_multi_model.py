@@ -10,10 +10,14 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine_probe.engine import EngineConfig, ModelConfig
-from engine_probe.serve.config import ServerConfig
-from engine_probe.serve.multi_lifecycle import start_multi_model_server
-from engine_probe.serve.multi_model import MultiModelServer, ServedModel, parse_model_flag
+from fleetwatch.engine_probe.engine import EngineConfig, ModelConfig
+from fleetwatch.engine_probe.serve.config import ServerConfig
+from fleetwatch.engine_probe.serve.multi_lifecycle import start_multi_model_server
+from fleetwatch.engine_probe.serve.multi_model import (
+    MultiModelServer,
+    ServedModel,
+    parse_model_flag,
+)
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,10 +13,10 @@ from typing import Any
 import openai
 import pytest
 
-from engine_probe.serve import ServerConfig
-from engine_probe.serve.chat_template import ChatMessage, render_chat
-from telemetry.records import RequestRecord
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.engine_probe.serve import ServerConfig
+from fleetwatch.engine_probe.serve.chat_template import ChatMessage, render_chat
+from fleetwatch.telemetry.records import RequestRecord
+from fleetwatch.telemetry.sink import MemoryRecordSink
 
 MODEL = "reference"
 CONTEXT = 4096  # the test model's positions

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
-from engine_probe.probe.chat import chat_body
-from engine_probe.probe.client import Prober
-from engine_probe.probe.scripted_server import Script, ScriptedServer
 from fleetwatch.cli import main
-from telemetry.records import read_records
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.probe.chat import chat_body
+from fleetwatch.engine_probe.probe.client import Prober
+from fleetwatch.engine_probe.probe.scripted_server import Script, ScriptedServer
+from fleetwatch.records import read_records
+from fleetwatch.telemetry.sink import MemoryRecordSink
 
 
 def test_chat_ttft_is_the_first_content_not_the_role_chunk() -> None:

@@ -9,12 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine_probe.probe.arrivals import constant_arrivals, gamma_arrivals, poisson_arrivals
-from engine_probe.probe.errors import ProbeError
-from engine_probe.probe.stats import RunSummary, SLOTargets, capacity, distribution
-from engine_probe.serve.chat_template import ChatMessage, render_chat
 from fleetwatch.cli import main
-from telemetry.records import read_records
+from fleetwatch.engine_probe.probe.arrivals import (
+    constant_arrivals,
+    gamma_arrivals,
+    poisson_arrivals,
+)
+from fleetwatch.engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.stats import RunSummary, SLOTargets, capacity, distribution
+from fleetwatch.engine_probe.serve.chat_template import ChatMessage, render_chat
+from fleetwatch.records import read_records
 
 
 @pytest.mark.parametrize("argv", [["--engine", "reference"], ["run", "--engine", "reference"]])
@@ -263,7 +267,7 @@ def test_warmup_is_not_counted_and_headers_reach_the_server(tmp_path: Path) -> N
     import asyncio
     import threading
 
-    from engine_probe.probe.scripted_server import Script, ScriptedServer
+    from fleetwatch.engine_probe.probe.scripted_server import Script, ScriptedServer
 
     loop = asyncio.new_event_loop()
     server = ScriptedServer(Script(chunks=((0.0, 1),)))

@@ -12,21 +12,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine_probe.probe.client import Prober, completion_body
-from engine_probe.probe.clientload import (
+from fleetwatch.engine_probe.probe.client import Prober, completion_body
+from fleetwatch.engine_probe.probe.clientload import (
     CLIENT_BOUND,
     LagSampler,
     WorkerLoad,
     auto_workers,
     judge,
 )
-from engine_probe.probe.measure import RequestResult
-from engine_probe.probe.report import render_table, run_to_dict, write_csv
-from engine_probe.probe.runner import LevelResult, ProbePlan, ProbeRun, run_plan
-from engine_probe.probe.rx import StampedBytes, StampingHandler
-from engine_probe.probe.scripted_server import Script, ScriptedServer
-from engine_probe.probe.stats import summarise
-from engine_probe.probe.workers import merge, split
+from fleetwatch.engine_probe.probe.measure import RequestResult
+from fleetwatch.engine_probe.probe.report import render_table, run_to_dict, write_csv
+from fleetwatch.engine_probe.probe.runner import LevelResult, ProbePlan, ProbeRun, run_plan
+from fleetwatch.engine_probe.probe.rx import StampedBytes, StampingHandler
+from fleetwatch.engine_probe.probe.scripted_server import Script, ScriptedServer
+from fleetwatch.engine_probe.probe.stats import summarise
+from fleetwatch.engine_probe.probe.workers import merge, split
 
 
 def _request(i: int, gap_s: float, tokens: int = 5, start: float = 0.0) -> RequestResult:
@@ -223,8 +223,8 @@ def test_two_worker_processes_run_one_schedule_and_merge_every_sample(tmp_path: 
     assert len(server.arrived) == n and sorted(server.prompts) == sorted(set(server.prompts))
     assert level.summary.itl.n == n * 4
     # The same schedule as one process: offsets from the shared start follow the seeded arrivals.
-    from engine_probe.probe.arrivals import gamma_arrivals
-    from engine_probe.probe.runner import make_prompts
+    from fleetwatch.engine_probe.probe.arrivals import gamma_arrivals
+    from fleetwatch.engine_probe.probe.runner import make_prompts
 
     rng = np.random.default_rng(plan.seed)
     make_prompts(n, plan.prompt_tokens, rng)

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from engine_probe.probe.client import Prober, completion_body
-from engine_probe.probe.measure import RequestResult, apportion_tokens, itl_samples
-from engine_probe.probe.scripted_server import Script, ScriptedServer
-from engine_probe.probe.stats import SLOTargets, summarise
+from fleetwatch.engine_probe.probe.client import Prober, completion_body
+from fleetwatch.engine_probe.probe.measure import RequestResult, apportion_tokens, itl_samples
+from fleetwatch.engine_probe.probe.scripted_server import Script, ScriptedServer
+from fleetwatch.engine_probe.probe.stats import SLOTargets, summarise
 
 TOL = 0.03  # seconds: event-loop wake-up slack on a shared 2-core machine
 

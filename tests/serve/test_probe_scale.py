@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import math
 
-from engine_probe.probe.client import Prober, completion_body
-from engine_probe.probe.measure import RequestResult
-from engine_probe.probe.scripted_server import Script, ScriptedServer
-from engine_probe.probe.stats import summarise
+from fleetwatch.engine_probe.probe.client import Prober, completion_body
+from fleetwatch.engine_probe.probe.measure import RequestResult
+from fleetwatch.engine_probe.probe.scripted_server import Script, ScriptedServer
+from fleetwatch.engine_probe.probe.stats import summarise
 
 STREAMS = 1000
 

@@ -15,12 +15,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine_probe.serve import ServerConfig, start_server
-from slo.load import load_spec
-from slo.rules import generate_rules, render_rules
-from slo.rules.render import dump_yaml
-from telemetry.profiles import get_profile
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.engine_probe.serve import ServerConfig, start_server
+from fleetwatch.slo.load import load_spec
+from fleetwatch.slo.rules import generate_rules, render_rules
+from fleetwatch.slo.rules.render import dump_yaml
+from fleetwatch.telemetry.profiles import get_profile
+from fleetwatch.telemetry.sink import MemoryRecordSink
 from tests.promtool_run import promtool_test
 
 BURST = 40
@@ -218,7 +218,7 @@ def test_every_5xx_is_counted_and_spanned(kit: Any) -> None:
     failure of a non-streaming request is a counted 500 that the engine records itself."""
     import dataclasses
 
-    from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
+    from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

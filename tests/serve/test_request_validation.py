@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine_probe.serve import ServerConfig, start_server
-from engine_probe.serve.validation import InvalidRequest, Limits, parse_completion
+from fleetwatch.engine_probe.serve import ServerConfig, start_server
+from fleetwatch.engine_probe.serve.validation import InvalidRequest, Limits, parse_completion
 
 LIMITS = Limits(vocab_size=512, context_tokens=64, model_name="reference", max_tokens_cap=4)
 
@@ -105,7 +105,7 @@ def test_parse_never_fails_with_anything_but_a_4xx(body: bytes) -> None:
 @pytest.fixture(scope="module")
 def live_server() -> Iterator[tuple[int, Any]]:
     """A real server on its own event-loop thread, driven with a plain blocking HTTP client."""
-    from engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+    from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
 
     loop = asyncio.new_event_loop()
     ready = threading.Event()

@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from engine_probe.engine import SamplingParams
-from engine_probe.serve import ServerConfig, start_server
-from engine_probe.serve.text_ids import encode
+from fleetwatch.engine_probe.engine import SamplingParams
+from fleetwatch.engine_probe.serve import ServerConfig, start_server
+from fleetwatch.engine_probe.serve.text_ids import encode
 
 
 def _body(prompt: Any, max_tokens: int, stream: bool = True, **extra: Any) -> dict[str, Any]:
@@ -352,8 +352,8 @@ def test_disconnect_while_queued_frees_the_slot_and_a_key_reruns_after_an_abort(
 
 
 def test_injected_engine_errors_reach_the_client_as_errors_not_hangs(kit: Any) -> None:
-    from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
-    from engine_probe.probe.client import Prober, completion_body
+    from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
+    from fleetwatch.engine_probe.probe.client import Prober, completion_body
 
     async def go() -> tuple[list[str], int]:
         model = kit.make_engine().model_config

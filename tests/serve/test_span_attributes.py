@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from engine_probe.serve import start_server
-from engine_probe.serve.request_context import answered_status
+from fleetwatch.engine_probe.serve import start_server
+from fleetwatch.engine_probe.serve.request_context import answered_status
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -79,7 +79,7 @@ def test_http_attributes_request_parameters_and_tracestate_reach_the_span(kit: A
 
 
 def test_the_span_status_code_is_the_one_the_client_got(kit: Any) -> None:
-    from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
+    from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
 
     provider, exporter = _provider()
 
@@ -139,7 +139,7 @@ def test_the_status_rule_matches_the_responder() -> None:
 
 
 def test_an_engine_used_directly_gets_no_http_attributes(kit: Any) -> None:
-    from telemetry.instrument import instrument
+    from fleetwatch.telemetry.instrument import instrument
 
     provider, exporter = _provider()
     engine = kit.make_engine()

@@ -17,12 +17,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry, generate_latest
 
-from engine_probe.engine import EngineConfig, LLMEngine
-from engine_probe.engine.startup import PHASES, StartupTimer, warm_up
-from engine_probe.serve import start_server
-from fleet.capacity.cold_start import cold_start_from, parse_cold_start
-from fleet.errors import AnalysisError
-from telemetry.startup import STARTUP_SECONDS
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine
+from fleetwatch.engine_probe.engine.startup import PHASES, StartupTimer, warm_up
+from fleetwatch.engine_probe.serve import start_server
+from fleetwatch.fleet.capacity.cold_start import cold_start_from, parse_cold_start
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.telemetry.startup import STARTUP_SECONDS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,7 +40,7 @@ def _ticking(step: float = 1.0) -> Any:
 
 
 def _engine(kit: Any, timer: StartupTimer) -> LLMEngine:
-    from engine_probe.engine import ModelConfig
+    from fleetwatch.engine_probe.engine import ModelConfig
 
     model = ModelConfig(
         num_layers=2,

@@ -7,7 +7,7 @@ the machine running it."""
 
 from __future__ import annotations
 
-from engine_probe.engine.scheduler import SchedulerOutput
+from fleetwatch.engine_probe.engine.scheduler import SchedulerOutput
 from fleetwatch.scenarios.tenant_flood import (
     CONTENDED_SCENARIO,
     FLOOD_SCENARIO,

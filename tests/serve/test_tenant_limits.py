@@ -14,18 +14,18 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from engine_probe.engine import EngineConfigError
-from engine_probe.serve import ServerConfig
-from engine_probe.serve.request_context import TENANT_HEADER
-from engine_probe.serve.tenant_options import tenant_limits
-from engine_probe.serve.tenants import (
+from fleetwatch.engine_probe.engine import EngineConfigError
+from fleetwatch.engine_probe.serve import ServerConfig
+from fleetwatch.engine_probe.serve.request_context import TENANT_HEADER
+from fleetwatch.engine_probe.serve.tenant_options import tenant_limits
+from fleetwatch.engine_probe.serve.tenants import (
     Refusal,
     TenantAdmission,
     TenantGate,
     TenantLimits,
     Ticket,
 )
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.telemetry.sink import MemoryRecordSink
 
 MODEL = "reference"
 LIMITS = TenantLimits(rate_per_s=2.0, burst=100.0, max_tenants=3, weights=(("gold", 2.0),))
@@ -230,7 +230,7 @@ def test_a_tenant_with_its_own_limit_gets_its_own_rate_and_burst() -> None:
 def test_the_cli_refuses_a_bad_tenant_flag_before_starting() -> None:
     import typer
 
-    from engine_probe.serve.cli import serve
+    from fleetwatch.engine_probe.serve.cli import serve
 
     app = typer.Typer()
     app.command("serve")(serve)

@@ -11,10 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from engine_probe.engine import EngineConfigError
-from engine_probe.serve import ServerConfig, start_server
-from engine_probe.serve.cli import serve
-from engine_probe.serve.request_context import TRAFFIC_CLASS_HEADER
+from fleetwatch.engine_probe.engine import EngineConfigError
+from fleetwatch.engine_probe.serve import ServerConfig, start_server
+from fleetwatch.engine_probe.serve.cli import serve
+from fleetwatch.engine_probe.serve.request_context import TRAFFIC_CLASS_HEADER
 
 REQUESTS = "fleetwatch_requests_total"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from fleetwatch.cli import main
-from slo.errors import SLOSpecError
-from slo.load import load_spec
-from slo.rules.feasibility import check_reachable, scaling_warnings
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.load import load_spec
+from fleetwatch.slo.rules.feasibility import check_reachable, scaling_warnings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "slo" / "examples"
 DEMO_SPEC = Path(__file__).resolve().parents[2] / "fleetwatch" / "demo" / "slo.yaml"
@@ -100,7 +100,7 @@ def test_rules_warn_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     "path", [EXAMPLES / "chat.yaml", EXAMPLES / "vllm.yaml", EXAMPLES / "tgi.yaml", DEMO_SPEC]
 )
 def test_shipped_specs_and_the_demo_spec_keep_the_workbook_shares(path: Path) -> None:
-    from slo.load import read_spec
+    from fleetwatch.slo.load import read_spec
 
     spec = read_spec(path)
     check_reachable(spec)

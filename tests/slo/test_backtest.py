@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetwatch.records import RequestRecord, Status, to_frame
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
-from slo.backtest import backtest
-from slo.burn import window_counts
-from slo.events import SLIEvents, sli_events
-from slo.load import load_spec
-from telemetry.records import RequestRecord, Status, to_frame
+from fleetwatch.slo.backtest import backtest
+from fleetwatch.slo.burn import window_counts
+from fleetwatch.slo.events import SLIEvents, sli_events
+from fleetwatch.slo.load import load_spec
 
 H = 3600.0
 

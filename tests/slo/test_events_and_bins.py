@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetwatch.records import STATUS_DTYPE, RequestRecord, to_frame
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
-from slo.backtest import backtest
-from slo.bins import BinCounts
-from slo.burn import window_counts
-from slo.errors import SLOSpecError
-from slo.events import SLIEvents, sli_events
-from slo.load import load_spec
-from telemetry.records import STATUS_DTYPE, RequestRecord, to_frame
-from telemetry.records.schema import ITL_BOUNDS
+from fleetwatch.slo.backtest import backtest
+from fleetwatch.slo.bins import BinCounts
+from fleetwatch.slo.burn import window_counts
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.events import SLIEvents, sli_events
+from fleetwatch.slo.load import load_spec
+from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 
 H = 3600.0
 WIDTH = len(ITL_BOUNDS) + 1
@@ -142,7 +142,7 @@ def test_detection_delay_runs_from_the_first_bad_event_not_from_the_window() -> 
 def test_chunked_counting_equals_direct_counting(
     offsets: list[int], order: str, chunk: int, weighted: bool
 ) -> None:
-    import slo.bins
+    import fleetwatch.slo.bins as bins_module
 
     times = np.asarray(offsets, dtype=np.float64) * 0.7 + 1e6
     times.sort()
@@ -154,13 +154,13 @@ def test_chunked_counting_equals_direct_counting(
         times[[1, -2]] = times[[-2, 1]]
     count = (np.arange(times.size) % 4) if weighted else None
     bad = (count // 2) if count is not None else (np.arange(times.size) % 3 == 0)
-    saved = slo.bins._CHUNK
-    slo.bins._CHUNK = chunk
+    saved = bins_module._CHUNK
+    bins_module._CHUNK = chunk
     try:
         counts = BinCounts(10)
         counts.add(SLIEvents(times, bad, count))
     finally:
-        slo.bins._CHUNK = saved
+        bins_module._CHUNK = saved
     lo, hi = counts.span() or (0, 0)
     total, bad_counts = counts.window(lo - 1, hi + 1)
     edges = np.arange(lo - 1, hi + 2) * 10.0
@@ -180,7 +180,7 @@ def test_chunked_counting_equals_direct_counting(
 def test_skipped_runs_never_hold_a_firing_evaluation(
     seed: int, error: float, min_events: int
 ) -> None:
-    from slo.backtest import alert_firing
+    from fleetwatch.slo.backtest import alert_firing
 
     rng = np.random.default_rng(seed)
     times = np.sort(rng.uniform(0, 12 * H, 20_000))
@@ -235,7 +235,7 @@ def test_searched_chunks_then_binned_chunks_count_every_edge_exactly(
 ) -> None:
     # Dense times (many per bin, a fifth exactly on a bin edge), ascending up to a point and
     # shuffled after it: the chunks before it are counted by search, the rest bin by bin.
-    import slo.bins
+    import fleetwatch.slo.bins as bins_module
 
     rng = np.random.default_rng(seed)
     span = max(1, n // 40) * bin_s
@@ -246,8 +246,8 @@ def test_searched_chunks_then_binned_chunks_count_every_edge_exactly(
     cut = int(n * sorted_share)
     times[cut:] = rng.permutation(times[cut:])
     bad = rng.random(n) < bad_share
-    saved = slo.bins._CHUNK
-    slo.bins._CHUNK = chunk
+    saved = bins_module._CHUNK
+    bins_module._CHUNK = chunk
     try:
         counts = BinCounts(bin_s)
         counts.add(SLIEvents(times, bad))
@@ -257,7 +257,7 @@ def test_searched_chunks_then_binned_chunks_count_every_edge_exactly(
         for part in np.array_split(rng.permutation(n), 3):
             reference.add(SLIEvents(times[part], bad[part]))
     finally:
-        slo.bins._CHUNK = saved
+        bins_module._CHUNK = saved
     _truth(times, bad, bin_s, counts)
     _truth(times, bad, bin_s, by_position)
     _truth(times, bad, bin_s, reference)
@@ -269,7 +269,7 @@ def test_searched_chunks_then_binned_chunks_count_every_edge_exactly(
 def test_availability_takes_bad_events_by_position_across_chunks(bad: tuple[str, ...]) -> None:
     # the positions are found a chunk at a time from the status codes; a small chunk puts bad
     # records on both sides of every chunk boundary
-    import slo.events
+    import fleetwatch.slo.events as events_module
 
     rng = np.random.default_rng(8)
     n = 10_007
@@ -280,12 +280,12 @@ def test_availability_takes_bad_events_by_position_across_chunks(bad: tuple[str,
         "status": pd.Categorical(status, dtype=STATUS_DTYPE),
     })  # fmt: skip
     spec = _slo(f"{{kind: availability, bad: [{', '.join(bad)}]}}")
-    saved = slo.events._CHUNK
-    slo.events._CHUNK = 1024
+    saved = events_module._CHUNK
+    events_module._CHUNK = 1024
     try:
         events = sli_events(spec, frame)
     finally:
-        slo.events._CHUNK = saved
+        events_module._CHUNK = saved
     assert events.bad is None and events.bad_at is not None
     assert events.bad_at.tolist() == np.flatnonzero(np.isin(status, bad)).tolist()
     plain = sli_events(spec, {"finished_s": frame["finished_s"].to_numpy(), "status": status})
@@ -309,7 +309,7 @@ def test_records_joined_from_files_in_finish_order_go_back_to_the_search(
 ) -> None:
     # Each replica's file is in finish order; joined, the times fall back at every file's start.
     # The chunk that holds a join is binned; the chunks after it are searched again.
-    import slo.bins
+    import fleetwatch.slo.bins as bins_module
 
     rng = np.random.default_rng(runs)
     parts = []
@@ -320,14 +320,14 @@ def test_records_joined_from_files_in_finish_order_go_back_to_the_search(
     times = np.concatenate(parts)
     bad = rng.random(times.size) < 0.05
     searched: list[int] = []
-    search = slo.bins.BinCounts._search
+    search = bins_module.BinCounts._search
 
     def counted(self: BinCounts, x: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
         searched.append(x.size)
         return search(self, x, lo, hi)
 
-    monkeypatch.setattr(slo.bins, "_CHUNK", 1024)
-    monkeypatch.setattr(slo.bins.BinCounts, "_search", counted)
+    monkeypatch.setattr(bins_module, "_CHUNK", 1024)
+    monkeypatch.setattr(bins_module.BinCounts, "_search", counted)
     counts = BinCounts(30)
     counts.add(SLIEvents(times, None, bad_at=np.flatnonzero(bad)))
     _truth(times, bad, 30, counts)
@@ -356,7 +356,7 @@ def test_times_that_are_not_finite_are_refused_on_either_path(where: int, value:
 def test_bad_events_at_the_ends_of_each_bin_land_in_that_bin(which: str) -> None:
     # ascending and dense (the search path): a bad event that opens or closes a bin, including
     # one exactly on the edge, counts in that bin
-    import slo.bins
+    import fleetwatch.slo.bins as bins_module
 
     rng = np.random.default_rng(4)
     times = np.sort(np.concatenate([rng.uniform(0, 3000, 20_000), np.arange(0, 3001, 30.0)]))
@@ -364,12 +364,12 @@ def test_bad_events_at_the_ends_of_each_bin_land_in_that_bin(which: str) -> None
     opens = np.concatenate(([True], k[1:] != k[:-1]))
     closes = np.concatenate((k[1:] != k[:-1], [True]))
     bad = {"first": opens, "last": closes, "both": opens | closes}[which]
-    saved = slo.bins._CHUNK
-    slo.bins._CHUNK = 1024
+    saved = bins_module._CHUNK
+    bins_module._CHUNK = 1024
     try:
         counts = BinCounts(30)
         counts.add(SLIEvents(times, bad))
     finally:
-        slo.bins._CHUNK = saved
+        bins_module._CHUNK = saved
     _truth(times, bad, 30, counts)
     assert (counts.window(1, 100)[1] == {"first": 1, "last": 1, "both": 2}[which]).all()

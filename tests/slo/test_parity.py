@@ -27,15 +27,15 @@ import pytest
 
 from fleetwatch.scenarios.scraped_run import FaultWindow, ScrapedRun, run_scraped
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
-from slo.backtest import Backtest
-from slo.load import load_spec
-from slo.report import backtest_spec
-from slo.rules import generate_rules, render_rules, render_tests
-from slo.rules.generate import ABSENT_ALERT, AlertInfo
-from slo.rules.series import records_series
-from slo.spec import SLOSpec
-from telemetry.duration import parse_duration
-from telemetry.profiles import FLEETWATCH, Signal, get_profile
+from fleetwatch.slo.backtest import Backtest
+from fleetwatch.slo.load import load_spec
+from fleetwatch.slo.report import backtest_spec
+from fleetwatch.slo.rules import generate_rules, render_rules, render_tests
+from fleetwatch.slo.rules.generate import ABSENT_ALERT, AlertInfo
+from fleetwatch.slo.rules.series import records_series
+from fleetwatch.slo.spec import SLOSpec
+from fleetwatch.telemetry.duration import parse_duration
+from fleetwatch.telemetry.profiles import FLEETWATCH, Signal, get_profile
 
 STEP = 5
 WINDOWS = (

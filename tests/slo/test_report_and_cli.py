@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from fleetwatch.cli import main
+from fleetwatch.records import RequestRecord, Status, to_frame, write_records
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
-from slo.errors import SLOSpecError
-from slo.load import load_spec
-from slo.report import report_spec
-from slo.rules import generate_rules
-from slo.spec import SLOSpec
-from telemetry.profiles import get_profile
-from telemetry.records import RequestRecord, Status, to_frame, write_records
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.load import load_spec
+from fleetwatch.slo.report import report_spec
+from fleetwatch.slo.rules import generate_rules
+from fleetwatch.slo.spec import SLOSpec
+from fleetwatch.telemetry.profiles import get_profile
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "slo" / "examples"
 H = 3600.0

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from fleetwatch.cli import main
-from slo.errors import SLOSpecError
-from slo.load import load_spec
-from slo.spec import AvailabilitySLI, GoodputSLI, LatencySLI
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.load import load_spec
+from fleetwatch.slo.spec import AvailabilitySLI, GoodputSLI, LatencySLI
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "slo" / "examples"
 
@@ -140,9 +140,9 @@ spec:
 
 
 def test_openslo_ratio_slo_imports_and_generates_rules() -> None:
-    from slo.rules import generate_rules
-    from slo.spec import RatioSLI
-    from telemetry.profiles import get_profile
+    from fleetwatch.slo.rules import generate_rules
+    from fleetwatch.slo.spec import RatioSLI
+    from fleetwatch.telemetry.profiles import get_profile
 
     spec = load_spec(OPENSLO)
     slo = spec.slos[0]

@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fleetwatch.records import RecordError, read_records, write_records
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
-from slo.errors import SLOSpecError
-from slo.load import load_spec
-from slo.report import backtest_spec, report_spec
-from slo.stream import backtest_parquet, stream_counts
-from telemetry.records import RecordError, read_records, write_records
-from telemetry.records.schema import FIELDS, ITL_BOUNDS
+from fleetwatch.slo.errors import SLOSpecError
+from fleetwatch.slo.load import load_spec
+from fleetwatch.slo.report import backtest_spec, report_spec
+from fleetwatch.slo.stream import backtest_parquet, stream_counts
+from fleetwatch.telemetry.records.schema import FIELDS, ITL_BOUNDS
 
 H = 3600.0
 SPEC = """
@@ -108,7 +108,7 @@ def test_the_cli_streams_parquet_and_checks_selectors_from_distinct_values(
 ) -> None:
     import json
 
-    import telemetry.records
+    import fleetwatch.records
     from fleetwatch.cli import main
 
     path = tmp_path / "records.parquet"
@@ -123,7 +123,7 @@ def test_the_cli_streams_parquet_and_checks_selectors_from_distinct_values(
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a Parquet file was read whole")
 
-    monkeypatch.setattr(telemetry.records, "read_records", refuse)
+    monkeypatch.setattr(fleetwatch.records, "read_records", refuse)
     assert main(["slo", "backtest", str(spec), "--records", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [len(s["intervals"]) for s in out["slos"]] == [len(bt.intervals) for bt in expected]

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from engine_probe.engine import EngineConfig, FaultConfig, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine, ModelConfig
 
 SMALL_MODEL = ModelConfig(
     vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2

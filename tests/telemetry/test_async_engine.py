@@ -7,9 +7,9 @@ import asyncio
 from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 
-from engine_probe.engine import AsyncEngine
-from telemetry.instrument import instrument
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.engine_probe.engine import AsyncEngine
+from fleetwatch.telemetry.instrument import instrument
+from fleetwatch.telemetry.sink import MemoryRecordSink
 
 
 def test_streamed_requests_get_spans_records_and_metrics(make_engine, tracing):

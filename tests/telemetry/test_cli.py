@@ -9,9 +9,9 @@ import pynvml
 import pytest
 
 from fleetwatch.cli import main
-from telemetry.cli import render_snapshot
-from telemetry.gpu import GpuSampler
-from telemetry.gpu.recorded import RecordedNvml
+from fleetwatch.telemetry.gpu import GpuSampler
+from fleetwatch.telemetry.gpu.recorded import RecordedNvml
+from fleetwatch.telemetry_cli import render_snapshot
 
 
 def _has_driver() -> bool:
@@ -38,7 +38,7 @@ def test_the_production_command_has_no_test_double(capsys):
     command as if this machine had measured them."""
     assert main(["telemetry", "gpu", "--once", "--test-double"]) == 2
     assert "No such option: --test-double" in capsys.readouterr().err
-    source = (Path(__file__).resolve().parents[2] / "telemetry" / "cli.py").read_text()
+    source = (Path(__file__).resolve().parents[2] / "fleetwatch" / "telemetry_cli.py").read_text()
     assert "recorded" not in source.lower()
 
 

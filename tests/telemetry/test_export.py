@@ -13,9 +13,9 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry
 
-from telemetry.instrument import instrument
-from telemetry.metrics import DropCounter
-from telemetry.spans import BoundedSpanProcessor, otlp_configured, tracer_provider
+from fleetwatch.telemetry.instrument import instrument
+from fleetwatch.telemetry.metrics import DropCounter
+from fleetwatch.telemetry.spans import BoundedSpanProcessor, otlp_configured, tracer_provider
 
 
 class RaisingExporter(SpanExporter):

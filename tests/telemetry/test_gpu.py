@@ -7,8 +7,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.gpu import GpuSampler, NvmlReader, declared_peak, unavailable_reason
-from telemetry.gpu.recorded import RecordedFrame, RecordedNvml
+from fleetwatch.telemetry.gpu import GpuSampler, NvmlReader, declared_peak, unavailable_reason
+from fleetwatch.telemetry.gpu.recorded import RecordedFrame, RecordedNvml
 
 
 def _samples(reg: CollectorRegistry) -> list:
@@ -152,7 +152,7 @@ def test_declared_peaks_for_known_devices_only():
 
 
 def test_instrument_registers_and_stops_the_sampler(make_engine, drive):
-    from telemetry.instrument import instrument
+    from fleetwatch.telemetry.instrument import instrument
 
     nvml = RecordedNvml()
     sampler = GpuSampler(nvml=nvml, wait=lambda s: True)  # the thread exits at once
@@ -167,7 +167,7 @@ def test_instrument_registers_and_stops_the_sampler(make_engine, drive):
 
 
 def test_measured_bandwidth_is_positive_and_says_where_it_came_from():
-    from telemetry.gpu import measure_memory_bandwidth
+    from fleetwatch.telemetry.gpu import measure_memory_bandwidth
 
     peak = measure_memory_bandwidth("cpu", nbytes=1 << 20, repeats=2)
     assert peak.bandwidth_bytes_per_s > 0 and peak.flops_per_s is None

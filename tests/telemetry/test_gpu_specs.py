@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from telemetry.gpu.specs import GPUS, find_gpu
+from fleetwatch.telemetry.gpu.specs import GPUS, find_gpu
 
 # nvmlDeviceGetName as the driver reports it -> table key (None: not in the table).
 NVML_NAMES = [

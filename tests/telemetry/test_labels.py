@@ -5,9 +5,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.hooks import RequestInfo
-from telemetry.instrument import instrument
-from telemetry.metrics import OTHER, LabelCap
+from fleetwatch.telemetry.hooks import RequestInfo
+from fleetwatch.telemetry.instrument import instrument
+from fleetwatch.telemetry.metrics import OTHER, LabelCap
 
 
 class NoEngine:

@@ -7,8 +7,8 @@ import logging
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from telemetry.instrument import instrument
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.telemetry.instrument import instrument
+from fleetwatch.telemetry.sink import MemoryRecordSink
 
 SECRET_IN = "PROMPT-SECRET-7f3a"
 SECRET_OUT = "OUTPUT-SECRET-91c2"

@@ -9,12 +9,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from telemetry.hooks import RequestInfo, StepStats
-from telemetry.instrument import TelemetryObserver, instrument
-from telemetry.metrics import ServingMetrics
-from telemetry.records.schema import ITL_BOUNDS
-from telemetry.sink import MemoryRecordSink
-from telemetry.spans.provider import otlp_export_interval_s, tracer_provider
+from fleetwatch.telemetry.hooks import RequestInfo, StepStats
+from fleetwatch.telemetry.instrument import TelemetryObserver, instrument
+from fleetwatch.telemetry.metrics import ServingMetrics
+from fleetwatch.telemetry.records.schema import ITL_BOUNDS
+from fleetwatch.telemetry.sink import MemoryRecordSink
+from fleetwatch.telemetry.spans.provider import otlp_export_interval_s, tracer_provider
 
 
 def _decode(obs: TelemetryObserver, ids: list[str], steps: int) -> None:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from telemetry.profiles import PROFILES
-from telemetry.promql import MatcherError, equality_labels, format_matchers, parse_matchers
+from fleetwatch.telemetry.profiles import PROFILES
+from fleetwatch.telemetry.promql import (
+    MatcherError,
+    equality_labels,
+    format_matchers,
+    parse_matchers,
+)
 
 
 def test_empty_text_is_no_matchers():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from telemetry.hooks import RequestInfo
-from telemetry.records.schema import ITL_BOUNDS
-from telemetry.request_state import RequestState, record_gaps
+from fleetwatch.telemetry.hooks import RequestInfo
+from fleetwatch.telemetry.records.schema import ITL_BOUNDS
+from fleetwatch.telemetry.request_state import RequestState, record_gaps
 
 
 def _state(buckets: list[int], output_tokens: int) -> RequestState:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from telemetry.instrument import instrument
-from telemetry.records import RecordError, RequestRecord, read_records
-from telemetry.sink import RecordSinkError, RotatingRecordSink
+from fleetwatch.records import RecordError, RequestRecord, read_records
+from fleetwatch.telemetry.instrument import instrument
+from fleetwatch.telemetry.sink import RecordSinkError, RotatingRecordSink
 
 
 def _rec(i: int) -> RequestRecord:

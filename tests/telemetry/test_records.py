@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from telemetry.records import (
+from fleetwatch.records import (
     RecordError,
     RequestRecord,
     Status,

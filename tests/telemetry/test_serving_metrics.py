@@ -8,13 +8,13 @@ import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.hooks import StepStats
-from telemetry.instrument import instrument
-from telemetry.metrics.serving import ServingMetrics
-from telemetry.profiles import Signal, get_profile
-from telemetry.records import to_frame
-from telemetry.records.schema import ITL_BOUNDS
-from telemetry.sink import MemoryRecordSink
+from fleetwatch.records import to_frame
+from fleetwatch.telemetry.hooks import StepStats
+from fleetwatch.telemetry.instrument import instrument
+from fleetwatch.telemetry.metrics.serving import ServingMetrics
+from fleetwatch.telemetry.profiles import Signal, get_profile
+from fleetwatch.telemetry.records.schema import ITL_BOUNDS
+from fleetwatch.telemetry.sink import MemoryRecordSink
 
 
 def _run(make_engine, mixed_workload, **kw):

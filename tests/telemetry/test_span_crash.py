@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.spans.jsonl import JsonLinesSpanExporter, read_spans, span_files
+from fleetwatch.telemetry.spans.jsonl import JsonLinesSpanExporter, read_spans, span_files
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 50
@@ -33,7 +33,7 @@ MAX_BATCH = 64
 # returned; each line is one write(2), so it is never torn.
 HELPER = f"""
 import json, os, random, sys
-from telemetry.spans.jsonl import JsonLinesSpanExporter
+from fleetwatch.telemetry.spans.jsonl import JsonLinesSpanExporter
 
 class Span:
     def __init__(self, i):

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client import CollectorRegistry
 
-from telemetry.instrument import instrument
+from fleetwatch.telemetry.instrument import instrument
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -125,7 +125,7 @@ def test_span_times_are_engine_event_times_plus_the_captured_offset(tracing, sma
     def clock() -> float:  # a deterministic engine clock: 1 ms per reading
         return next(ticks) / 1000.0
 
-    from engine_probe.engine import EngineConfig, LLMEngine
+    from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine
 
     engine = LLMEngine(
         small_model, EngineConfig(num_blocks=64, block_size=16, num_threads=1), clock=clock

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from telemetry.stats import percentile, percentiles
+from fleetwatch.telemetry.stats import percentile, percentiles
 
 
 def test_hand_worked_example():

@@ -19,15 +19,15 @@ from prometheus_client import CollectorRegistry
 from typer.testing import CliRunner
 
 from fleetwatch.cli import app as fleetwatch_app
-from telemetry.adapters.vllm import (
+from fleetwatch.records import RequestRecord, Status, read_records
+from fleetwatch.telemetry.adapters.vllm import (
     AdapterSettings,
     SettingsError,
     operation_of,
     records_from_finished,
 )
-from telemetry.adapters.vllm.exporter import VllmExporter, meets_goodput
-from telemetry.records import RequestRecord, Status, read_records
-from telemetry.sink.records import MemoryRecordSink
+from fleetwatch.telemetry.adapters.vllm.exporter import VllmExporter, meets_goodput
+from fleetwatch.telemetry.sink.records import MemoryRecordSink
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from telemetry.metrics import DropCounter
-from telemetry.worker import BoundedWorker
+from fleetwatch.telemetry.metrics import DropCounter
+from fleetwatch.telemetry.worker import BoundedWorker
 
 
 def test_full_queue_drops_and_counts_instead_of_blocking():

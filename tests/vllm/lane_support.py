@@ -13,10 +13,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from engine_probe.probe.runner import ProbePlan, ProbeRun, run_plan
-from engine_probe.probe.stats import SLOTargets
 from fleetwatch.demo.prometheus import PrometheusServer
-from telemetry.records import read_records
+from fleetwatch.engine_probe.probe.runner import ProbePlan, ProbeRun, run_plan
+from fleetwatch.engine_probe.probe.stats import SLOTargets
+from fleetwatch.records import read_records
 
 MODEL_NAME = "meta-llama/Llama-3.1-8B-Instruct"
 

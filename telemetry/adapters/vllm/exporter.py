@@ -18,23 +18,23 @@ from opentelemetry.trace import TracerProvider
 from opentelemetry.util.types import AttributeValue
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from telemetry.adapters.vllm.metrics import OutcomeMetrics
-from telemetry.adapters.vllm.reconstruct import (
+from fleetwatch.telemetry.adapters.vllm.metrics import OutcomeMetrics
+from fleetwatch.telemetry.adapters.vllm.reconstruct import (
     FinishedRequest,
     operation_of,
     outcome_of,
     phases_of,
     record_from_finished,
 )
-from telemetry.adapters.vllm.settings import AdapterSettings
-from telemetry.hooks import RequestInfo
-from telemetry.metrics.drops import DropCounter
-from telemetry.records import RequestRecord, Status
-from telemetry.request_state import RequestState
-from telemetry.sink.records import RecordSink, RotatingRecordSink
-from telemetry.spans.builder import SpanBuilder
-from telemetry.spans.provider import tracer_provider as provider_from_env
-from telemetry.worker import BoundedWorker
+from fleetwatch.telemetry.adapters.vllm.settings import AdapterSettings
+from fleetwatch.telemetry.hooks import RequestInfo
+from fleetwatch.telemetry.metrics.drops import DropCounter
+from fleetwatch.telemetry.records import RequestRecord, Status
+from fleetwatch.telemetry.request_state import RequestState
+from fleetwatch.telemetry.sink.records import RecordSink, RotatingRecordSink
+from fleetwatch.telemetry.spans.builder import SpanBuilder
+from fleetwatch.telemetry.spans.provider import tracer_provider as provider_from_env
+from fleetwatch.telemetry.worker import BoundedWorker
 
 __all__ = ["VllmExporter", "meets_goodput"]
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from vllm.v1.metrics.loggers import AggregateStatLoggerBase
 
-from telemetry.adapters.vllm.exporter import VllmExporter
-from telemetry.adapters.vllm.settings import AdapterSettings
+from fleetwatch.telemetry.adapters.vllm.exporter import VllmExporter
+from fleetwatch.telemetry.adapters.vllm.settings import AdapterSettings
 
 __all__ = ["FleetwatchStatLogger"]
 

@@ -1,4 +1,4 @@
-"""Read and write request records as JSON lines or Parquet, and as pandas DataFrames.
+"""Read and write request records as JSON lines or Parquet, and as pandas DataFrames (the analysis side).
 
 The DataFrame is the bulk form every analysis uses: one row per request, the stored columns with
 explicit dtypes (see ``FIELDS``) plus the derived durations (``DERIVED_COLUMNS``), NaN where a phase
@@ -12,13 +12,14 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from telemetry.atomic import atomic_path
-from telemetry.records.schema import (
+from fleetwatch.records.validate import validate_frame
+from fleetwatch.telemetry.atomic import atomic_path
+from fleetwatch.telemetry.records.schema import (
     DEFAULTS,
     FIELD_BY_NAME,
     FIELDS,
@@ -28,7 +29,8 @@ from telemetry.records.schema import (
     check_type,
     check_values,
 )
-from telemetry.records.validate import validate_frame
+from fleetwatch.telemetry.records.write import JSONL_SUFFIXES, PARQUET_SUFFIXES
+from fleetwatch.telemetry.records.write import write_records as write_record_list
 
 __all__ = [
     "STATUS_DTYPE",
@@ -41,8 +43,6 @@ __all__ = [
 ]
 
 STATUS_DTYPE = pd.CategoricalDtype([s.value for s in Status])
-_JSONL_SUFFIXES: Final = (".jsonl", ".json", ".ndjson")
-_PARQUET_SUFFIXES: Final = (".parquet", ".pq")
 
 
 def _dtype(name: str) -> Any:
@@ -172,9 +172,9 @@ def read_records(path: str | os.PathLike[str]) -> pd.DataFrame:
     if p.is_dir():
         raise RecordError("is a directory, not a record file", path=name)
     suffix = p.suffix.lower()
-    if suffix in _JSONL_SUFFIXES:
+    if suffix in JSONL_SUFFIXES:
         return _read_jsonl(p)
-    if suffix in _PARQUET_SUFFIXES:
+    if suffix in PARQUET_SUFFIXES:
         raw, nan_rows = _read_parquet(p)
         validate_frame(raw, path=name, nan_rows=nan_rows)
         return _normalise(raw)
@@ -187,18 +187,16 @@ def write_records(
     """Write records atomically (JSONL or Parquet by suffix); return the number written."""
     p = Path(path)
     suffix = p.suffix.lower()
-    if not isinstance(records, pd.DataFrame) and suffix in _JSONL_SUFFIXES:
+    if not isinstance(records, pd.DataFrame) and suffix in JSONL_SUFFIXES:
         # Records were checked when built (frozen): straight to JSON lines, no frame.
-        with atomic_path(p) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-            fh.writelines(_json_line(r) for r in records)
-        return len(records)
+        return write_record_list(p, records)
     df = records if isinstance(records, pd.DataFrame) else to_frame(records)
     validate_frame(df, path=str(p))
     stored = df[[spec.name for spec in FIELDS if spec.name in df.columns]]
-    if suffix not in _JSONL_SUFFIXES + _PARQUET_SUFFIXES:
+    if suffix not in JSONL_SUFFIXES + PARQUET_SUFFIXES:
         raise RecordError("unknown record format: use .jsonl or .parquet", path=str(p))
     with atomic_path(p) as tmp:
-        if suffix in _PARQUET_SUFFIXES:
+        if suffix in PARQUET_SUFFIXES:
             out = stored.copy()
             out["status"] = out["status"].astype("string")
             out.to_parquet(tmp, index=False)
@@ -224,20 +222,3 @@ def _json_rows(df: pd.DataFrame) -> Iterable[dict[str, Any]]:
                 v = int(v) if kind is int else float(v) if kind is float else str(v)
             row[name] = v
         yield row
-
-
-_KINDS: Final = tuple((spec.name, spec.kind) for spec in FIELDS)
-
-
-def _json_line(r: RequestRecord) -> str:
-    """One record as the line ``_json_rows`` writes for it (same fields, order and types)."""
-    row: dict[str, Any] = {}
-    for name, kind in _KINDS:
-        v = getattr(r, name)
-        if v is not None:
-            if kind is tuple:
-                v = [int(x) for x in v]
-            else:
-                v = int(v) if kind is int else float(v) if kind is float else str(v)
-        row[name] = v
-    return json.dumps(row, separators=(",", ":")) + "\n"

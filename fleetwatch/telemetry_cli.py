@@ -31,7 +31,7 @@ def gpu(
     """
     import time
 
-    from telemetry.gpu.sampler import GpuSampler
+    from fleetwatch.telemetry.gpu.sampler import GpuSampler
 
     sampler = GpuSampler(interval_s=interval)
     n = 1 if once else count
@@ -68,7 +68,7 @@ def render_snapshot(snap: Any, *, as_json: bool) -> str:
     object."""
     from dataclasses import asdict
 
-    from telemetry.gpu.nvml import CLOCK_EVENT_REASONS
+    from fleetwatch.telemetry.gpu.nvml import CLOCK_EVENT_REASONS
 
     rows = []
     for d in snap.devices:

@@ -1,0 +1,57 @@
+"""Request records on the analysis side: files read back as checked pandas DataFrames.
+
+The record itself (``RequestRecord``, its fields and checks) is the serving side's, in
+``fleetwatch.telemetry.records``; it is re-exported here so an analysis imports one place. The
+frame functions load pandas on first use, so ``fleetwatch --help`` does not.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fleetwatch.telemetry.lazy import lazy_attributes
+from fleetwatch.telemetry.records.schema import (
+    DERIVED_COLUMNS,
+    FIELDS,
+    RecordError,
+    RequestRecord,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from fleetwatch.records.io import (
+        STATUS_DTYPE,
+        add_derived,
+        from_frame,
+        read_records,
+        to_frame,
+        validate_frame,
+        write_records,
+    )
+
+__all__ = [
+    "DERIVED_COLUMNS",
+    "FIELDS",
+    "STATUS_DTYPE",
+    "RecordError",
+    "RequestRecord",
+    "Status",
+    "add_derived",
+    "from_frame",
+    "read_records",
+    "to_frame",
+    "validate_frame",
+    "write_records",
+]
+
+# The frame functions, defined in ``io``: pandas loads with the first of them used.
+_FRAME = (
+    "STATUS_DTYPE",
+    "add_derived",
+    "from_frame",
+    "read_records",
+    "to_frame",
+    "validate_frame",
+    "write_records",
+)
+__getattr__ = lazy_attributes(__name__, dict.fromkeys(_FRAME, "io"))
