@@ -7,7 +7,8 @@ OUT    ?= demo-out
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test test-vllm abuse floors lint bench dashboards promtool browser clean
+.PHONY: demo test test-vllm abuse floors lint bench dashboards promtool browser bytecode clean
+PACKAGES := fleetwatch telemetry records slo fleet resilience dashboards engine_probe
 
 # Two distributions from one checkout: fleetwatch-telemetry (telemetry/, the serving side) and the
 # toolkit fleetwatch (the root), which requires the first.
@@ -17,13 +18,19 @@ $(STAMP): pyproject.toml telemetry/pyproject.toml constraints.txt
 	  -e './telemetry[parquet]' -e '.[engine,dev]'
 	@touch $@
 
+# Bytecode for the checkout's own modules, refreshed where a source changed: an editable install
+# writes none, and with PYTHONDONTWRITEBYTECODE set every process (each command, each server a test
+# starts) would compile them again from source.
+bytecode: $(STAMP)
+	@$(BIN)/python -m compileall -q -j 0 $(PACKAGES) >/dev/null
+
 ## demo: install into .venv, then run the built-in reference fleet and write its report to $(OUT)/
-demo: $(STAMP)
+demo: $(STAMP) bytecode
 	$(BIN)/fleetwatch demo --out $(OUT)
 
 ## test: install what the tests need (Debian's prometheus for promtool, chromium for the report
 ## screenshot when root, and the vLLM lane's own venv), lint, run all tests (the vLLM lane included)
-test: $(STAMP) promtool browser $(VLLM_STAMP) lint
+test: $(STAMP) bytecode promtool browser $(VLLM_STAMP) lint
 	$(BIN)/python -m pytest
 
 ## abuse: only the abuse suite (slow clients, kills, black-hole collectors, hostile input);
@@ -68,7 +75,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 ## bench: run every benchmark side by side and print the tables recorded in BENCHMARKS.md
-bench: $(STAMP)
+bench: $(STAMP) bytecode
 	$(BIN)/python -m benchmarks
 
 ## dashboards: regenerate the committed Grafana JSON (make test fails when it drifts)

@@ -3,7 +3,8 @@
 Expected failures print one line, ``fleetwatch: error: <what> (<where>)``, on stderr and exit 2:
 each package's own exception type for bad input (listed in ``_USER_ERRORS``), a file that cannot
 be read or written (the path is named), a missing optional extra (the install command is named),
-and a command line that does not parse (the command's ``--help`` is named). Anything else is a bug: one line and exit 1, with ``--debug`` for the traceback.
+and a command line that does not parse (the command's ``--help`` is named). Anything else is a
+bug: one line and exit 1, with ``--debug`` for the traceback.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class _Commands(TyperGroup):
     """The root group: ``demo`` plus each package's sub-app, loaded on first use."""
 
     def list_commands(self, ctx: Any) -> list[str]:
-        return [*super().list_commands(ctx), *SUB_APPS]
+        return [*(n for n in super().list_commands(ctx) if n not in SUB_APPS), *SUB_APPS]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)

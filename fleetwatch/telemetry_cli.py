@@ -1,4 +1,8 @@
-"""Command line for this package; composed into `fleetwatch` by the front door."""
+"""`fleetwatch telemetry …`: the serving package's commands (GPU counters).
+
+They live with the command, not in ``fleetwatch.telemetry``: the serving distribution installs no
+typer, and nothing a serving process imports pulls in a command line.
+"""
 
 from __future__ import annotations
 

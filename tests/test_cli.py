@@ -154,3 +154,6 @@ def test_each_sub_app_loaded_on_demand_is_composed_as_add_typer_composes_it() ->
         "demo",
         *SUB_APPS,
     ]
+    root = typer.main.get_command(app)
+    root.get_command(None, "slo")  # type: ignore[attr-defined]  # one loaded: listed once, in place
+    assert root.list_commands(None) == ["demo", *SUB_APPS]  # type: ignore[attr-defined]
