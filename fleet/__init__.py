@@ -1,5 +1,5 @@
 """Fleet analysis: slow replicas against the fleet median (``outliers``), p99 tail attribution
-(``tail``) and before/after run comparison (``compare``). All read ``fleetwatch.telemetry.records`` frames;
+(``tail``) and before/after run comparison (``compare``). All read ``fleetwatch.records`` frames;
 ``outliers`` also reads Prometheus and ``/metrics`` snapshots.
 """
 

@@ -58,6 +58,13 @@ class _Commands(TyperGroup):
     def list_commands(self, ctx: Any) -> list[str]:
         return [*(n for n in super().list_commands(ctx) if n not in SUB_APPS), *SUB_APPS]
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] not in self.commands and args[0] not in SUB_APPS:
+            # no such command: typer suggests from the commands it holds, so hold them all
+            for name in SUB_APPS:
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is None and cmd_name in SUB_APPS:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fleetwatch.telemetry.lazy import lazy_attributes
+from fleetwatch.telemetry.lazy import lazy_attributes, lazy_dir
 from fleetwatch.telemetry.records.schema import (
     DERIVED_COLUMNS,
     FIELDS,
@@ -55,3 +55,4 @@ _FRAME = (
     "write_records",
 )
 __getattr__ = lazy_attributes(__name__, dict.fromkeys(_FRAME, "io"))
+__dir__ = lazy_dir(__all__)

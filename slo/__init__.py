@@ -22,7 +22,7 @@ from fleetwatch.slo.spec import (
     SLOSpec,
 )
 from fleetwatch.slo.windows import WORKBOOK_WINDOWS, budget_fraction, scaled_windows
-from fleetwatch.telemetry.lazy import lazy_attributes
+from fleetwatch.telemetry.lazy import lazy_attributes, lazy_dir
 
 # numpy/pandas-backed names load on first use, so `fleetwatch --help` does not import pandas.
 _LAZY = {
@@ -72,3 +72,4 @@ __all__ = [
     "sli_events",
     "window_counts",
 ]
+__dir__ = lazy_dir(__all__)

@@ -16,7 +16,7 @@ the events Prometheus windows hold:
 
 Latency events are bad when the value is above the threshold (a histogram's ``le`` bucket counts
 values at most the bound). Durations are computed from the stored timestamps with the same
-arithmetic as the exporter and ``fleetwatch.telemetry.records.add_derived``, so bucket decisions agree.
+arithmetic as the exporter and ``fleetwatch.records.add_derived``, so bucket decisions agree.
 
 ``records`` may be a records DataFrame or any mapping of column name to array (one streamed
 batch); only the columns ``needed_columns`` names are read.

@@ -2,7 +2,7 @@
 
 ``pyarrow.parquet.ParquetFile.iter_batches`` reads the columns the spec's SLOs need (plus the
 timestamps every record is checked on), ``batch_rows`` rows at a time. Each batch is checked with
-the same rules as ``fleetwatch.telemetry.records.read_records`` (errors name the file-wide row), turned into
+the same rules as ``fleetwatch.records.read_records`` (errors name the file-wide row), turned into
 each SLO's events (``fleetwatch.slo.events``) and counted into that SLO's bins (``fleetwatch.slo.bins``); the batch is
 then dropped. The timelines and alerts are computed from the bins, so the result is identical to
 reading the whole file.

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy_attributes"]
+__all__ = ["lazy_attributes", "lazy_dir"]
 
 
 def lazy_attributes(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
@@ -32,3 +32,9 @@ def lazy_attributes(package: str, where: Mapping[str, str]) -> Callable[[str], A
         return value
 
     return __getattr__
+
+
+def lazy_dir(names: list[str]) -> Callable[[], list[str]]:
+    """A module ``__dir__`` that lists the public names, loaded or not (for ``dir()`` and tab
+    completion)."""
+    return lambda: sorted(names)

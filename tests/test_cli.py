@@ -157,3 +157,11 @@ def test_each_sub_app_loaded_on_demand_is_composed_as_add_typer_composes_it() ->
     root = typer.main.get_command(app)
     root.get_command(None, "slo")  # type: ignore[attr-defined]  # one loaded: listed once, in place
     assert root.list_commands(None) == ["demo", *SUB_APPS]  # type: ignore[attr-defined]
+
+
+def test_a_mistyped_command_is_told_the_one_it_meant(capsys: pytest.CaptureFixture[str]) -> None:
+    """Sub-apps load on demand; the suggestion still draws on every command's name."""
+    assert main(["sl"]) == 2
+    assert "No such command 'sl'. Did you mean 'slo'?" in capsys.readouterr().err
+    assert main(["record"]) == 2
+    assert "Did you mean 'records'?" in capsys.readouterr().err

@@ -118,13 +118,15 @@ def test_the_two_wheels_share_no_file_and_miss_none(wheels: dict[str, zipfile.Zi
     serving, toolkit = _files(wheels[SERVING]), _files(wheels[TOOLKIT])
     assert serving & toolkit == set()
     assert all(n.startswith("fleetwatch/telemetry/") for n in serving)
+    # every module, and the data files beside them (dashboards' JSON, example specs, py.typed)
     sources = set()
     for rel in _tracked():
-        if rel.suffix == ".py" and rel.parts[0] in (*FOLDERS, "fleetwatch"):
+        shipped_kind = rel.suffix in (".py", ".json", ".yaml") or rel.name == "py.typed"
+        if shipped_kind and rel.parts[0] in (*FOLDERS, "fleetwatch"):
             sources.add("fleetwatch/" + str(rel) if rel.parts[0] != "fleetwatch" else str(rel))
-    shipped = {n for n in serving | toolkit if n.endswith(".py")}
-    assert sources - shipped == set(), "a module no wheel installs"
-    assert "fleetwatch/__init__.py" not in shipped
+    assert sources - (serving | toolkit) == set(), "a file no wheel installs"
+    assert "fleetwatch/__init__.py" not in serving | toolkit
+    assert {"fleetwatch/telemetry/py.typed", "fleetwatch/py.typed"} <= serving | toolkit
 
 
 def test_the_serving_wheel_requires_none_of_the_analysis_stack(

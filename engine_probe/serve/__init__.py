@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fleetwatch.telemetry.lazy import lazy_attributes
+from fleetwatch.telemetry.lazy import lazy_attributes, lazy_dir
 
 if TYPE_CHECKING:
     from fleetwatch.engine_probe.serve.config import ServerConfig
@@ -32,3 +32,4 @@ _WHERE = {
 
 
 __getattr__ = lazy_attributes(__name__, _WHERE)
+__dir__ = lazy_dir(__all__)

@@ -117,7 +117,7 @@ def table_from_records(
     host: Mapping[str, str] | pd.Series | None = None,
     where: str = "records",
 ) -> FleetTable:
-    """Per-replica signals from request records (``fleetwatch.telemetry.records`` frame).
+    """Per-replica signals from request records (``fleetwatch.records`` frame).
 
     Latency signals are the ``quantile`` of ok requests; error rate is the share of requests with
     status ``error``; throughput is output tokens per second over the replica's active span.

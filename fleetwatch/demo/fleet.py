@@ -46,7 +46,7 @@ class FleetRun:
     roles: tuple[ReplicaRole, ...]
     addresses: Mapping[str, str]
     records: pd.DataFrame
-    """Server-side request records of every replica (``fleetwatch.telemetry.records`` frame)."""
+    """Server-side request records of every replica (``fleetwatch.records`` frame)."""
     client: tuple[RequestResult, ...]
     """The probe's own view of each request (probe clock: ``time.monotonic``)."""
     start_s: float

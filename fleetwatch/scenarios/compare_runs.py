@@ -43,7 +43,7 @@ def run_records(
     replicas: int = 4,
     rate_per_s: float = 8.0,
 ) -> pd.DataFrame:
-    """A ``fleetwatch.telemetry.records`` frame of ``n`` requests spread over ``replicas`` replicas.
+    """A ``fleetwatch.records`` frame of ``n`` requests spread over ``replicas`` replicas.
 
     ``decode_slowdown`` multiplies the per-token decode time, ``prefill_slowdown`` the prefill
     time; ``long_prompt_share`` is the share of retrieval-augmented (long) prompts and

@@ -36,7 +36,7 @@ __all__ = [
     "write_rules",
 ]
 
-CHAT_SPEC: Final = Path(__file__).resolve().parents[2] / "slo" / "examples" / "chat.yaml"
+CHAT_SPEC: Final = Path(__file__).resolve().parents[1] / "slo" / "examples" / "chat.yaml"
 SCALE: Final = 120
 """SLO periods and windows are divided by this: 30d -> 6h, whose page windows are 30 s and 2 s."""
 GOODPUT: Final = (0.5, 0.05)

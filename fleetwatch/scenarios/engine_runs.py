@@ -162,7 +162,7 @@ def run_fleet(
     model: Mapping[str, Any] | None = None,
     engine: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Run every replica plan; return all records as one ``fleetwatch.telemetry.records`` frame."""
+    """Run every replica plan; return all records as one ``fleetwatch.records`` frame."""
     records: list[RequestRecord] = []
     for plan in plans:
         records.extend(run_replica(plan, step_s=step_s, model=model, engine=engine))

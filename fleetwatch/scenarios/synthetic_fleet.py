@@ -31,7 +31,7 @@ def synthetic_fleet(
     queue_mean_s: float = 0.02,
     rate_per_s: float = 5.0,
 ) -> pd.DataFrame:
-    """A ``fleetwatch.telemetry.records`` frame of ``replicas × requests_per_replica`` requests.
+    """A ``fleetwatch.records`` frame of ``replicas × requests_per_replica`` requests.
 
     Replicas are named ``replica-0`` … Every random draw comes from ``seed``.
     """

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from fleetwatch.records import (
@@ -17,6 +19,7 @@ from fleetwatch.records import (
     to_frame,
     write_records,
 )
+from fleetwatch.telemetry.records import write_records as write_serving
 
 
 def _record(i: int, **overrides: object) -> RequestRecord:
@@ -217,3 +220,49 @@ def test_bad_gap_counts_are_named(tmp_path: Path, value: object, words: str) -> 
     with pytest.raises(RecordError) as info:
         write_records(tmp_path / "bad.parquet", df)
     assert (info.value.row, info.value.field) == (len(RECORDS), "itl_buckets")
+
+
+# The serving side's writer (fleetwatch.telemetry.records.write, no pandas): its files read back
+# exactly as the DataFrame writer's do, whatever the records hold.
+MIXED = [
+    _record(0, tenant="t0", intended_s=99.5),
+    _record(1, itl_buckets=None, traffic_class="chat", preemptions=1, preemption_stall_s=0.25),
+    *(
+        _record(
+            2 + k, status=s, scheduled_s=None, first_token_s=None, output_tokens=0, itl_buckets=None
+        )
+        for k, s in enumerate((Status.ERROR, Status.ABORTED, Status.REJECTED))
+    ),
+]
+# Every optional column null in every row: the case a type inferred from values gets wrong.
+ALL_NULL = [
+    _record(i, tenant=None, finish_reason=None, max_itl_s=None, itl_buckets=None) for i in range(3)
+]
+
+
+@pytest.mark.parametrize("records", [MIXED, ALL_NULL, []], ids=["mixed", "all-null", "empty"])
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+def test_the_serving_writer_reads_back_as_the_frame_writer(
+    tmp_path: Path, records: list[RequestRecord], suffix: str
+) -> None:
+    assert write_serving(tmp_path / f"serving{suffix}", records) == len(records)
+    write_records(tmp_path / f"frame{suffix}", to_frame(records))
+    serving, frame = (read_records(tmp_path / f"{n}{suffix}") for n in ("serving", "frame"))
+    pd.testing.assert_frame_equal(serving, frame)
+    assert from_frame(serving) == records
+
+
+def test_parquet_columns_have_the_declared_types_even_when_all_null(tmp_path: Path) -> None:
+    write_serving(tmp_path / "r.parquet", ALL_NULL)
+    schema = pq.read_schema(tmp_path / "r.parquet")
+    assert schema.field("itl_buckets").type == pa.list_(pa.int64())
+    assert schema.field("tenant").type == pa.large_string()
+    assert schema.field("scheduled_s").type == pa.float64()
+    assert schema.field("prompt_tokens").type == pa.int64()
+    assert pq.read_table(tmp_path / "r.parquet").column("status").to_pylist() == ["ok"] * 3
+
+
+def test_an_unknown_suffix_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    with pytest.raises(RecordError, match="unknown record format"):
+        write_serving(tmp_path / "r.csv", MIXED)
+    assert list(tmp_path.iterdir()) == []

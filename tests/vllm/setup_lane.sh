@@ -29,9 +29,10 @@ done
 "$VENV/bin/python" -m uv pip install --quiet --python "$VENV/bin/python" \
   "${find_links[@]}" -c constraints.txt --excludes tests/vllm/excludes.txt \
   "$VLLM_PIN" -e ./telemetry
-# A venv built before the excludes existed may still hold them.
+# A venv built before the excludes existed may still hold them, and one built before the serving
+# package existed holds the whole toolkit (distribution fleetwatch, with its own plugin entry point).
 "$VENV/bin/python" -m uv pip uninstall --quiet --python "$VENV/bin/python" \
-  torchvision torchaudio torchcodec triton 2>/dev/null || true
+  torchvision torchaudio torchcodec triton fleetwatch 2>/dev/null || true
 
 # Bytecode once, here: with PYTHONDONTWRITEBYTECODE set, every vLLM process (API server, engine
 # core, worker) would otherwise compile vllm, torch and transformers from source at each start.
