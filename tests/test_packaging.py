@@ -243,3 +243,15 @@ def test_the_command_starts_without_the_heavy_stack(
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == ""
+
+
+def test_mypy_checks_the_namespace_through_its_links_and_misses_no_module() -> None:
+    """mypy reads fleetwatch/ and the folders through its links (no import hook it cannot run),
+    and a fleetwatch module it cannot find is an error, not a silent Any: a planted type error
+    across packages fails `make lint`."""
+    import tomllib
+
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert mypy["packages"] == ["fleetwatch"] and mypy["strict"] is True
+    [override] = [o for o in mypy["overrides"] if "fleetwatch.*" in o["module"]]
+    assert override["ignore_missing_imports"] is False

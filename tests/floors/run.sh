@@ -65,9 +65,12 @@ serving = tomllib.load(open("telemetry/pyproject.toml", "rb"))["project"]
 wanted = serving["dependencies"] + serving["optional-dependencies"]["parquet"]
 wanted += [r for r in project["dependencies"] if not r.startswith("fleetwatch-telemetry")]
 wanted += project["optional-dependencies"]["engine"] + project["optional-dependencies"]["dev"]
+seen = set()
 for requirement in wanted:
     name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0)
-    print(f"  {requirement:<48} {version(name)}")
+    if name not in seen:
+        seen.add(name)
+        print(f"  {requirement:<48} {version(name)}")
 EOF
 
 if [ "$#" -eq 0 ]; then
