@@ -71,15 +71,10 @@ class _Commands(TyperGroup):
             # Composed exactly as add_typer composes it under this root (its help layout, no
             # completion options), through a parent of the same settings.
             parent = _typer()
-            parent.callback()(_no_options)
             parent.add_typer(importlib.import_module(SUB_APPS[cmd_name]).app, name=cmd_name)
             command = typer.main.get_command(parent).commands[cmd_name]  # type: ignore[attr-defined]
             self.commands[cmd_name] = command
         return command
-
-
-def _no_options() -> None:
-    pass
 
 
 def _typer(**kwargs: Any) -> typer.Typer:

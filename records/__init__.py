@@ -44,15 +44,7 @@ __all__ = [
     "write_records",
 ]
 
-# The frame functions, defined in ``io``: pandas loads with the first of them used.
-_FRAME = (
-    "STATUS_DTYPE",
-    "add_derived",
-    "from_frame",
-    "read_records",
-    "to_frame",
-    "validate_frame",
-    "write_records",
-)
-__getattr__ = lazy_attributes(__name__, dict.fromkeys(_FRAME, "io"))
+# The frame functions, defined in ``io`` (the names of __all__ not imported above): pandas loads
+# with the first of them used.
+__getattr__ = lazy_attributes(__name__, {n: "io" for n in __all__ if n not in globals()})
 __dir__ = lazy_dir(__all__)
