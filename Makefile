@@ -7,11 +7,11 @@ OUT    ?= demo-out
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test test-vllm abuse floors lint bench dashboards promtool browser bytecode clean
-PACKAGES := fleetwatch telemetry records slo fleet resilience dashboards engine_probe
+.PHONY: demo test test-vllm abuse floors lint bench dashboards docs promtool browser bytecode clean
+PACKAGES := fleetwatch core telemetry records slo fleet resilience dashboards engine_probe
 
-# Two distributions from one checkout: fleetwatch-telemetry (telemetry/, the serving side) and the
-# toolkit fleetwatch (the root), which requires the first.
+# Two distributions from one checkout: fleetwatch-telemetry (telemetry/ and core/, the serving side)
+# and the toolkit fleetwatch (the root), which requires the first.
 $(STAMP): pyproject.toml telemetry/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
@@ -81,6 +81,12 @@ bench: $(STAMP) bytecode
 ## dashboards: regenerate the committed Grafana JSON (make test fails when it drifts)
 dashboards: $(STAMP)
 	$(BIN)/fleetwatch dashboards build --out dashboards/json
+
+## docs: regenerate docs/reference/ (commands' --help, record schema, metrics per profile) and
+## README.md's figures from BENCHMARKS.md; `make test` fails while either has drifted
+docs: $(STAMP)
+	$(BIN)/python -m fleetwatch.reference
+	$(BIN)/python -m benchmarks readme
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache

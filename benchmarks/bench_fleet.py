@@ -19,8 +19,8 @@ import pandas as pd
 from benchmarks.fleet_outliers import _interleaved, _median_time, bench_outliers
 from fleetwatch.fleet.compare import compare_runs
 from fleetwatch.fleet.outliers import DetectorConfig, SignalSpec, detect, table_from_records
-from fleetwatch.fleet.outliers.score import score_matrix
-from fleetwatch.fleet.outliers.stats import signal_level
+from fleetwatch.fleet.outliers.stats.robust import signal_level
+from fleetwatch.fleet.outliers.stats.score import score_matrix
 from fleetwatch.fleet.tail import attribute_tail
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
@@ -209,7 +209,7 @@ def bench_rank_calibration() -> list[str]:
     replica's requests against the rest's), the cutoff on seven summary signals. False-alarm
     rates on healthy fleets whose requests are drawn whole, floors and gates off (nominal 1 %
     family-wise) and on; detection of planted slow replicas with the floors on."""
-    from fleetwatch.fleet.outliers.ranks import p_values, rank_z_columns
+    from fleetwatch.fleet.outliers.stats.ranks import p_values, rank_z_columns
     from fleetwatch.scenarios.healthy_tables import (
         REQUEST_SHAPES,
         SAMPLED,
@@ -281,9 +281,9 @@ def bench_histogram_calibration() -> list[str]:
     bucket rule (TTFT and e2e rank-tested in all three)."""
     from dataclasses import replace as _replace
 
+    from fleetwatch.core.profiles import Signal, get_profile
     from fleetwatch.fleet.outliers.signals import signal_spec
     from fleetwatch.scenarios.healthy_tables import REQUEST_SHAPES, histogram_fleet
-    from fleetwatch.telemetry.profiles import Signal, get_profile
 
     vllm = get_profile("vllm")
     bounds = {
@@ -322,8 +322,8 @@ def bench_share_calibration() -> list[str]:
     binomial counts) and with replica 0 failing 2 %: share of fleets with any finding from the
     test alone at 1 %. Ours: each replica's counts against the rest's (``shares``); baseline:
     the cutoff across the replicas' rates."""
-    from fleetwatch.fleet.outliers.shares import share_counts
     from fleetwatch.fleet.outliers.signals import signal_spec
+    from fleetwatch.fleet.outliers.stats.shares import share_counts
 
     spec = [signal_spec("error_rate").ungated()]
     rows = []

@@ -1,15 +1,18 @@
 """Resilience primitives against their usual peers, side by side in one run: breaker per-call
 overhead (sync and async decorators, CLOSED, no-op function) vs pybreaker, circuitbreaker and
 aiobreaker; 8 threads through one breaker around a 1 ms call; the micro-batcher in a closed loop
-and for a lone request vs a hand-rolled asyncio.Queue batcher; the retry-storm table. Figures are
+and for a lone request vs a hand-rolled asyncio.Queue batcher; how late the batcher's waker thread
+sets an event after a 0.5 ms deadline vs a loop timer; the retry-storm table. Figures are
 medians of interleaved rounds (every variant once per round, so load hits them alike), wall time
 beside CPU time (``time.process_time``, all threads); costs are fleetwatch ÷ peer. Each benchmark
 asserts fleetwatch and its peer computed the same thing; CPU model and load are printed with it.
+``FLEETWATCH_BENCH_ONLY=overhead,waker`` (names without ``bench_``) runs only those parts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import threading
 import time
@@ -26,7 +29,7 @@ from prometheus_client import CollectorRegistry
 
 from benchmarks.machine import cpu as machine_cpu
 from benchmarks.machine import load
-from fleetwatch.resilience.batcher import BatcherConfig, BatcherMetrics, MicroBatcher
+from fleetwatch.resilience.batcher import BatcherConfig, BatcherMetrics, MicroBatcher, Waker
 from fleetwatch.resilience.breaker import BreakerMetrics, CircuitBreaker, State
 from fleetwatch.resilience.cli import format_table
 from fleetwatch.resilience.storm import StormConfig, simulate_storm
@@ -39,6 +42,10 @@ THREAD_ROUNDS = 5
 BATCH_ROUNDS = 5
 ITEMS = {8: 8_000, 64: 128_000, 256: 128_000}  # per closed-loop run, by callers
 LONE_REQUESTS = 200
+LONE_P50_GOAL_S = 0.0009  # a lone request at max_wait 0.5 ms: under a bare loop timer's ~1.1 ms
+WAKER_DEADLINE_S = 0.0005
+WAKER_WAKES = 100  # per round
+WAKER_LATE_GOAL_S = 0.0004  # waker p50 lateness at most: deadline + lateness under 0.9 ms
 PER_CALL_GOAL = 0.5  # fleetwatch overhead ÷ pybreaker overhead, at most
 THREADS_GOAL = 6.0  # fleetwatch calls/s ÷ pybreaker calls/s, at least
 
@@ -360,11 +367,59 @@ def bench_batcher() -> None:
     def ms(rows: list[list[float]], i: int) -> str:
         return "/".join(f"{row[i] * 1e3:.3f}" for row in rows)
 
+    lone_p50 = ours[0][0]
+    print(
+        f"\nbatcher lone request at max_wait 0.5 ms: p50 {lone_p50 * 1e3:.3f} ms, goal < "
+        f"{LONE_P50_GOAL_S * 1e3:g} ms, {'met' if lone_p50 < LONE_P50_GOAL_S else 'short'} by "
+        f"{abs(LONE_P50_GOAL_S - lone_p50) * 1e3:.3f} ms"
+    )
     print(
         f"\nbatcher lone-request added latency at max_wait 0.5/1/5 ms vs baseline: fleetwatch "
         f"{ms(ours, 0)} ms (CPU {ms(ours, 2)} ms/request), baseline {ms(base, 0)} ms "
         f"(CPU {ms(base, 2)} ms/request), fleetwatch ÷ baseline "
         + "/".join(f"{o[0] / b[0]:.2f}x" for o, b in zip(ours, base, strict=True))
+    )
+
+
+async def _lateness(kind: str) -> tuple[float, float, float]:
+    """Seconds from deadline to wake-up of ``WAKER_WAKES`` events set at ``WAKER_DEADLINE_S`` from
+    now, by the waker thread or by a loop timer: p50, p99 and the earliest."""
+    loop = asyncio.get_running_loop()
+    waker = Waker(loop, "bench waker") if kind == "waker" else None
+    late = []
+    for _ in range(WAKER_WAKES):
+        event = asyncio.Event()
+        deadline = loop.time() + WAKER_DEADLINE_S
+        if waker is not None:
+            waker.arm(deadline, event)
+        else:
+            loop.call_at(deadline, event.set)
+        await event.wait()
+        late.append(loop.time() - deadline)
+    if waker is not None:
+        waker.close()
+    earliest = min(late)
+    # same answer: every event set, none before its deadline (a timer may run one clock tick early)
+    assert earliest >= (0.0 if kind == "waker" else -time.get_clock_info("monotonic").resolution)
+    return (*_p50_p99(late), earliest)
+
+
+def bench_waker() -> None:
+    kinds = {"waker": "fleetwatch Waker (thread)", "timer": "loop timer (loop.call_at)"}
+    runs = {kind: partial(_run, _lateness, kind) for kind in kinds}
+    med = {kind: _medians(v) for kind, v in _interleave(runs, BATCH_ROUNDS).items()}
+    _title(
+        f"Batcher waker: an event set {WAKER_DEADLINE_S * 1e3:g} ms from now, lateness after the "
+        f"deadline ({BATCH_ROUNDS} interleaved rounds of {WAKER_WAKES} wake-ups, median)\n"
+    )
+    _header("wake-up | p50 late (µs) | p99 late (µs) | earliest (µs) | fleetwatch ÷ this (p50)")
+    ours = med["waker"][0]
+    for kind, (p50, p99, earliest) in med.items():
+        print(f"| {kinds[kind]} | {_us(p50)} | {_us(p99)} | {_us(earliest)} | {ours / p50:.2f}x |")
+    print(
+        f"\nwaker lateness at a {WAKER_DEADLINE_S * 1e3:g} ms deadline: p50 {_us(ours)} µs, loop "
+        f"timer {_us(med['timer'][0])} µs, goal <= {_us(WAKER_LATE_GOAL_S)} µs, "
+        f"{'met' if ours <= WAKER_LATE_GOAL_S else 'short'} by {_us(abs(WAKER_LATE_GOAL_S - ours))} µs"
     )
 
 
@@ -381,8 +436,10 @@ def bench_storm() -> None:
 
 def main() -> None:
     print(f"\nmachine: {machine_cpu()}; {load()}")
-    for bench in (bench_overhead, bench_threads, bench_batcher, bench_storm):
-        bench()
+    only = {s for s in os.environ.get("FLEETWATCH_BENCH_ONLY", "").split(",") if s}
+    for bench in (bench_overhead, bench_threads, bench_batcher, bench_waker, bench_storm):
+        if not only or bench.__name__.removeprefix("bench_") in only:
+            bench()
     print(f"\n(end: {load()})")
 
 

@@ -16,16 +16,25 @@ Run with ``.venv/bin/python -m benchmarks serve``.
 3. HTTP overhead. One engine generates 32 requests x 64 tokens offline (``LLMEngine.generate``);
    a second identical engine behind ``start_server`` serves the same 32 requests to the probe at
    concurrency 32. Interleaved, three rounds, median output tokens/s and their ratio.
+4. Against the server's records. ``probe run --api chat`` in its own process (so it does not
+   share the server's GIL) drives a small engine behind ``start_server`` with a record sink,
+   32 requests x 96 tokens at concurrency 4; per run, the probe's output tokens/s and TPOT p50
+   beside the records' of the same requests (gap: relative), and TTFT p50 from both ends (the
+   probe's is above: HTTP receive and first-chunk delivery).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -158,7 +167,7 @@ def http_overhead(requests: int = 32, prompt: int = 64, max_tokens: int = 64) ->
     from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
     from fleetwatch.engine_probe.probe.runner import make_prompts
     from fleetwatch.engine_probe.serve import start_server
-    from fleetwatch.engine_probe.serve.text_ids import encode
+    from fleetwatch.engine_probe.serve.wire.text_ids import encode
 
     model = ModelConfig()
     texts = make_prompts(requests, prompt, np.random.default_rng(0))
@@ -209,10 +218,85 @@ def http_overhead(requests: int = 32, prompt: int = 64, max_tokens: int = 64) ->
     )
 
 
+def records_agreement(
+    runs: int = 5, requests: int = 32, concurrency: int = 4, max_tokens: int = 96
+) -> None:
+    from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+    from fleetwatch.engine_probe.serve import start_server
+    from fleetwatch.records import read_records
+    from fleetwatch.telemetry.sink import MemoryRecordSink
+
+    model = ModelConfig(
+        num_layers=4,
+        hidden_size=256,
+        intermediate_size=512,
+        num_heads=4,
+        num_kv_heads=2,
+        vocab_size=512,
+        max_position_embeddings=1024,
+    )
+
+    async def one(work: Path) -> tuple[float, float, float, float]:
+        sink = MemoryRecordSink()
+        engine = LLMEngine(model, EngineConfig(num_blocks=512, max_num_seqs=8, device="cpu"))
+        out, recs = work / "run.json", work / "run.jsonl"
+        async with await start_server(engine, record_sink=sink) as h:
+            argv = ["probe", "run", h.url, "--api", "chat", "-c", str(concurrency)]
+            argv += ["-n", str(requests), "--prompt-tokens", "32", "--max-tokens", str(max_tokens)]
+            argv += ["--no-progress", "--json", str(out), "--records", str(recs)]
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "fleetwatch",
+                *argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            )
+            log, _ = await proc.communicate()
+            assert proc.returncode == 0, log.decode()
+            assert h.instrumentation is not None
+            await asyncio.to_thread(h.instrumentation.flush, 10)
+        level = json.loads(out.read_text())["levels"][0]
+        served = [r for r in sink.records if r.status == "ok"]
+        assert level["ok"] == len(served) == len(read_records(recs)) == requests
+        span = max(r.finished_s for r in served) - min(r.arrival_s for r in served)
+        server_tps = sum(r.output_tokens for r in served) / span
+        server_tpot = float(np.median([r.tpot_s for r in served]))
+        server_ttft = float(np.median([r.ttft_s for r in served]))
+        tps_gap = abs(level["output_tokens_per_s"] - server_tps) / server_tps
+        tpot_gap = abs(level["tpot"]["p50"] - server_tpot) / server_tpot
+        return tps_gap, tpot_gap, level["ttft"]["p50"], server_ttft
+
+    print(
+        f"\nprobe against the server's records (chat API, {requests} requests x {max_tokens} "
+        f"tokens at concurrency {concurrency}, probe in its own process; {runs} runs)"
+    )
+    print(
+        f"{'run':>4} {'tok/s gap %':>12} {'TPOT p50 gap %':>15} {'probe TTFT p50 ms':>18} "
+        f"{'records TTFT p50 ms':>20}"
+    )
+    rows = []
+    for i in range(runs):
+        with tempfile.TemporaryDirectory() as work:
+            rows.append(asyncio.run(one(Path(work))))
+        tps, tpot, probe_ttft, server_ttft = rows[-1]
+        print(
+            f"{i + 1:>4} {tps * 100:>12.2f} {tpot * 100:>15.2f} {probe_ttft * 1e3:>18.1f} "
+            f"{server_ttft * 1e3:>20.1f}"
+        )
+    m = statistics.median
+    print(
+        f"{'med':>4} {m(r[0] for r in rows) * 100:>12.2f} {m(r[1] for r in rows) * 100:>15.2f} "
+        f"{m(r[2] for r in rows) * 1e3:>18.1f} {m(r[3] for r in rows) * 1e3:>20.1f}"
+    )
+
+
 def main() -> None:
     probe_overhead()
     accuracy()
     http_overhead()
+    records_agreement()
 
 
 if __name__ == "__main__":

@@ -47,11 +47,11 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.machine import machine
+from benchmarks.slo_firing import Intervals, availability_slo, firing_intervals
 from fleetwatch.records import STATUS_DTYPE
 from fleetwatch.slo.backtest import backtest_slo
 from fleetwatch.slo.burn import window_counts
 from fleetwatch.slo.events import sli_events
-from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.spec import ServiceLevelObjective
 
 N = 10_000_000
@@ -62,15 +62,6 @@ FILES = 8
 """The third order: each record goes to one of this many replicas' files (each in finish order),
 and the files are read one after another."""
 GOAL = 10.0
-
-Intervals = list[tuple[str, float, float | None]]
-
-
-def _spec(step: int) -> ServiceLevelObjective:
-    return load_spec(
-        f"service: bench\nevaluation_interval: {step}s\n"
-        "slos: [{name: availability, objective: 99.9, period: 30d, sli: {kind: availability}}]"
-    ).slos[0]
 
 
 def _records(rng: np.random.Generator) -> pd.DataFrame:
@@ -139,29 +130,7 @@ def _per_bin(frame: pd.DataFrame, step: int, how: str) -> tuple[pd.DataFrame, np
 
 def pandas_plain(slo: ServiceLevelObjective, frame: pd.DataFrame, step: int, how: str) -> Intervals:
     per_bin, grid = _per_bin(frame, step, how)
-    return _firing(slo, per_bin, grid, step)
-
-
-def _firing(
-    slo: ServiceLevelObjective, per_bin: pd.DataFrame, grid: np.ndarray[Any, Any], step: int
-) -> Intervals:
-    """Firing intervals from per-bin counts (columns total, bad) on the full bin grid."""
-    ratios = {}
-    for win in sorted({x for w in slo.windows for x in (w.long_s, w.short_s)}):
-        rolled = per_bin.rolling(win // step, min_periods=1).sum()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratios[win] = (rolled["bad"] / rolled["total"]).to_numpy()
-    out: Intervals = []
-    for severity in ("page", "ticket"):
-        firing = np.zeros(grid.size, dtype=bool)
-        for w in (w for w in slo.windows if w.severity == severity):
-            thr = slo.threshold(w)
-            firing |= (ratios[w.long_s] > thr) & (ratios[w.short_s] > thr)
-        flips = np.flatnonzero(np.diff(np.concatenate(([False], firing, [False])).astype(np.int8)))
-        for s, e in zip(flips[0::2], flips[1::2], strict=True):
-            end = None if e >= grid.size else float(grid[e] * step)
-            out.append((severity, float(grid[s] * step), end))
-    return sorted(out, key=lambda i: (i[1], i[0]))
+    return firing_intervals(slo, per_bin, grid, step)
 
 
 _CHILD = """
@@ -261,7 +230,7 @@ def main() -> None:
     print(f"machine at start: {machine()}")
     rows = []
     for step in STEPS:
-        slo = _spec(step)
+        slo = availability_slo(step)
         for order, frame in frames.items():
             times: dict[str, list[float]] = {
                 "fleetwatch": [],

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from benchmarks.machine import machine
 from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
 from fleetwatch.engine_probe.engine.startup import StartupTimer, warm_up
-from fleetwatch.engine_probe.serve.model_cache import ModelCache
+from fleetwatch.engine_probe.serve.multi.cache import ModelCache
 
 REPEATS = 5
 

@@ -1,11 +1,12 @@
-"""README.md's measured figures, generated from BENCHMARKS.md: ``python -m benchmarks readme``.
+"""README.md's headline figures, generated from BENCHMARKS.md: ``python -m benchmarks readme``.
 
-BENCHMARKS.md's "## This round" section holds the figures the README quotes as table rows whose
-first cell is an id in backticks (`` `fig:telemetry-cost` ``), with three more cells: what was
-measured, the figure, and the run and command that measured it. Every other row and table is
-ignored, so subsections added beside them do not change the README. The rows are copied, in their
-order, into README.md between ``<!-- figures:begin -->`` and ``<!-- figures:end -->`` (temporary
-file + rename). ``--check`` writes nothing and exits 1 when README.md differs.
+BENCHMARKS.md's "## Figures" section holds every figure as a table row whose first cell is an id in
+backticks (`` `fig:telemetry-cost` ``), with three more cells: what was measured, the figure, and
+the run and command that measured it. A row whose id is in bold (`` **`fig:slo-engine`** ``) is a
+headline: the headline rows, at most ``MAX_HEADLINES`` of them, are copied in their order into
+README.md between ``<!-- figures:begin -->`` and ``<!-- figures:end -->`` (temporary file +
+rename). Every other row and table is ignored, so rows and subsections added beside them do not
+change the README. ``--check`` writes nothing and exits 1 when README.md differs.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleetwatch.telemetry.atomic import atomic_write_text
+from fleetwatch.core.atomic import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTION = "## This round"
+SECTION = "## Figures"
+MAX_HEADLINES = 6
 BEGIN = "<!-- figures:begin -->"
 END = "<!-- figures:end -->"
-_ROW = re.compile(r"^\|\s*`fig:([a-z0-9][a-z0-9-]*)`\s*\|(.*)\|\s*$")
+_ROW = re.compile(r"^\|\s*(\*\*)?`fig:([a-z0-9][a-z0-9-]*)`(\*\*)?\s*\|(.*)\|\s*$")
 
 
 class FiguresError(ValueError):
@@ -34,10 +36,11 @@ class Figure:
     what: str
     value: str
     run: str
+    headline: bool = False
 
 
 def _section(text: str) -> tuple[int, list[str]]:
-    """The first line number (1-based) and the lines of the "## This round" section."""
+    """The first line number (1-based) and the lines of the "## Figures" section."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith(SECTION)), None)
     if start is None:
@@ -50,7 +53,7 @@ def _section(text: str) -> tuple[int, list[str]]:
 
 
 def read_figures(benchmarks_md: str) -> list[Figure]:
-    """Every ``fig:`` row of BENCHMARKS.md's "This round" section, in order; ids are unique."""
+    """Every ``fig:`` row of BENCHMARKS.md's "Figures" section, in order; ids are unique."""
     first, lines = _section(benchmarks_md)
     figures: list[Figure] = []
     seen: dict[str, int] = {}
@@ -59,7 +62,12 @@ def read_figures(benchmarks_md: str) -> list[Figure]:
         if match is None:
             continue
         number = first + offset
-        fig_id, rest = match.groups()
+        bold_open, fig_id, bold_close, rest = match.groups()
+        if bool(bold_open) != bool(bold_close):
+            raise FiguresError(
+                f"BENCHMARKS.md line {number}: figure `fig:{fig_id}` is half in bold; a headline's"
+                f" id is written **`fig:{fig_id}`**"
+            )
         cells = [cell.strip() for cell in rest.split("|")]
         if len(cells) != 3 or not all(cells):
             raise FiguresError(
@@ -72,20 +80,37 @@ def read_figures(benchmarks_md: str) -> list[Figure]:
                 f"{seen[fig_id]}; keep only the latest run's row"
             )
         seen[fig_id] = number
-        figures.append(Figure(fig_id, *cells))
+        what, value, run = cells
+        figures.append(Figure(fig_id, what, value, run, headline=bool(bold_open)))
     if not figures:
         raise FiguresError(f"BENCHMARKS.md: no `fig:` rows in the '{SECTION}' section")
     return figures
 
 
+def headlines(figures: list[Figure]) -> list[Figure]:
+    """The figures README.md shows: the bold rows, one to ``MAX_HEADLINES`` of them."""
+    chosen = [f for f in figures if f.headline]
+    if not chosen:
+        raise FiguresError(
+            f"BENCHMARKS.md: no headline figure in '{SECTION}' (write a row's id as **`fig:id`**)"
+        )
+    if len(chosen) > MAX_HEADLINES:
+        ids = ", ".join(f.id for f in chosen)
+        raise FiguresError(
+            f"BENCHMARKS.md: {len(chosen)} headline figures ({ids}); README.md shows at most "
+            f"{MAX_HEADLINES}"
+        )
+    return chosen
+
+
 def render_block(figures: list[Figure]) -> str:
-    """The README block, markers included."""
+    """The README block of ``figures`` (the headlines), markers included."""
     rows = [f"| {f.what} | {f.value} | {f.run} |" for f in figures]
     return "\n".join(
         [
             BEGIN,
-            "<!-- generated from BENCHMARKS.md by `python -m benchmarks readme`; edit the `fig:`"
-            " rows there, not this table -->",
+            "<!-- generated from BENCHMARKS.md by `python -m benchmarks readme`; edit the bold"
+            " `fig:` rows there, not this table -->",
             "| measured | figure | run |",
             "|---|---|---|",
             *rows,
@@ -112,7 +137,7 @@ def generate(root: Path = ROOT) -> tuple[str, str]:
     """README.md's current text and the text it should have."""
     benchmarks_md = (root / "BENCHMARKS.md").read_text(encoding="utf-8")
     readme_md = (root / "README.md").read_text(encoding="utf-8")
-    return readme_md, rewrite(readme_md, render_block(read_figures(benchmarks_md)))
+    return readme_md, rewrite(readme_md, render_block(headlines(read_figures(benchmarks_md))))
 
 
 def main(argv: list[str], root: Path = ROOT) -> int:

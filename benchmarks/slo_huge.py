@@ -116,7 +116,8 @@ def _write(path: Path, n: int, seed: int) -> tuple[pd.DataFrame, float]:
 
 
 def main(n: int) -> None:
-    from benchmarks.bench_slo import _firing, _spec, machine
+    from benchmarks.machine import machine
+    from benchmarks.slo_firing import availability_slo, firing_intervals
 
     tmp = tempfile.gettempdir()
     need = n * BYTES_PER_RECORD * 1.5
@@ -138,7 +139,9 @@ def main(n: int) -> None:
               f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
         cpu = time.process_time()
         grid = np.arange(per_bin.index.min(), per_bin.index.max() + 1)
-        expected = _firing(_spec(STEP), per_bin.reindex(grid, fill_value=0), grid, STEP)
+        expected = firing_intervals(
+            availability_slo(STEP), per_bin.reindex(grid, fill_value=0), grid, STEP
+        )
         pandas_cpu += time.process_time() - cpu
         t0 = time.perf_counter()
         done = subprocess.run(

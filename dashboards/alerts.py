@@ -9,7 +9,8 @@ profiles that include them (``RESILIENCE_PROFILES``) or when asked (``resilience
 their descriptions say where the series come from. Every alert carries a ``runbook_url`` to its
 page in ``runbooks/``.
 
-``alert_rules`` and ``alert_tests`` are pure; ``render_yaml`` gives the file text.
+``rules_document`` and ``alert_tests`` are pure (values of ``fleetwatch.core.rules``);
+``render_yaml``, the one renderer, gives the file text.
 """
 
 from __future__ import annotations
@@ -17,10 +18,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
-import yaml
-
+from fleetwatch.core.duration import parse_duration
+from fleetwatch.core.profiles import Profile, Signal
+from fleetwatch.core.rules import (
+    AlertCase,
+    AlertingRule,
+    ExpectedAlert,
+    InputSeries,
+    RuleFile,
+    RuleGroup,
+    RuleTest,
+    RuleTestFile,
+    render_yaml,
+)
 from fleetwatch.dashboards.errors import DashboardError
 from fleetwatch.dashboards.names import (
     BREAKER_LABEL,
@@ -33,8 +45,6 @@ from fleetwatch.dashboards.names import (
     has_resilience,
 )
 from fleetwatch.dashboards.views.replica import CLOCK_EVENT_LABEL, GPU_LABEL
-from fleetwatch.telemetry.duration import parse_duration
-from fleetwatch.telemetry.profiles import Profile, Signal
 
 __all__ = [
     "ALERT_PAGES",
@@ -279,28 +289,25 @@ def rules_document(
     thresholds: Thresholds = Thresholds(),
     *,
     resilience: bool | None = None,
-) -> dict[str, Any]:
+) -> RuleFile:
     """The Prometheus rules file as a value (one group)."""
     rules = alert_rules(profile, thresholds, resilience=resilience)
     if not rules:
         raise DashboardError(f"profile '{profile.name}' supports no operational alerts")
-    return {
-        "groups": [
-            {
-                "name": f"fleetwatch-{profile.name}-operational",
-                "rules": [
-                    {
-                        "alert": a.name,
-                        "expr": a.expr,
-                        "for": a.duration,
-                        "labels": {"severity": a.severity, "profile": profile.name},
-                        "annotations": a.annotations(runbook_base),
-                    }
-                    for a in rules
-                ],
-            }
-        ]
-    }
+    group = RuleGroup(
+        f"fleetwatch-{profile.name}-operational",
+        tuple(
+            AlertingRule(
+                a.name,
+                a.expr,
+                a.duration,
+                {"severity": a.severity, "profile": profile.name},
+                a.annotations(runbook_base),
+            )
+            for a in rules
+        ),
+    )
+    return RuleFile((group,))
 
 
 def _eval_after(duration: str) -> str:
@@ -327,32 +334,25 @@ def alert_tests(
     thresholds: Thresholds = Thresholds(),
     *,
     resilience: bool | None = None,
-) -> dict[str, Any]:
-    """A promtool unit-test document for ``rules_file``: each alert fires on its example
-    traffic and stays silent on healthy traffic."""
+) -> RuleTestFile:
+    """A promtool unit-test file for ``rules_file``: each alert fires on its example traffic
+    and stays silent on healthy traffic."""
     tests = []
     for a in alert_rules(profile, thresholds, resilience=resilience):
         at = _eval_after(a.duration)
         expected = {"severity": a.severity, "profile": profile.name, **a.example_labels}
         notes = {k: _expand(v, a.example_labels) for k, v in a.annotations(runbook_base).items()}
-        firing = [{"exp_labels": expected, "exp_annotations": notes}]
+        firing = (ExpectedAlert(expected, notes),)
         for case, values, alerts in (
             ("firing", [(e.series, e.firing) for e in a.examples], firing),
-            ("healthy", [(e.series, e.healthy) for e in a.examples], []),
+            ("healthy", [(e.series, e.healthy) for e in a.examples], ()),
         ):
             tests.append(
-                {
-                    "name": f"{a.name} {case}",
-                    "interval": "1m",
-                    "input_series": [{"series": s, "values": v} for s, v in values],
-                    "alert_rule_test": [
-                        {"eval_time": at, "alertname": a.name, "exp_alerts": alerts}
-                    ],
-                }
+                RuleTest(
+                    "1m",
+                    tuple(InputSeries(s, v) for s, v in values),
+                    (AlertCase(at, a.name, alerts),),
+                    name=f"{a.name} {case}",
+                )
             )
-    return {"rule_files": [rules_file], "evaluation_interval": "1m", "tests": tests}
-
-
-def render_yaml(document: Mapping[str, Any]) -> str:
-    """YAML text in the order written (no key sorting), wide enough not to fold PromQL."""
-    return yaml.safe_dump(dict(document), sort_keys=False, width=1000, allow_unicode=True)
+    return RuleTestFile((rules_file,), "1m", tuple(tests))

@@ -42,6 +42,8 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
+from fleetwatch.core.atomic import atomic_write_text
+from fleetwatch.core.profiles import PROFILES, Profile
 from fleetwatch.dashboards.errors import DashboardError
 from fleetwatch.dashboards.names import (
     RESILIENCE_PROFILES,
@@ -52,8 +54,6 @@ from fleetwatch.dashboards.names import (
 from fleetwatch.dashboards.panels import DATASOURCE, PanelSpec, RowSpec, render_panel
 from fleetwatch.dashboards.promql import metric_names
 from fleetwatch.dashboards.views import VIEWS, views_for
-from fleetwatch.telemetry.atomic import atomic_write_text
-from fleetwatch.telemetry.profiles import PROFILES, Profile
 
 __all__ = [
     "DASHBOARD_PROFILES",

@@ -27,8 +27,8 @@ def build(
 ) -> None:
     """Build every dashboard: SLO, fleet and replica for fleetwatch, vLLM and SGLang; resilience
     once, for the fleetwatch profile (its series come from the resilience library)."""
+    from fleetwatch.core.preflight import input_dir, output_dir
     from fleetwatch.dashboards.build import drifted, render_all, write_dashboards
-    from fleetwatch.telemetry.preflight import input_dir, output_dir
 
     (input_dir if check else output_dir)(out)
     files = render_all()
@@ -66,11 +66,11 @@ def alerts(
     """Write the operational alert rules (KV cache, preemption, GPU, telemetry; breaker and
     retries where the resilience library is in use) for one profile, and its promtool unit test
     beside it (x.yaml -> x.test.yaml)."""
+    from fleetwatch.core.atomic import atomic_write_text
+    from fleetwatch.core.preflight import output_file
+    from fleetwatch.core.profiles import get_profile
+    from fleetwatch.core.rules.files import promtool_test_path
     from fleetwatch.dashboards.alerts import alert_tests, render_yaml, rules_document
-    from fleetwatch.telemetry.atomic import atomic_write_text
-    from fleetwatch.telemetry.preflight import output_file
-    from fleetwatch.telemetry.profiles import get_profile
-    from fleetwatch.telemetry.rulefiles import promtool_test_path
 
     tests = output_file(promtool_test_path(output_file(output)))
     chosen = get_profile(profile)

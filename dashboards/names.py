@@ -12,7 +12,7 @@ Two tables live here, each the single place to change when the owning package se
   engine's ``/metrics``, so only profiles listed in ``RESILIENCE_PROFILES`` read them (see there).
 
 Anything else a dashboard expression names must come from its metric profile
-(``fleetwatch.telemetry.profiles``); ``allowed_names`` is the union of fixed names the checks accept, and
+(``fleetwatch.core.profiles``); ``allowed_names`` is the union of fixed names the checks accept, and
 ``unknown_names`` what they refuse (error-ratio rules pass for any window).
 """
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from fleetwatch.telemetry.duration import parse_duration
-from fleetwatch.telemetry.profiles import MetricRef, Profile
+from fleetwatch.core.duration import parse_duration
+from fleetwatch.core.profiles import MetricRef, Profile
 
 __all__ = [
     "BATCHER_LABEL",

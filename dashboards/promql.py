@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from fleetwatch.core.profiles import MetricRef, Profile
 from fleetwatch.dashboards.errors import DashboardError
-from fleetwatch.telemetry.profiles import MetricRef, Profile
 
 __all__ = [
     "RATE",

@@ -7,7 +7,7 @@ from typing import Literal, cast
 
 import typer
 
-from fleetwatch.engine_probe.serve.cli import serve
+from fleetwatch.engine_probe.serve.command.cli import serve
 
 app = typer.Typer(help="The reference engine: run it, serve it over HTTP.", no_args_is_help=True)
 app.command("serve")(serve)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleetwatch.core.duration import parse_duration
+from fleetwatch.core.preflight import http_url, input_dir, input_file
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers.config import NOISE_SHAPES
-from fleetwatch.telemetry.duration import parse_duration
-from fleetwatch.telemetry.preflight import http_url, input_dir, input_file
 
 __all__ = ["check_duration", "check_outlier_inputs"]
 

@@ -81,6 +81,7 @@ def outliers(
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
 ) -> None:
     """Find replicas that stand out from the fleet median, and say why."""
+    from fleetwatch.core.profiles import get_profile
     from fleetwatch.fleet.checks import check_outlier_inputs
     from fleetwatch.fleet.outliers import (
         DetectorConfig,
@@ -90,7 +91,6 @@ def outliers(
         table_from_prometheus,
         table_from_records,
     )
-    from fleetwatch.telemetry.profiles import get_profile
 
     check_outlier_inputs(
         records=records,
@@ -224,17 +224,17 @@ def rules(
     for_: str = typer.Option("10m", "--for", help="How long before the alert fires."),
 ) -> None:
     """Write the outlier detector as Prometheus recording and alerting rules, plus a promtool test."""
+    from fleetwatch.core.atomic import atomic_write_text
+    from fleetwatch.core.preflight import output_file
+    from fleetwatch.core.profiles import get_profile
+    from fleetwatch.core.rules.files import promtool_test_path
     from fleetwatch.fleet.checks import check_duration
-    from fleetwatch.fleet.outliers.rules import (
+    from fleetwatch.fleet.outliers.rules.generate import (
         RuleOptions,
         outlier_rules,
         outlier_rules_test,
         render_yaml,
     )
-    from fleetwatch.telemetry.atomic import atomic_write_text
-    from fleetwatch.telemetry.preflight import output_file
-    from fleetwatch.telemetry.profiles import get_profile
-    from fleetwatch.telemetry.rulefiles import promtool_test_path
 
     check_duration(window, "--window")
     check_duration(for_, "--for")

@@ -39,8 +39,8 @@ _USER_ERRORS = (
     ("fleetwatch.dashboards.errors", "DashboardError"),
     ("fleetwatch.engine_probe.engine.errors", "EngineConfigError"),
     ("fleetwatch.engine_probe.probe.errors", "ProbeError"),
-    ("fleetwatch.telemetry.profiles.types", "ProfileError"),
-    ("fleetwatch.telemetry.records.schema", "RecordError"),
+    ("fleetwatch.core.profiles.types", "ProfileError"),
+    ("fleetwatch.core.records.schema", "RecordError"),
     ("fleetwatch.resilience.errors", "ResilienceConfigError"),
     ("fleetwatch.slo.errors", "SLOSpecError"),
 )

@@ -1,7 +1,7 @@
 """Request records on the analysis side: files read back as checked pandas DataFrames.
 
 The record itself (``RequestRecord``, its fields and checks) is the serving side's, in
-``fleetwatch.telemetry.records``; it is re-exported here so an analysis imports one place. The
+``fleetwatch.core.records``; it is re-exported here so an analysis imports one place. The
 frame functions load pandas on first use, so ``fleetwatch --help`` does not.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fleetwatch.telemetry.lazy import lazy_attributes, lazy_dir
-from fleetwatch.telemetry.records.schema import (
+from fleetwatch.core.lazy import lazy_attributes, lazy_dir
+from fleetwatch.core.records.schema import (
     DERIVED_COLUMNS,
     FIELDS,
     RecordError,

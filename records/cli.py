@@ -23,8 +23,8 @@ def validate(
     """Check a record file and print a summary: rows, time span, replicas, status counts.
 
     A file without a single record is an error unless ``--allow-empty``."""
+    from fleetwatch.core.records.schema import RecordError
     from fleetwatch.records.io import read_records
-    from fleetwatch.telemetry.records.schema import RecordError
 
     df = read_records(file)
     if len(df) == 0 and not allow_empty:

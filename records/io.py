@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetwatch.records.validate import validate_frame
-from fleetwatch.telemetry.atomic import atomic_path
-from fleetwatch.telemetry.records.schema import (
+from fleetwatch.core.atomic import atomic_path
+from fleetwatch.core.records.schema import (
     DEFAULTS,
     FIELD_BY_NAME,
     FIELDS,
@@ -29,8 +28,9 @@ from fleetwatch.telemetry.records.schema import (
     check_type,
     check_values,
 )
-from fleetwatch.telemetry.records.write import JSONL_SUFFIXES, PARQUET_SUFFIXES
-from fleetwatch.telemetry.records.write import write_records as write_record_list
+from fleetwatch.core.records.write import JSONL_SUFFIXES, PARQUET_SUFFIXES
+from fleetwatch.core.records.write import write_records as write_record_list
+from fleetwatch.records.validate import validate_frame
 
 __all__ = [
     "STATUS_DTYPE",

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetwatch.telemetry.brief import brief
-from fleetwatch.telemetry.records.schema import (
+from fleetwatch.core.brief import brief
+from fleetwatch.core.records.schema import (
     DEFAULTS,
     FIELD_BY_NAME,
     FIELDS,

@@ -7,6 +7,7 @@ request records, ``report_spec`` and ``backtest_spec`` (Parquet files streamed b
 
 from __future__ import annotations
 
+from fleetwatch.core.lazy import lazy_attributes, lazy_dir
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.load import load_spec, read_spec
 from fleetwatch.slo.parse import parse_spec
@@ -22,7 +23,6 @@ from fleetwatch.slo.spec import (
     SLOSpec,
 )
 from fleetwatch.slo.windows import WORKBOOK_WINDOWS, budget_fraction, scaled_windows
-from fleetwatch.telemetry.lazy import lazy_attributes, lazy_dir
 
 # numpy/pandas-backed names load on first use, so `fleetwatch --help` does not import pandas.
 _LAZY = {

@@ -56,10 +56,14 @@ _LIMIT = float(2**50)  # bins beyond this cannot take the exact integer step
 
 class BinCounts:
     """Counts of events and bad events per bin of ``bin_s`` seconds; ``first`` is the absolute bin
-    of ``total[0]``."""
+    of ``total[0]``. ``chunk``: events counted at a time (default 2**19, 4 MiB of times); the
+    counts are the same for any chunk, a small one puts chunk boundaries among few events."""
 
-    def __init__(self, bin_s: int) -> None:
+    def __init__(self, bin_s: int, *, chunk: int | None = None) -> None:
         self.bin_s = int(bin_s)
+        self.chunk = _CHUNK if chunk is None else int(chunk)
+        if self.chunk < 1:
+            raise ValueError(f"chunk must be >= 1 event, got {chunk}")
         self.first = 0
         self.total: IntArray = np.zeros(0, dtype=np.int64)
         self.bad: IntArray = np.zeros(0, dtype=np.int64)
@@ -79,7 +83,7 @@ class BinCounts:
         bad_at = events.bad_positions() if unit else None
         acc = _Span()
         n = events.times.size
-        work = np.empty(min(_CHUNK, n), dtype=np.float64)
+        work = np.empty(min(self.chunk, n), dtype=np.float64)
         start = 0
         while start < n:  # each turn of the binned way counts at least one chunk
             if unit:
@@ -108,7 +112,7 @@ class BinCounts:
     ) -> int:
         """Count chunks of ``t`` from ``start`` by search while they are ascending and dense;
         return where the first chunk that is not starts (``t.size``: all counted)."""
-        chunk = _CHUNK
+        chunk = self.chunk
         order = work.view(bool)  # the comparisons of one chunk
         for i in range(start, t.size, chunk):
             x = t[i : i + chunk]
@@ -169,7 +173,7 @@ class BinCounts:
         (records joined from several files, each in finish order: the search may take it):
         return where counting stopped (``t.size``: all counted)."""
         t = events.times
-        chunk = _CHUNK
+        chunk = self.chunk
         bad_bins: list[IntArray] = []
         stop = t.size
         for i in range(start, t.size, chunk):
@@ -222,8 +226,8 @@ class BinCounts:
         self._check_span(lo, hi)
         idx = np.empty(t.size, dtype=np.int64)
         flat = idx.view(np.float64)
-        for i in range(0, t.size, _CHUNK):
-            x = t[i : i + _CHUNK]
+        for i in range(0, t.size, self.chunk):
+            x = t[i : i + self.chunk]
             q = self._bins(x, flat[i : i + x.size])
             np.add(q, _MAGIC - lo, out=q)
             part = idx[i : i + x.size]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetwatch.core.profiles import PROFILES, Signal
+from fleetwatch.core.promql import format_le
 from fleetwatch.slo.errors import SLOSpecError
-from fleetwatch.slo.rules.promql import format_le, nearest_buckets
+from fleetwatch.slo.rules.promql import nearest_buckets
 from fleetwatch.slo.spec import LatencySLI, SLOSpec
-from fleetwatch.telemetry.profiles import PROFILES, Signal
 
 __all__ = ["check_selectors", "check_thresholds_on_some_profile"]
 

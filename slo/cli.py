@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
+    from fleetwatch.core.profiles import Profile
     from fleetwatch.slo.spec import SLOSpec
-    from fleetwatch.telemetry.profiles import Profile
 
 app = typer.Typer(
     help="SLOs: validate specs, generate Prometheus rules, report budgets, backtest alerts.",
@@ -59,8 +59,8 @@ def _records(spec: Any, path: Path) -> Any:
 
 
 def _goodput(text: str | None) -> tuple[float, float] | None:
+    from fleetwatch.core.goodput import parse_goodput_target
     from fleetwatch.slo.errors import SLOSpecError
-    from fleetwatch.telemetry.goodput import parse_goodput_target
 
     if text is None:
         return None
@@ -94,9 +94,9 @@ def validate(
     goodput: str | None = _GOODPUT,
 ) -> None:
     """Check a spec; print each SLO's budget and burn-rate windows."""
+    from fleetwatch.core.duration import format_duration
+    from fleetwatch.core.profiles import get_profile
     from fleetwatch.slo.load import read_spec
-    from fleetwatch.telemetry.duration import format_duration
-    from fleetwatch.telemetry.profiles import get_profile
 
     parsed = read_spec(spec)
     prof = get_profile(profile) if profile is not None else None
@@ -131,6 +131,10 @@ def rules(
     goodput: str | None = _GOODPUT,
 ) -> None:
     """Write Prometheus rules for a profile, and their promtool test file beside them."""
+    from fleetwatch.core.atomic import atomic_write_text
+    from fleetwatch.core.preflight import output_file
+    from fleetwatch.core.profiles import get_profile
+    from fleetwatch.core.rules.files import promtool_test_path
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.rules import (
         generate_promtool_tests,
@@ -138,10 +142,6 @@ def rules(
         render_rules,
         render_tests,
     )
-    from fleetwatch.telemetry.atomic import atomic_write_text
-    from fleetwatch.telemetry.preflight import output_file
-    from fleetwatch.telemetry.profiles import get_profile
-    from fleetwatch.telemetry.rulefiles import promtool_test_path
 
     test_path = output_file(promtool_test_path(output_file(output)))
     prof = get_profile(profile)
@@ -154,7 +154,7 @@ def rules(
     n_rules = sum(len(g.rules) for g in ruleset.groups)
     typer.echo(
         f"wrote {output} ({len(ruleset.groups)} groups, {n_rules} rules, "
-        f"{len(ruleset.alerts)} alerts) and {test_path} ({len(tests['tests'])} promtool tests)"
+        f"{len(ruleset.alerts)} alerts) and {test_path} ({len(tests.tests)} promtool tests)"
     )
 
 

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetwatch.core.records.schema import ITL_BOUNDS
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.spec import AvailabilitySLI, GoodputSLI, LatencySLI, ServiceLevelObjective
-from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 
 __all__ = [
     "EVENT_TIME",
@@ -150,20 +150,23 @@ def _codes_in(codes: Any, wanted: list[int], out: BoolArray, hit: BoolArray) -> 
     return out
 
 
-def _status_positions(records: Records, values: tuple[str, ...]) -> IntArray:
+def _status_positions(
+    records: Records, values: tuple[str, ...], chunk: int | None = None
+) -> IntArray:
     """Ascending positions of the records whose status is one of ``values``; from a categorical
-    column a chunk at a time, never a mask the length of the records."""
+    column ``chunk`` codes at a time (default ``_CHUNK``), never a mask the length of the records."""
+    step = _CHUNK if chunk is None else chunk
     found = _status_codes(records, values)
     if found is None:
         return np.flatnonzero(_status_in(records, values))
     codes, wanted = found
     if not wanted:
         return np.zeros(0, dtype=np.int64)
-    buf = np.empty(min(_CHUNK, codes.size), dtype=bool)
+    buf = np.empty(min(step, codes.size), dtype=bool)
     hit = np.empty_like(buf)
     parts = [np.zeros(0, dtype=np.int64)]
-    for i in range(0, codes.size, _CHUNK):
-        part = codes[i : i + _CHUNK]
+    for i in range(0, codes.size, step):
+        part = codes[i : i + step]
         at = np.flatnonzero(_codes_in(part, wanted, buf[: part.size], hit[: part.size]))
         if at.size:
             parts.append(at + i)
@@ -257,8 +260,13 @@ def _itl_events(slo: ServiceLevelObjective, records: Records, mask: BoolArray) -
     return SLIEvents(times[has], bad[has], total[has])
 
 
-def sli_events(slo: ServiceLevelObjective, records: Records) -> SLIEvents:
-    """The events of ``slo`` in ``records``."""
+def sli_events(
+    slo: ServiceLevelObjective, records: Records, *, chunk: int | None = None
+) -> SLIEvents:
+    """The events of ``slo`` in ``records``. ``chunk``: status codes compared at a time when
+    finding bad events by position (default 2**19); the events are the same for any chunk."""
+    if chunk is not None and chunk < 1:
+        raise ValueError(f"chunk must be >= 1 record, got {chunk}")
     n = len(records["finished_s"])
     mask: BoolArray | None = None
     for wanted, column in (
@@ -274,7 +282,7 @@ def sli_events(slo: ServiceLevelObjective, records: Records) -> SLIEvents:
     if isinstance(sli, AvailabilitySLI):
         times = _floats(records, "finished_s")
         if mask is None:
-            return SLIEvents(times, None, bad_at=_status_positions(records, sli.bad))
+            return SLIEvents(times, None, bad_at=_status_positions(records, sli.bad, chunk))
         bad = _status_in(records, sli.bad)
     elif isinstance(sli, LatencySLI):
         times = _floats(records, EVENT_TIME[sli.signal])

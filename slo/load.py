@@ -6,7 +6,7 @@ validated by ``fleetwatch.slo.parse`` (the format is described there).
 Any input costs little: a spec is at most ``MAX_SPEC_BYTES``; YAML is composed with at most
 ``MAX_ALIASES`` aliases, and refused when aliases would make it more than ``MAX_NODES`` nodes once
 expanded (an alias bomb of a few hundred bytes expands to billions); both are checked on the node
-graph before any Python object is built. Error messages show values through ``fleetwatch.telemetry.brief``.
+graph before any Python object is built. Error messages show values through ``fleetwatch.core.brief``.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleetwatch.core.brief import brief
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.parse import parse_spec
 from fleetwatch.slo.spec import SLOSpec
-from fleetwatch.telemetry.brief import brief
 
 __all__ = ["parse_openslo"]
 

@@ -26,6 +26,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from fleetwatch.core.brief import brief
+from fleetwatch.core.duration import parse_duration
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.spec import (
     LATENCY_SIGNALS,
@@ -44,8 +46,6 @@ from fleetwatch.slo.spec import (
     SLOSpec,
 )
 from fleetwatch.slo.windows import scaled_windows
-from fleetwatch.telemetry.brief import brief
-from fleetwatch.telemetry.duration import parse_duration
 
 __all__ = ["VERSION", "parse_spec"]
 

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetwatch.core.duration import format_duration
 from fleetwatch.slo.backtest import Backtest, backtest
 from fleetwatch.slo.spec import ServiceLevelObjective, SLOSpec
-from fleetwatch.telemetry.duration import format_duration
 
 __all__ = [
     "SLOReport",

@@ -37,7 +37,7 @@ SEVERITIES: Final[tuple[Severity, ...]] = ("page", "ticket")
 """Alert severities, in the order their rules and backtest tracks are written."""
 
 OUTCOMES: Final[tuple[str, ...]] = ("error", "rejected", "aborted")
-"""Outcomes an availability SLI may count as bad (``fleetwatch.telemetry.records.Status`` minus ``ok``)."""
+"""Outcomes an availability SLI may count as bad (``fleetwatch.core.records.Status`` minus ``ok``)."""
 
 LATENCY_SIGNALS: Final[tuple[str, ...]] = ("ttft", "tpot", "itl", "e2e")
 """Latency signals an SLI may bound: time to first token, time per output token (per-request

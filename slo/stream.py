@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetwatch.core.records.schema import DEFAULTS, FIELDS, ITL_BOUNDS
 from fleetwatch.records import RecordError, validate_frame
 from fleetwatch.slo.backtest import Backtest, backtest_counts, new_counts
 from fleetwatch.slo.bins import BinCounts
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.events import needed_columns, sli_events
 from fleetwatch.slo.spec import SLOSpec
-from fleetwatch.telemetry.records.schema import DEFAULTS, FIELDS, ITL_BOUNDS
 
 __all__ = ["BATCH_ROWS", "StreamedCounts", "backtest_parquet", "distinct_rows", "stream_counts"]
 

@@ -20,9 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Final, NamedTuple, Protocol, runtime_checkable
 
-__all__ = ["EngineObserver", "HttpRequestInfo", "NullObserver", "RequestInfo", "StepStats"]
+__all__ = [
+    "HOOKS",
+    "EngineObserver",
+    "HttpRequestInfo",
+    "NullObserver",
+    "RequestInfo",
+    "StepStats",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +123,23 @@ class StepStats(NamedTuple):
 
 @runtime_checkable
 class EngineObserver(Protocol):
-    """Receives step-loop events. See the module docstring for order and threading."""
+    """Receives step-loop events. See the module docstring for order and threading.
 
-    def on_request_arrived(self, t: float, info: RequestInfo) -> None: ...
+    Every hook is a no-op here: subclass this (or ``NullObserver``) and override only the events
+    you use. A fan-out over several observers may skip a hook an observer leaves alone (the
+    reference engine's does, so such a hook costs it nothing per step). An object that defines
+    every hook satisfies the protocol without subclassing it.
+    """
+
+    __slots__ = ()
+
+    def on_request_arrived(self, t: float, info: RequestInfo) -> None:
+        """A request reached the engine; ``t`` is when a server received it, if that was earlier."""
+        return None
 
     def on_request_scheduled(self, t: float, request_id: str, batch_size: int) -> None:
         """First admission to the running set; ``batch_size`` is the running count after it."""
+        return None
 
     def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
         """A chunk of ``tokens`` prompt tokens was computed (``cached_tokens`` came from cache).
@@ -129,8 +147,11 @@ class EngineObserver(Protocol):
         ``cached_tokens`` is set only on the first chunk after an admission (or a resume); after a
         preemption the recomputed prompt + generated tokens arrive as chunks again.
         """
+        return None
 
-    def on_first_token(self, t: float, request_id: str) -> None: ...
+    def on_first_token(self, t: float, request_id: str) -> None:
+        """The request's first output token."""
+        return None
 
     def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
         """One decode token each for ``request_ids`` in this step (one call per step).
@@ -139,10 +160,15 @@ class EngineObserver(Protocol):
         tokens are 1 + the number of ``on_tokens`` calls naming it. The reference engine makes no
         call in a step where no request produced a new token.
         """
+        return None
 
-    def on_preempted(self, t: float, request_id: str) -> None: ...
+    def on_preempted(self, t: float, request_id: str) -> None:
+        """Taken out of the running set to free KV blocks; recomputed after ``on_resumed``."""
+        return None
 
-    def on_resumed(self, t: float, request_id: str) -> None: ...
+    def on_resumed(self, t: float, request_id: str) -> None:
+        """A preempted request was admitted again."""
+        return None
 
     def on_request_finished(
         self,
@@ -154,7 +180,8 @@ class EngineObserver(Protocol):
         output_tokens: int,
         cached_prompt_tokens: int,
     ) -> None:
-        """``status`` is one of ok, error, aborted, rejected (``fleetwatch.telemetry.records.Status``)."""
+        """``status`` is one of ok, error, aborted, rejected (``fleetwatch.core.records.Status``)."""
+        return None
 
     def on_step(self, stats: StepStats) -> None:
         """Once per step that computed tokens, after that step's other events.
@@ -164,43 +191,12 @@ class EngineObserver(Protocol):
         ``start_s == end_s``, so a gauge read from the last ``StepStats`` follows the engine.
         A step always computes tokens, so ``stats.is_state_report`` tells the two apart.
         """
+        return None
 
 
-class NullObserver:
+HOOKS: Final = tuple(name for name in vars(EngineObserver) if name.startswith("on_"))
+"""The hooks' names, in the order ``EngineObserver`` declares them."""
+
+
+class NullObserver(EngineObserver):
     """An observer that ignores every event: subclass it and override only what you need."""
-
-    def on_request_arrived(self, t: float, info: RequestInfo) -> None:
-        return None
-
-    def on_request_scheduled(self, t: float, request_id: str, batch_size: int) -> None:
-        return None
-
-    def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
-        return None
-
-    def on_first_token(self, t: float, request_id: str) -> None:
-        return None
-
-    def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
-        return None
-
-    def on_preempted(self, t: float, request_id: str) -> None:
-        return None
-
-    def on_resumed(self, t: float, request_id: str) -> None:
-        return None
-
-    def on_request_finished(
-        self,
-        t: float,
-        request_id: str,
-        status: str,
-        finish_reason: str | None,
-        error_type: str | None,
-        output_tokens: int,
-        cached_prompt_tokens: int,
-    ) -> None:
-        return None
-
-    def on_step(self, stats: StepStats) -> None:
-        return None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import deque
 
+from fleetwatch.core.records.schema import ITL_BOUNDS
 from fleetwatch.telemetry.hooks import RequestInfo
 from fleetwatch.telemetry.metrics.serving import Series
-from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 
 __all__ = ["RequestState"]
 

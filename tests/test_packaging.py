@@ -21,7 +21,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # The folders of the repository that are packages, each installed as fleetwatch.<folder>.
-FOLDERS = ("telemetry", "records", "slo", "resilience", "fleet", "dashboards", "engine_probe")
+FOLDERS = (
+    "core",
+    "telemetry",
+    "records",
+    "slo",
+    "resilience",
+    "fleet",
+    "dashboards",
+    "engine_probe",
+)
 ANALYSIS = ("pandas", "scipy", "pyarrow", "duckdb", "matplotlib")
 # Neither a dependency of fleetwatch-telemetry nor needed to import it.
 NOT_SERVING = (*ANALYSIS, "typer", "rich", "yaml", "aiohttp", "grafana_foundation_sdk", "tenacity")
@@ -117,7 +126,7 @@ def test_the_wheels_install_under_fleetwatch_alone(wheels: dict[str, zipfile.Zip
 def test_the_two_wheels_share_no_file_and_miss_none(wheels: dict[str, zipfile.ZipFile]) -> None:
     serving, toolkit = _files(wheels[SERVING]), _files(wheels[TOOLKIT])
     assert serving & toolkit == set()
-    assert all(n.startswith("fleetwatch/telemetry/") for n in serving)
+    assert all(n.startswith(("fleetwatch/telemetry/", "fleetwatch/core/")) for n in serving)
     # every module, and the data files beside them (dashboards' JSON, example specs, py.typed)
     sources = set()
     for rel in _tracked():
@@ -164,19 +173,21 @@ for name in blocked:
 class Refuse(importlib.abc.MetaPathFinder):
     # the toolkit's packages are not there either
     def find_spec(self, name, path=None, target=None):
-        if name.startswith("fleetwatch.") and name.split(".")[1] != "telemetry":
+        if name.startswith("fleetwatch.") and name.split(".")[1] not in SERVING:
             raise ModuleNotFoundError(f"blocked: {name}", name=name)
         return None
 
+SERVING = ("telemetry", "core")
 sys.meta_path.insert(0, Refuse())
-root = pathlib.Path(sys.argv[2])
-for path in sorted(root.rglob("*.py")):
-    rel = path.relative_to(root).with_suffix("")
-    parts = [p for p in rel.parts if p != "__init__"]
-    if parts[-2:] == ["vllm", "plugin"]:
-        continue  # needs vLLM itself: the vLLM lane loads it from the light package alone
-    importlib.import_module(".".join(["fleetwatch", "telemetry", *parts]))
-from fleetwatch.telemetry.records import RecordError, RequestRecord
+for package in SERVING:
+    root = pathlib.Path(sys.argv[2]) / package
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).with_suffix("")
+        parts = [p for p in rel.parts if p != "__init__"]
+        if parts[-2:] == ["vllm", "plugin"]:
+            continue  # needs vLLM itself: the vLLM lane loads it from the light package alone
+        importlib.import_module(".".join(["fleetwatch", package, *parts]))
+from fleetwatch.core.records import RecordError, RequestRecord
 from fleetwatch.telemetry.sink import RotatingRecordSink
 sink = RotatingRecordSink(sys.argv[3], max_records=2)
 for i in range(3):
@@ -188,7 +199,7 @@ try:
 except RecordError as exc:
     refused = str(exc)
 loaded = [m for m, mod in sys.modules.items() if mod is not None and m.split(".")[0] in blocked]
-loaded += [m for m in sys.modules if m.startswith("fleetwatch.") and m.split(".")[1] != "telemetry"]
+loaded += [m for m in sys.modules if m.startswith("fleetwatch.") and m.split(".")[1] not in SERVING]
 print(json.dumps({"loaded": sorted(loaded),
                   "files": sorted(p.name for p in pathlib.Path(sys.argv[3]).iterdir()),
                   "parquet": refused}))
@@ -200,7 +211,7 @@ def test_every_serving_module_imports_and_writes_without_the_analysis_stack(
 ) -> None:
     blocked = ",".join((*NOT_SERVING, "torch", "vllm"))
     out = subprocess.run(
-        [sys.executable, "-c", _BLOCKED_IMPORT, blocked, str(ROOT / "telemetry"), str(tmp_path)],
+        [sys.executable, "-c", _BLOCKED_IMPORT, blocked, str(ROOT), str(tmp_path)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from fleetwatch.core.profiles import Profile
 from fleetwatch.dashboards.names import has_resilience
 from fleetwatch.dashboards.panels import RowSpec
 from fleetwatch.dashboards.views.fleet import fleet_rows
 from fleetwatch.dashboards.views.replica import replica_rows
 from fleetwatch.dashboards.views.resilience import resilience_rows
 from fleetwatch.dashboards.views.slo import slo_rows
-from fleetwatch.telemetry.profiles import Profile
 
 __all__ = ["VIEWS", "View", "views_for"]
 

@@ -6,9 +6,9 @@ from typing import Final
 
 from grafana_foundation_sdk.models import units
 
+from fleetwatch.core.profiles import Signal
 from fleetwatch.dashboards.panels import PanelSpec, Query
 from fleetwatch.dashboards.promql import Scope
-from fleetwatch.telemetry.profiles import Signal
 
 __all__ = ["LATENCY_SIGNALS", "error_ratio_queries", "request_rate_panel"]
 

@@ -6,6 +6,7 @@ from typing import Final
 
 from grafana_foundation_sdk.models import units
 
+from fleetwatch.core.profiles import Profile, Signal
 from fleetwatch.dashboards.panels import PanelSpec, Query, RowSpec, Threshold, legend_of
 from fleetwatch.dashboards.promql import Scope
 from fleetwatch.dashboards.views.common import (
@@ -13,7 +14,6 @@ from fleetwatch.dashboards.views.common import (
     error_ratio_queries,
     request_rate_panel,
 )
-from fleetwatch.telemetry.profiles import Profile, Signal
 
 __all__ = ["fleet_rows"]
 

@@ -7,11 +7,11 @@ from typing import Final
 
 from grafana_foundation_sdk.models import units
 
+from fleetwatch.core.profiles import Profile, Signal
 from fleetwatch.dashboards.panels import Kind, PanelSpec, Query, RowSpec, legend_of
 from fleetwatch.dashboards.promql import Scope
 from fleetwatch.dashboards.views.common import LATENCY_SIGNALS
 from fleetwatch.dashboards.views.startup import startup_rows
-from fleetwatch.telemetry.profiles import Profile, Signal
 
 __all__ = ["CLOCK_EVENT_LABEL", "EFFICIENCY", "GPU_LABEL", "replica_rows"]
 

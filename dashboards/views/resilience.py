@@ -12,6 +12,7 @@ import dataclasses
 
 from grafana_foundation_sdk.models import units
 
+from fleetwatch.core.profiles import MetricRef, Profile
 from fleetwatch.dashboards.names import (
     BATCHER_LABEL,
     BREAKER_LABEL,
@@ -25,7 +26,6 @@ from fleetwatch.dashboards.names import (
 )
 from fleetwatch.dashboards.panels import Kind, PanelSpec, Query, RowSpec, legend_of
 from fleetwatch.dashboards.promql import RATE
-from fleetwatch.telemetry.profiles import MetricRef, Profile
 
 __all__ = ["breaker_state_code", "resilience_rows"]
 

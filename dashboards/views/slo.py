@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import units
 
+from fleetwatch.core.profiles import Profile
 from fleetwatch.dashboards.names import SLO_RULES
 from fleetwatch.dashboards.panels import Kind, PanelSpec, Query, RowSpec, Threshold, legend_of
 from fleetwatch.dashboards.promql import Scope
 from fleetwatch.dashboards.views.common import error_ratio_queries, request_rate_panel
-from fleetwatch.telemetry.profiles import Profile
 
 __all__ = ["burn_per_window", "slo_rows"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import units
 
+from fleetwatch.core.profiles import Signal
 from fleetwatch.dashboards.panels import Kind, PanelSpec, Query, RowSpec, legend_of
 from fleetwatch.dashboards.promql import Scope
-from fleetwatch.telemetry.profiles import Signal
 
 __all__ = ["startup_rows"]
 

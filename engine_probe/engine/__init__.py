@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fleetwatch.telemetry.lazy import lazy_attributes, lazy_dir
+from fleetwatch.core.lazy import lazy_attributes, lazy_dir
 
 if TYPE_CHECKING:
     from fleetwatch.engine_probe.engine.async_engine import AsyncEngine
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     )
     from fleetwatch.engine_probe.engine.errors import EngineConfigError
     from fleetwatch.engine_probe.engine.llm_engine import LLMEngine
+    from fleetwatch.engine_probe.engine.params import RequestParams
     from fleetwatch.engine_probe.engine.request import RequestOutput
     from fleetwatch.telemetry.hooks import EngineObserver, RequestInfo, StepStats
 
@@ -42,6 +43,7 @@ __all__ = [
     "ModelConfig",
     "RequestInfo",
     "RequestOutput",
+    "RequestParams",
     "SamplingParams",
     "StepStats",
 ]
@@ -58,6 +60,7 @@ _WHERE = {
     "StepStats": "fleetwatch.telemetry.hooks",
     "LLMEngine": "llm_engine",
     "RequestOutput": "request",
+    "RequestParams": "params",
 }
 
 

@@ -11,14 +11,15 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
-from fleetwatch.engine_probe.engine.config import SamplingParams
 from fleetwatch.engine_probe.engine.errors import EngineConfigError
 from fleetwatch.engine_probe.engine.llm_engine import LLMEngine
+from fleetwatch.engine_probe.engine.params import RequestParams
 from fleetwatch.engine_probe.engine.request import RequestOutput
-from fleetwatch.telemetry.hooks import HttpRequestInfo, RequestInfo
+from fleetwatch.telemetry.hooks import RequestInfo
 
 __all__ = ["AsyncEngine"]
 
@@ -94,23 +95,18 @@ class AsyncEngine:
         prompt_token_ids: Sequence[int],
         *,
         max_tokens: int,
-        sampling: SamplingParams | None = None,
-        request_id: str | None = None,
-        traffic_class: str = "default",
-        tenant: str | None = None,
-        traceparent: str | None = None,
-        operation: str = "text_completion",
-        arrival_s: float | None = None,
-        tracestate: str | None = None,
-        http: HttpRequestInfo | None = None,
+        params: RequestParams = RequestParams(),
     ) -> AsyncIterator[RequestOutput]:
-        """Stream a request's outputs; the last one has ``finished=True``. Leaving the loop early
-        (break, cancellation) aborts the request and frees its blocks."""
+        """Stream a request's outputs (``LLMEngine.add_request`` takes the same arguments); the
+        last one has ``finished=True``. Leaving the loop early (break, cancellation) aborts the
+        request and frees its blocks."""
         if self._failure is not None:
             raise self._failure
         engine = self.engine
-        engine.validate_request(prompt_token_ids, max_tokens, sampling)
-        rid = request_id if request_id is not None else engine.new_request_id()
+        engine.validate_request(prompt_token_ids, max_tokens, params.sampling)
+        rid = params.request_id if params.request_id is not None else engine.new_request_id()
+        if params.request_id is None:
+            params = replace(params, request_id=rid)
         if rid in self._streams:
             raise EngineConfigError(f"request: id {rid!r} is already streaming")
         queue: asyncio.Queue[_Item] = asyncio.Queue()
@@ -119,19 +115,7 @@ class AsyncEngine:
 
         def add() -> None:
             try:
-                engine.add_request(
-                    prompt,
-                    max_tokens=max_tokens,
-                    request_id=rid,
-                    sampling=sampling,
-                    traffic_class=traffic_class,
-                    tenant=tenant,
-                    traceparent=traceparent,
-                    operation=operation,
-                    arrival_s=arrival_s,
-                    tracestate=tracestate,
-                    http=http,
-                )
+                engine.add_request(prompt, max_tokens=max_tokens, params=params)
             except Exception as exc:
                 self._deliver_threadsafe([(rid, exc)])
 

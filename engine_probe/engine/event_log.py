@@ -3,11 +3,12 @@ with the engine, like OpenTelemetry's in-memory exporter), plus each request's e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetwatch.telemetry.hooks import RequestInfo, StepStats
+from fleetwatch.telemetry.hooks import EngineObserver, StepStats
 
 __all__ = ["Event", "EventLog"]
 
@@ -21,58 +22,39 @@ class Event:
     args: tuple[Any, ...]
 
 
+def _records(hook: str) -> Callable[..., None]:
+    """A method for ``hook`` that appends the call to ``events``. It takes the protocol's
+    arguments positionally, as the engine passes them, and checks their number, so the test
+    double still refuses a call the protocol does not allow."""
+    name = hook.removeprefix("on_")
+    arity = len(inspect.signature(getattr(EngineObserver, hook)).parameters) - 1  # less self
+
+    def record(self: EventLog, *args: Any) -> None:
+        if len(args) != arity:
+            raise TypeError(f"{hook}() takes {arity} arguments, got {len(args)}")
+        self.events.append(Event(name, args[0], args[1:]))
+
+    record.__name__ = record.__qualname__ = hook
+    return record
+
+
 @dataclass(slots=True, eq=False)
-class EventLog:
+class EventLog(EngineObserver):
     """Records events in call order. ``steps`` holds the ``StepStats`` values separately too."""
 
     events: list[Event] = field(default_factory=list)
     steps: list[StepStats] = field(default_factory=list)
 
-    def on_request_arrived(self, t: float, info: RequestInfo) -> None:
-        self.events.append(Event("request_arrived", t, (info,)))
-
-    def on_request_scheduled(self, t: float, request_id: str, batch_size: int) -> None:
-        self.events.append(Event("request_scheduled", t, (request_id, batch_size)))
-
-    def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
-        self.events.append(Event("prefill_chunk", t, (request_id, tokens, cached_tokens)))
-
-    def on_first_token(self, t: float, request_id: str) -> None:
-        self.events.append(Event("first_token", t, (request_id,)))
+    on_request_arrived = _records("on_request_arrived")
+    on_request_scheduled = _records("on_request_scheduled")
+    on_prefill_chunk = _records("on_prefill_chunk")
+    on_first_token = _records("on_first_token")
+    on_preempted = _records("on_preempted")
+    on_resumed = _records("on_resumed")
+    on_request_finished = _records("on_request_finished")
 
     def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
         self.events.append(Event("tokens", t, (tuple(request_ids),)))
-
-    def on_preempted(self, t: float, request_id: str) -> None:
-        self.events.append(Event("preempted", t, (request_id,)))
-
-    def on_resumed(self, t: float, request_id: str) -> None:
-        self.events.append(Event("resumed", t, (request_id,)))
-
-    def on_request_finished(
-        self,
-        t: float,
-        request_id: str,
-        status: str,
-        finish_reason: str | None,
-        error_type: str | None,
-        output_tokens: int,
-        cached_prompt_tokens: int,
-    ) -> None:
-        self.events.append(
-            Event(
-                "request_finished",
-                t,
-                (
-                    request_id,
-                    status,
-                    finish_reason,
-                    error_type,
-                    output_tokens,
-                    cached_prompt_tokens,
-                ),
-            )
-        )
 
     def on_step(self, stats: StepStats) -> None:
         self.events.append(Event("step", stats.end_s, (stats,)))

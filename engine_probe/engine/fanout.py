@@ -3,70 +3,42 @@ one ``is None`` check however many observers may be attached later."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from fleetwatch.telemetry.hooks import EngineObserver, RequestInfo, StepStats
+from fleetwatch.telemetry.hooks import HOOKS, EngineObserver
 
 __all__ = ["Fanout"]
 
+_Hook = Callable[..., None]
 
-class Fanout:
-    """Calls each observer in attach order."""
 
-    __slots__ = ("observers",)
+class Fanout(EngineObserver):
+    """Calls each observer in attach order, on the hooks it overrides.
+
+    Each hook is bound once, when the fan-out is built (the engine builds a new one on every
+    attach and detach): left as the base's no-op when no observer overrides it, set to the one
+    overriding observer's bound method, or to a loop over the overriding observers' bound
+    methods. A step then pays one call per observer that does something with the event, and
+    nothing for those that do not. Hooks are called positionally, as the engine calls them.
+    """
 
     def __init__(self, observers: Sequence[EngineObserver]) -> None:
         self.observers = tuple(observers)
+        for name in HOOKS:
+            hooks = tuple(getattr(o, name) for o in self.observers if _overrides(o, name))
+            if hooks:
+                setattr(self, name, hooks[0] if len(hooks) == 1 else _each(hooks))
 
-    def on_request_arrived(self, t: float, info: RequestInfo) -> None:
-        for o in self.observers:
-            o.on_request_arrived(t, info)
 
-    def on_request_scheduled(self, t: float, request_id: str, batch_size: int) -> None:
-        for o in self.observers:
-            o.on_request_scheduled(t, request_id, batch_size)
+def _overrides(observer: EngineObserver, name: str) -> bool:
+    """Whether ``observer``'s hook ``name`` is its own, not ``EngineObserver``'s no-op."""
+    return getattr(getattr(observer, name), "__func__", None) is not getattr(EngineObserver, name)
 
-    def on_prefill_chunk(self, t: float, request_id: str, tokens: int, cached_tokens: int) -> None:
-        for o in self.observers:
-            o.on_prefill_chunk(t, request_id, tokens, cached_tokens)
 
-    def on_first_token(self, t: float, request_id: str) -> None:
-        for o in self.observers:
-            o.on_first_token(t, request_id)
+def _each(hooks: tuple[_Hook, ...]) -> _Hook:
+    def forward(*args: Any) -> None:
+        for hook in hooks:
+            hook(*args)
 
-    def on_tokens(self, t: float, request_ids: Sequence[str]) -> None:
-        for o in self.observers:
-            o.on_tokens(t, request_ids)
-
-    def on_preempted(self, t: float, request_id: str) -> None:
-        for o in self.observers:
-            o.on_preempted(t, request_id)
-
-    def on_resumed(self, t: float, request_id: str) -> None:
-        for o in self.observers:
-            o.on_resumed(t, request_id)
-
-    def on_request_finished(
-        self,
-        t: float,
-        request_id: str,
-        status: str,
-        finish_reason: str | None,
-        error_type: str | None,
-        output_tokens: int,
-        cached_prompt_tokens: int,
-    ) -> None:
-        for o in self.observers:
-            o.on_request_finished(
-                t,
-                request_id,
-                status,
-                finish_reason,
-                error_type,
-                output_tokens,
-                cached_prompt_tokens,
-            )
-
-    def on_step(self, stats: StepStats) -> None:
-        for o in self.observers:
-            o.on_step(stats)
+    return forward

@@ -30,13 +30,14 @@ from fleetwatch.engine_probe.engine.errors import EngineConfigError
 from fleetwatch.engine_probe.engine.fanout import Fanout
 from fleetwatch.engine_probe.engine.fault_injection import FaultInjector
 from fleetwatch.engine_probe.engine.model import torch_dtype
+from fleetwatch.engine_probe.engine.params import RequestParams
 from fleetwatch.engine_probe.engine.placement import place
 from fleetwatch.engine_probe.engine.request import Request, RequestOutput
 from fleetwatch.engine_probe.engine.sampler import sample
 from fleetwatch.engine_probe.engine.scheduler import Scheduler
 from fleetwatch.engine_probe.engine.startup import StartupTimer, build_parts
 from fleetwatch.engine_probe.engine.step_outcome import apply_sampled
-from fleetwatch.telemetry.hooks import EngineObserver, HttpRequestInfo, RequestInfo
+from fleetwatch.telemetry.hooks import EngineObserver, RequestInfo
 
 __all__ = ["LLMEngine"]
 
@@ -186,44 +187,36 @@ class LLMEngine:
         prompt_token_ids: Sequence[int],
         *,
         max_tokens: int,
-        request_id: str | None = None,
-        sampling: SamplingParams | None = None,
-        traffic_class: str = "default",
-        tenant: str | None = None,
-        traceparent: str | None = None,
-        operation: str = "text_completion",
-        arrival_s: float | None = None,
-        tracestate: str | None = None,
-        http: HttpRequestInfo | None = None,
+        params: RequestParams = RequestParams(),
     ) -> str:
-        """Queue a request; return its id. A request larger than the whole KV pool or arriving at
-        a full waiting queue finishes at once with status "rejected" (seen on the next step).
-        ``arrival_s``: when a server received it (engine clock), so queue time and TTFT include
-        the wait for the step loop; trace context and ``http`` reach ``RequestInfo`` as given."""
-        self.validate_request(prompt_token_ids, max_tokens, sampling)
-        rid = request_id if request_id is not None else self.new_request_id()
+        """Queue a request for at most ``max_tokens`` output tokens, sampled, named and reported
+        as ``params`` says; return its id. A request larger than the whole KV pool or arriving at
+        a full waiting queue finishes at once with status "rejected" (seen on the next step)."""
+        self.validate_request(prompt_token_ids, max_tokens, params.sampling)
+        rid = params.request_id if params.request_id is not None else self.new_request_id()
         if rid in self._requests:
             raise EngineConfigError(f"request: id {rid!r} is already in the engine")
         now = self._clock()
         prompt = [int(t) for t in prompt_token_ids]
         obs = self._obs
-        params = sampling or _GREEDY
+        sampling = params.sampling or _GREEDY
         if obs is not None:
+            arrival_s = params.arrival_s
             obs.on_request_arrived(
                 now if arrival_s is None else min(arrival_s, now),
                 RequestInfo(
                     rid,
                     len(prompt),
                     max_tokens,
-                    traffic_class,
-                    tenant,
-                    traceparent,
-                    operation,
-                    tracestate=tracestate,
-                    temperature=params.temperature,
-                    top_p=params.top_p,
-                    seed=params.seed,
-                    http=http,
+                    params.traffic_class,
+                    params.tenant,
+                    params.traceparent,
+                    params.operation,
+                    tracestate=params.tracestate,
+                    temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    seed=sampling.seed,
+                    http=params.http,
                 ),
             )
         sched = self.scheduler
@@ -234,7 +227,7 @@ class LLMEngine:
             self._pending.append(RequestOutput(rid, (), True, "rejected", None, reject))
             return rid
         fail = self._injector.fails_at_first_token()
-        req = Request(rid, prompt, max_tokens, params, fail)
+        req = Request(rid, prompt, max_tokens, sampling, fail)
         self._requests[rid] = req
         sched.waiting.append(req)
         return rid
@@ -384,8 +377,9 @@ class LLMEngine:
             raise EngineConfigError(
                 f"generate: {len(limits)} max_tokens values for {len(prompts)} prompts"
             )
+        params = RequestParams(sampling=sampling)
         ids = [
-            self.add_request(p, max_tokens=m, sampling=sampling)
+            self.add_request(p, max_tokens=m, params=params)
             for p, m in zip(prompts, limits, strict=True)
         ]
         result: dict[str, list[int]] = {rid: [] for rid in ids}

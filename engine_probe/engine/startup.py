@@ -30,13 +30,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:
     import torch
 
     from fleetwatch.engine_probe.engine.config import EngineConfig, ModelConfig
-    from fleetwatch.engine_probe.engine.llm_engine import LLMEngine
     from fleetwatch.engine_probe.engine.model import KVCache, Transformer
 
 __all__ = [
@@ -198,8 +197,17 @@ def build_parts(
     return model, kv
 
 
+class Generates(Protocol):
+    """What :func:`warm_up` drives: an engine's model config and its blocking ``generate``."""
+
+    @property
+    def model_config(self) -> ModelConfig: ...
+
+    def generate(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> object: ...
+
+
 def warm_up(
-    engine: LLMEngine,
+    engine: Generates,
     timer: StartupTimer | None = None,
     prompt: Sequence[int] = WARMUP_PROMPT,
     max_tokens: int = WARMUP_TOKENS,

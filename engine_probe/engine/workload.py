@@ -12,10 +12,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fleetwatch.core.stats import percentile
 from fleetwatch.engine_probe.engine.config import SamplingParams
 from fleetwatch.engine_probe.engine.llm_engine import LLMEngine
+from fleetwatch.engine_probe.engine.params import RequestParams
 from fleetwatch.telemetry.hooks import NullObserver, RequestInfo, StepStats
-from fleetwatch.telemetry.stats import percentile
 
 __all__ = ["RunSummary", "WorkItem", "run_offline", "synthetic_workload"]
 
@@ -140,8 +141,9 @@ def run_offline(
     clock = engine.clock
     try:
         start = clock()
+        params = RequestParams(sampling=sampling)
         for item in items:
-            engine.add_request(item.prompt, max_tokens=item.max_tokens, sampling=sampling)
+            engine.add_request(item.prompt, max_tokens=item.max_tokens, params=params)
         while engine.has_unfinished() and (max_steps is None or tally.steps < max_steps):
             engine.step()
         elapsed = clock() - start

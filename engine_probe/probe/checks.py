@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fleetwatch.core.preflight import http_url, output_file
 from fleetwatch.engine_probe.probe.errors import ProbeError
-from fleetwatch.telemetry.preflight import http_url, output_file
 
 __all__ = ["check_bound_options", "check_reference_engine", "check_run_options"]
 

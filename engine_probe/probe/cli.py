@@ -301,10 +301,10 @@ def bound(
     from rich.console import Console
     from rich.table import Table
 
+    from fleetwatch.core.atomic import atomic_write_text
     from fleetwatch.engine_probe.probe.bound import capacity_report, dtype_bytes, load_shape
     from fleetwatch.engine_probe.probe.checks import check_bound_options
     from fleetwatch.engine_probe.probe.gpus import get_gpu
-    from fleetwatch.telemetry.atomic import atomic_write_text
 
     check_bound_options(
         config=config, context=context, utilisation=utilisation, price=price, json_out=json_out

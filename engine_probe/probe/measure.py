@@ -98,7 +98,7 @@ class RequestResult:
     output_tokens: int = 0
     tokens_from_usage: bool = True
     status: str = "ok"
-    """ok, error, aborted or rejected (``fleetwatch.telemetry.records.Status`` values)."""
+    """ok, error, aborted or rejected (``fleetwatch.core.records.Status`` values)."""
     http_status: int | None = None
     error: str | None = None
     finish_reason: str | None = None

@@ -1,6 +1,6 @@
 """Writing and showing a probe run: JSON, CSV, request records, and a terminal table.
 
-Every file goes through ``fleetwatch.telemetry.atomic`` so an interrupted run leaves no half-written output.
+Every file goes through ``fleetwatch.core.atomic`` so an interrupted run leaves no half-written output.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from fleetwatch.core.atomic import atomic_write_text
 from fleetwatch.engine_probe.probe.clientload import ClientLoad
 from fleetwatch.engine_probe.probe.runner import LevelResult, ProbeRun, to_records
 from fleetwatch.engine_probe.probe.stats import RunSummary
-from fleetwatch.telemetry.atomic import atomic_write_text
 
 __all__ = ["render_table", "run_to_dict", "write_csv", "write_json", "write_records_file"]
 

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from fleetwatch.core.records import RequestRecord, Status
 from fleetwatch.engine_probe.probe.arrivals import constant_arrivals, gamma_arrivals
 from fleetwatch.engine_probe.probe.chat import API_PATHS, resolve_model
 from fleetwatch.engine_probe.probe.client import OnDone, Prober, RequestBody, request_body
@@ -26,7 +27,6 @@ from fleetwatch.engine_probe.probe.errors import ProbeError
 from fleetwatch.engine_probe.probe.measure import RequestResult
 from fleetwatch.engine_probe.probe.stats import RunSummary, SLOTargets, capacity, summarise
 from fleetwatch.engine_probe.probe.workers import WorkerPool, merge, run_share, split
-from fleetwatch.telemetry.records import RequestRecord, Status
 
 __all__ = ["LevelResult", "ProbePlan", "ProbeRun", "make_prompts", "run_plan", "to_records"]
 

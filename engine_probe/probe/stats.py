@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from fleetwatch.core.stats import percentiles
 from fleetwatch.engine_probe.probe.measure import RequestResult
-from fleetwatch.telemetry.stats import percentiles
 
 __all__ = [
     "PERCENTILES",
@@ -35,7 +35,7 @@ PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9)
 
 @dataclass(frozen=True, slots=True)
 class Distribution:
-    """Count, mean and percentiles (``fleetwatch.telemetry.stats``: linear interpolation) of a sample, in its
+    """Count, mean and percentiles (``fleetwatch.core.stats``: linear interpolation) of a sample, in its
     unit; NaN when empty."""
 
     n: int

@@ -12,21 +12,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fleetwatch.telemetry.lazy import lazy_attributes, lazy_dir
+from fleetwatch.core.lazy import lazy_attributes, lazy_dir
 
 if TYPE_CHECKING:
-    from fleetwatch.engine_probe.serve.config import ServerConfig
+    from fleetwatch.engine_probe.serve.front.config import ServerConfig
+    from fleetwatch.engine_probe.serve.front.tenants import TenantLimits
     from fleetwatch.engine_probe.serve.lifecycle import ServerHandle, start_server
     from fleetwatch.engine_probe.serve.server import CompletionServer
-    from fleetwatch.engine_probe.serve.tenants import TenantLimits
 
 __all__ = ["CompletionServer", "ServerConfig", "ServerHandle", "TenantLimits", "start_server"]
 
 _WHERE = {
     "CompletionServer": "server",
-    "ServerConfig": "config",
+    "ServerConfig": "front.config",
     "ServerHandle": "lifecycle",
-    "TenantLimits": "tenants",
+    "TenantLimits": "front.tenants",
     "start_server": "lifecycle",
 }
 

@@ -19,20 +19,20 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from fleetwatch.engine_probe.serve.config import ServerConfig
-from fleetwatch.engine_probe.serve.errors import InvalidRequest, request_key
-from fleetwatch.engine_probe.serve.front_door import FrontDoor
-from fleetwatch.engine_probe.serve.http_metrics import HttpMetrics
-from fleetwatch.engine_probe.serve.idempotency import IdempotencyKeys, check_key
+from fleetwatch.engine_probe.serve.front.admission import FrontDoor
+from fleetwatch.engine_probe.serve.front.config import ServerConfig
+from fleetwatch.engine_probe.serve.front.http_metrics import HttpMetrics
+from fleetwatch.engine_probe.serve.front.idempotency import IdempotencyKeys, check_key
+from fleetwatch.engine_probe.serve.front.refusals import Refusals
+from fleetwatch.engine_probe.serve.front.tenants import Hold, Refusal, TenantAdmission
 from fleetwatch.engine_probe.serve.inflight import InFlight
-from fleetwatch.engine_probe.serve.options import Limits
 from fleetwatch.engine_probe.serve.producer import Producer
-from fleetwatch.engine_probe.serve.refusals import Refusals
-from fleetwatch.engine_probe.serve.render import Renderer
 from fleetwatch.engine_probe.serve.request_context import request_context
 from fleetwatch.engine_probe.serve.streaming import Responder
-from fleetwatch.engine_probe.serve.tenants import Hold, Refusal, TenantAdmission
-from fleetwatch.engine_probe.serve.validation import CompletionRequest
+from fleetwatch.engine_probe.serve.wire.completions import CompletionRequest
+from fleetwatch.engine_probe.serve.wire.errors import InvalidRequest, request_key
+from fleetwatch.engine_probe.serve.wire.options import Limits
+from fleetwatch.engine_probe.serve.wire.render import Renderer
 
 __all__ = ["ADMITTED", "Api", "GenerateHandler"]
 

@@ -24,14 +24,14 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from fleetwatch.engine_probe.engine.startup import StartupTimer, warm_up
-from fleetwatch.engine_probe.serve.config import ServerConfig
-from fleetwatch.engine_probe.serve.conn_metrics import ConnectionMetrics
-from fleetwatch.engine_probe.serve.limits import ConnectionGuard
-from fleetwatch.engine_probe.serve.listener import body_deadline, listen, request_hooks
-from fleetwatch.engine_probe.serve.quiet_log import AcceptErrors, http_log
+from fleetwatch.engine_probe.serve.front.config import ServerConfig
+from fleetwatch.engine_probe.serve.front.conn_metrics import ConnectionMetrics
+from fleetwatch.engine_probe.serve.front.limits import ConnectionGuard
+from fleetwatch.engine_probe.serve.front.listener import body_deadline, listen, request_hooks
+from fleetwatch.engine_probe.serve.front.quiet_log import AcceptErrors, http_log
 from fleetwatch.engine_probe.serve.server import CompletionServer
 from fleetwatch.engine_probe.serve.startup import Readiness, publish_startup
-from fleetwatch.engine_probe.serve.validation import InvalidRequest
+from fleetwatch.engine_probe.serve.wire.completions import InvalidRequest
 from fleetwatch.telemetry.startup import StartupMetrics
 
 __all__ = ["ServerHandle", "start_server"]

@@ -23,15 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 from fleetwatch.engine_probe.engine.errors import EngineConfigError
-from fleetwatch.engine_probe.serve.front_door import FrontDoor
+from fleetwatch.engine_probe.serve.front.admission import FrontDoor
+from fleetwatch.engine_probe.serve.front.tenants import Hold
 from fleetwatch.engine_probe.serve.inflight import InFlight, Piece
 from fleetwatch.engine_probe.serve.queue_times import QueueTimes
-from fleetwatch.engine_probe.serve.render import DONE, Renderer, error_piece
 from fleetwatch.engine_probe.serve.request_context import RequestContext
-from fleetwatch.engine_probe.serve.stop import StopScanner
-from fleetwatch.engine_probe.serve.tenants import Hold
-from fleetwatch.engine_probe.serve.text_ids import decode
-from fleetwatch.engine_probe.serve.validation import CompletionRequest
+from fleetwatch.engine_probe.serve.wire.completions import CompletionRequest
+from fleetwatch.engine_probe.serve.wire.render import DONE, Renderer, error_piece
+from fleetwatch.engine_probe.serve.wire.stop import StopScanner
+from fleetwatch.engine_probe.serve.wire.text_ids import decode
 
 __all__ = ["Producer", "TextCutter"]
 
@@ -106,27 +106,25 @@ class Producer:
         render: Renderer | None = None,
         hold: Hold | None = None,
     ) -> None:
-        from fleetwatch.engine_probe.engine import SamplingParams
+        from fleetwatch.engine_probe.engine import RequestParams, SamplingParams
 
         render = render or self.render
         started = self.clock()
         first = True
         generated = 0
         cut = TextCutter(req.stop)
-        sampling = SamplingParams(temperature=req.temperature, top_p=req.top_p, seed=req.seed)
-        gen = self.aengine.generate(
-            req.prompt_token_ids,
-            max_tokens=req.max_tokens,
-            sampling=sampling,
+        params = RequestParams(
+            sampling=SamplingParams(temperature=req.temperature, top_p=req.top_p, seed=req.seed),
             request_id=flight.request_id,
             traffic_class=context.traffic_class,
             tenant=context.tenant,
             traceparent=context.traceparent,
             tracestate=context.tracestate,
-            http=context.http,
             operation=req.operation,
             arrival_s=flight.arrival_s,
+            http=context.http,
         )
+        gen = self.aengine.generate(req.prompt_token_ids, max_tokens=req.max_tokens, params=params)
         try:
             if hold is not None:
                 await hold.wait()

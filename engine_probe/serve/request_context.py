@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from fleetwatch.engine_probe.serve.validation import InvalidRequest
+from fleetwatch.engine_probe.serve.wire.completions import InvalidRequest
 from fleetwatch.telemetry.hooks import HttpRequestInfo
 
 __all__ = [

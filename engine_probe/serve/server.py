@@ -46,23 +46,23 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from fleetwatch.engine_probe.serve.chat import parse_chat
-from fleetwatch.engine_probe.serve.chat_render import ChatRenderer
-from fleetwatch.engine_probe.serve.config import ServerConfig
-from fleetwatch.engine_probe.serve.errors import error_middleware
-from fleetwatch.engine_probe.serve.front_door import FrontDoor
+from fleetwatch.engine_probe.serve.front.admission import FrontDoor
+from fleetwatch.engine_probe.serve.front.config import ServerConfig
+from fleetwatch.engine_probe.serve.front.http_metrics import HttpMetrics
+from fleetwatch.engine_probe.serve.front.idempotency import IdempotencyKeys
+from fleetwatch.engine_probe.serve.front.refusals import Refusals
+from fleetwatch.engine_probe.serve.front.tenants import TenantAdmission
 from fleetwatch.engine_probe.serve.handler import Api, GenerateHandler
-from fleetwatch.engine_probe.serve.http_metrics import HttpMetrics
-from fleetwatch.engine_probe.serve.idempotency import IdempotencyKeys
 from fleetwatch.engine_probe.serve.inflight import InFlight
 from fleetwatch.engine_probe.serve.producer import Producer
 from fleetwatch.engine_probe.serve.queue_times import QueueTimes
-from fleetwatch.engine_probe.serve.refusals import Refusals
-from fleetwatch.engine_probe.serve.render import Renderer
 from fleetwatch.engine_probe.serve.status import StatusRoutes
 from fleetwatch.engine_probe.serve.streaming import Responder
-from fleetwatch.engine_probe.serve.tenants import TenantAdmission
-from fleetwatch.engine_probe.serve.validation import Limits, parse_completion
+from fleetwatch.engine_probe.serve.wire.chat import parse_chat
+from fleetwatch.engine_probe.serve.wire.chat_render import ChatRenderer
+from fleetwatch.engine_probe.serve.wire.completions import Limits, parse_completion
+from fleetwatch.engine_probe.serve.wire.errors import error_middleware
+from fleetwatch.engine_probe.serve.wire.render import Renderer
 
 __all__ = ["CompletionServer", "request_limits"]
 

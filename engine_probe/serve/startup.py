@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from fleetwatch.engine_probe.engine.startup import StartupTimer
-from fleetwatch.engine_probe.serve.errors import Handler, InvalidRequest
+from fleetwatch.engine_probe.serve.wire.errors import Handler, InvalidRequest
 from fleetwatch.telemetry.startup import StartupMetrics, emit_startup_span
 
 __all__ = ["Readiness", "publish_startup"]

@@ -10,8 +10,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from fleetwatch.engine_probe.serve.errors import InvalidRequest
-from fleetwatch.engine_probe.serve.front_door import FrontDoor
+from fleetwatch.engine_probe.serve.front.admission import FrontDoor
+from fleetwatch.engine_probe.serve.wire.errors import InvalidRequest
 
 __all__ = ["StatusRoutes"]
 

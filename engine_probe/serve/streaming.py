@@ -15,13 +15,13 @@ import socket
 
 from aiohttp import web
 
-from fleetwatch.engine_probe.serve.config import ServerConfig
-from fleetwatch.engine_probe.serve.errors import PREPARED, InvalidRequest
-from fleetwatch.engine_probe.serve.front_door import FrontDoor
-from fleetwatch.engine_probe.serve.http_metrics import HttpMetrics
+from fleetwatch.engine_probe.serve.front.admission import FrontDoor
+from fleetwatch.engine_probe.serve.front.config import ServerConfig
+from fleetwatch.engine_probe.serve.front.http_metrics import HttpMetrics
 from fleetwatch.engine_probe.serve.inflight import InFlight
-from fleetwatch.engine_probe.serve.render import Renderer
-from fleetwatch.engine_probe.serve.validation import CompletionRequest
+from fleetwatch.engine_probe.serve.wire.completions import CompletionRequest
+from fleetwatch.engine_probe.serve.wire.errors import PREPARED, InvalidRequest
+from fleetwatch.engine_probe.serve.wire.render import Renderer
 
 __all__ = ["Responder"]
 

@@ -8,7 +8,7 @@ grows with the demand a fleet cannot take, where GPU utilisation sits near 100 %
 replica is saturated or not. Both scalers ask for ``ceil(sum / target)`` replicas (HPA
 ``AverageValue``, KEDA ``threshold``), between the steady replicas plus the warm pool (held
 ready and routed to: the pool is capacity that is already loaded) and the peak. Scale-up acts at
-once; scale-down waits the plan's cooldown. Metric names come from ``fleetwatch.telemetry.profiles``.
+once; scale-down waits the plan's cooldown. Metric names come from ``fleetwatch.core.profiles``.
 """
 
 from __future__ import annotations
@@ -17,13 +17,22 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from fleetwatch.core.profiles import MetricRef, Profile, ProfileError, Signal
+from fleetwatch.core.promql import format_matchers
+from fleetwatch.core.rules import (
+    ExpectedSample,
+    ExprCase,
+    InputSeries,
+    RecordingRule,
+    RuleFile,
+    RuleGroup,
+    RuleTest,
+    RuleTestFile,
+    render_yaml,
+)
 from fleetwatch.fleet.capacity.plan import CapacityPlan
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.outliers.exposition import ref_labels
-from fleetwatch.telemetry.profiles import MetricRef, Profile, ProfileError, Signal
-from fleetwatch.telemetry.promql import format_matchers
+from fleetwatch.fleet.outliers.sources.exposition import ref_labels
 
 __all__ = [
     "ScaleTarget",
@@ -33,7 +42,6 @@ __all__ = [
     "keda_manifest",
     "queue_metric",
     "render_yaml",
-    "render_yaml_stream",
 ]
 
 QUEUE_SUM = "fleet:queue_waiting:sum"
@@ -67,29 +75,20 @@ def _bounds(plan: CapacityPlan) -> tuple[int, int]:
     return low, max(low, plan.peak_replicas + plan.warm_pool_replicas)
 
 
-def capacity_rules(profile: Profile, plan: CapacityPlan) -> dict[str, Any]:
+def capacity_rules(profile: Profile, plan: CapacityPlan) -> RuleFile:
     """Recording rules: the queue per model (sum, per-replica mean) and the replicas it asks for."""
     ref, m = queue_metric(profile), profile.model_label
     low, high = _bounds(plan)
     target = plan.queue_target_per_replica
-    return {
-        "groups": [
-            {
-                "name": f"fleetwatch-fleet-capacity-{profile.name}",
-                "rules": [
-                    {"record": QUEUE_SUM, "expr": f"sum by ({m}) ({ref.selector()})"},
-                    {"record": QUEUE_AVG, "expr": f"avg by ({m}) ({ref.selector()})"},
-                    {
-                        "record": QUEUE_DESIRED,
-                        "expr": f"clamp(ceil({QUEUE_SUM} / {target}), {low}, {high})",
-                    },
-                ],
-            }
-        ]
-    }
+    rules = (
+        RecordingRule(QUEUE_SUM, f"sum by ({m}) ({ref.selector()})"),
+        RecordingRule(QUEUE_AVG, f"avg by ({m}) ({ref.selector()})"),
+        RecordingRule(QUEUE_DESIRED, f"clamp(ceil({QUEUE_SUM} / {target}), {low}, {high})"),
+    )
+    return RuleFile((RuleGroup(f"fleetwatch-fleet-capacity-{profile.name}", rules),))
 
 
-def capacity_rules_test(profile: Profile, plan: CapacityPlan, rule_file: str) -> dict[str, Any]:
+def capacity_rules_test(profile: Profile, plan: CapacityPlan, rule_file: str) -> RuleTestFile:
     """A promtool test: three replicas of one model with 0, ``target`` and 5 × ``target``
     waiting; the sum, mean and desired replicas are checked one minute in, and a second model
     with an empty queue asks for the floor."""
@@ -98,51 +97,28 @@ def capacity_rules_test(profile: Profile, plan: CapacityPlan, rule_file: str) ->
     low, high = _bounds(plan)
     depths = [0, target, 5 * target]
 
-    def series(model: str, rep: str, value: int) -> dict[str, str]:
+    def series(model: str, rep: str, value: int) -> InputSeries:
         labels = {**ref_labels(ref), m: model, r: rep}
-        return {"series": f"{ref.name}{{{format_matchers(labels)}}}", "values": f"{value}x10"}
+        return InputSeries(f"{ref.name}{{{format_matchers(labels)}}}", f"{value}x10")
 
     inputs = [series("m", f"replica-{i}", d) for i, d in enumerate(depths)]
     inputs.append(series("idle", "replica-9", 0))
     total = sum(depths)
     desired = min(high, max(low, math.ceil(total / target)))
 
-    def sample(name: str, model: str, value: float) -> dict[str, Any]:
-        return {"labels": f'{name}{{{m}="{model}"}}', "value": value}
+    def sample(name: str, model: str, value: float) -> ExpectedSample:
+        return ExpectedSample(f'{name}{{{m}="{model}"}}', value)
 
-    return {
-        "rule_files": [rule_file],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": inputs,
-                "promql_expr_test": [
-                    {
-                        "expr": QUEUE_SUM,
-                        "eval_time": "1m",
-                        "exp_samples": [
-                            sample(QUEUE_SUM, "idle", 0),
-                            sample(QUEUE_SUM, "m", total),
-                        ],
-                    },
-                    {
-                        "expr": f'{QUEUE_AVG}{{{m}="m"}}',
-                        "eval_time": "1m",
-                        "exp_samples": [sample(QUEUE_AVG, "m", total / len(depths))],
-                    },
-                    {
-                        "expr": QUEUE_DESIRED,
-                        "eval_time": "1m",
-                        "exp_samples": [
-                            sample(QUEUE_DESIRED, "idle", low),
-                            sample(QUEUE_DESIRED, "m", desired),
-                        ],
-                    },
-                ],
-            }
-        ],
-    }
+    checks = (
+        ExprCase(QUEUE_SUM, "1m", (sample(QUEUE_SUM, "idle", 0), sample(QUEUE_SUM, "m", total))),
+        ExprCase(f'{QUEUE_AVG}{{{m}="m"}}', "1m", (sample(QUEUE_AVG, "m", total / len(depths)),)),
+        ExprCase(
+            QUEUE_DESIRED,
+            "1m",
+            (sample(QUEUE_DESIRED, "idle", low), sample(QUEUE_DESIRED, "m", desired)),
+        ),
+    )
+    return RuleTestFile((rule_file,), "1m", (RuleTest("1m", tuple(inputs), (), checks),))
 
 
 def _behavior(plan: CapacityPlan) -> dict[str, Any]:
@@ -221,11 +197,3 @@ def keda_manifest(profile: Profile, plan: CapacityPlan, target: ScaleTarget) -> 
             ],
         },
     }
-
-
-def render_yaml(doc: dict[str, Any]) -> str:
-    return yaml.safe_dump(doc, sort_keys=False, width=1000)
-
-
-def render_yaml_stream(docs: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(docs, sort_keys=False, width=1000)

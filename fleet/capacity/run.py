@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fleetwatch.core.profiles import ProfileError, get_profile
 from fleetwatch.fleet.capacity.manifests import (
     ScaleTarget,
     capacity_rules,
@@ -17,7 +18,6 @@ from fleetwatch.fleet.capacity.manifests import (
 from fleetwatch.fleet.capacity.plan import CapacityPlan, PlanInputs, curve_from_probe, plan_capacity
 from fleetwatch.fleet.capacity.simulate import ScaleConfig, simulate_scaling
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.telemetry.profiles import ProfileError, get_profile
 
 __all__ = ["capacity_command", "sim_config"]
 
@@ -44,7 +44,7 @@ def sim_config(plan: CapacityPlan, seed: int = 0) -> ScaleConfig:
 
 
 def _write(output: Path, files: dict[str, str]) -> list[str]:
-    from fleetwatch.telemetry.atomic import atomic_write_text
+    from fleetwatch.core.atomic import atomic_write_text
 
     try:
         output.mkdir(parents=True, exist_ok=True)
@@ -73,8 +73,8 @@ def capacity_command(
     seed: int,
 ) -> tuple[dict[str, Any], str]:
     """(JSON document, text) of the command."""
-    from fleetwatch.telemetry.preflight import http_url, input_file, output_dir
-    from fleetwatch.telemetry.rulefiles import promtool_test_path
+    from fleetwatch.core.preflight import http_url, input_file, output_dir
+    from fleetwatch.core.rules.files import promtool_test_path
 
     if probe is None and not simulate:
         raise AnalysisError("give a probe run JSON (`fleetwatch probe run --json`), or --simulate")

@@ -49,12 +49,12 @@ import numpy.typing as npt
 import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.outliers.causes import Side
 from fleetwatch.fleet.outliers.config import DetectorConfig
-from fleetwatch.fleet.outliers.judge import Judgement, judge
+from fleetwatch.fleet.outliers.judging.causes import Side
+from fleetwatch.fleet.outliers.judging.judge import Judgement, judge
+from fleetwatch.fleet.outliers.judging.traffic import different_traffic
 from fleetwatch.fleet.outliers.report import Finding, OutlierReport
 from fleetwatch.fleet.outliers.table import FleetTable
-from fleetwatch.fleet.outliers.traffic import different_traffic
 
 __all__ = ["detect"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fleetwatch.fleet.outliers.causes import Cause, Side
+from fleetwatch.fleet.outliers.judging.causes import Cause, Side
 
 __all__ = ["Finding", "OutlierReport", "Pass", "Verdict", "finite_or_none"]
 

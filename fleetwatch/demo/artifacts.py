@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleetwatch.telemetry.atomic import atomic_write_text
-from fleetwatch.telemetry.rulefiles import promtool_test_path
+from fleetwatch.core.atomic import atomic_write_text
+from fleetwatch.core.rules.files import promtool_test_path
 
 __all__ = [
     "OUTLIER_FOR",
@@ -70,9 +70,10 @@ class PromtoolResult:
 
 def write_rules(folder: Path, spec: Any) -> RuleFiles:
     """Generate and write every rule file of the demo and its promtool test into ``folder``."""
+    from fleetwatch.core.profiles import get_profile
     from fleetwatch.dashboards.alerts import alert_rules, alert_tests, rules_document
     from fleetwatch.dashboards.alerts import render_yaml as render_ops
-    from fleetwatch.fleet.outliers.rules import (
+    from fleetwatch.fleet.outliers.rules.generate import (
         ALERT_NAME,
         RuleOptions,
         outlier_rules,
@@ -85,7 +86,6 @@ def write_rules(folder: Path, spec: Any) -> RuleFiles:
         render_rules,
         render_tests,
     )
-    from fleetwatch.telemetry.profiles import get_profile
 
     folder.mkdir(parents=True, exist_ok=True)
     profile = get_profile("fleetwatch")

@@ -35,12 +35,12 @@ def demo(
     """Run a four-replica reference fleet with a slowed replica, a long-prompt replica and an
     error burst; report what fleetwatch finds and write rules, dashboards, traces, records and
     report.html to the output folder."""
+    from fleetwatch.core.preflight import output_dir
     from fleetwatch.demo.progress import RichProgress, SilentProgress
     from fleetwatch.demo.prometheus import PrometheusError
     from fleetwatch.demo.run import run_demo
     from fleetwatch.demo.scenario import DemoConfig
     from fleetwatch.engine_probe.engine.preflight import require_torch
-    from fleetwatch.telemetry.preflight import output_dir
 
     output_dir(out)
     require_torch()

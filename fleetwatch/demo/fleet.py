@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetwatch.core.stats import percentile
 from fleetwatch.demo.host import HostLoad, HostProbe, engine_threads
 from fleetwatch.demo.progress import Progress, SilentProgress
 from fleetwatch.demo.scenario import DemoConfig, PlannedRequest, ReplicaRole, roles, traffic_plan
 from fleetwatch.engine_probe.probe.measure import RequestResult
-from fleetwatch.telemetry.stats import percentile
 
 __all__ = ["FleetRun", "SweepLevel", "run_fleet", "run_sweep"]
 

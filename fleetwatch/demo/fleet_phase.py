@@ -39,9 +39,9 @@ HOLD_TIMEOUT_S = 60.0
 def judged(prom: Any, end_s: float, replicas: int) -> bool:
     """Whether ``prom`` has scraped every target and evaluated the outlier rules after ``end_s``
     (Unix seconds), and has had each of ``replicas`` serving in those rules for their ``for:``."""
+    from fleetwatch.core.duration import parse_duration
     from fleetwatch.demo.artifacts import OUTLIER_FOR, OUTLIER_WINDOW
-    from fleetwatch.fleet.outliers.rules import RuleOptions
-    from fleetwatch.telemetry.duration import parse_duration
+    from fleetwatch.fleet.outliers.rules.generate import RuleOptions
 
     rate = f"replica:fleet_requests:rate{OUTLIER_WINDOW}"
     serving = f"{rate} >= {RuleOptions().min_rate_per_s:g}"
@@ -132,7 +132,7 @@ async def fleet_phase(
         prom = holder[0]
         slo = next(s for s in spec.slos if s.name == PAGE_SLO)
         long_window = max(w.long_s for w in slo.windows if w.severity == "page" and w.burn > 10)
-        from fleetwatch.telemetry.duration import format_duration
+        from fleetwatch.core.duration import format_duration
 
         view = await asyncio.to_thread(
             observe,

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleetwatch.core.atomic import atomic_write_text
 from fleetwatch.demo.artifacts import RuleFiles
 from fleetwatch.demo.spec import SPEC_PATH
-from fleetwatch.telemetry.atomic import atomic_write_text
 
 __all__ = ["Outputs"]
 

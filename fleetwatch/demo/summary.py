@@ -63,7 +63,7 @@ def _burn_series(analysis: Analysis, origin: float, view: PrometheusView | None)
     tl = bt.timeline
     page = [w for w in slo.windows if w.severity == "page"]
     fast = max(page, key=lambda w: w.burn)
-    from fleetwatch.telemetry.duration import format_duration
+    from fleetwatch.core.duration import format_duration
 
     series = {}
     for w_s in (fast.long_s, fast.short_s):

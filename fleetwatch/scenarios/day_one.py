@@ -19,10 +19,10 @@ from typing import Any, Final
 
 import yaml
 
+from fleetwatch.core.duration import format_duration, parse_duration
+from fleetwatch.core.goodput import format_goodput_target
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.dashboards.alerts import Thresholds, render_yaml, rules_document
-from fleetwatch.telemetry.duration import format_duration, parse_duration
-from fleetwatch.telemetry.goodput import format_goodput_target
-from fleetwatch.telemetry.profiles import get_profile
 
 __all__ = [
     "CHAT_SPEC",

@@ -97,7 +97,7 @@ class DayOneFleet:
         from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine
         from fleetwatch.engine_probe.engine.startup import StartupTimer
         from fleetwatch.engine_probe.serve import ServerConfig, start_server
-        from fleetwatch.engine_probe.serve.telemetry_options import telemetry_options
+        from fleetwatch.engine_probe.serve.command.telemetry_options import telemetry_options
 
         model = model_config(self.traffic.seed)
         for i in range(self.replicas):

@@ -161,7 +161,7 @@ def request_fleets(
     is worse); the other signals are ``fleet_values``' normal summaries (p-value NaN). ``slow``
     multiplies replica 0's requests (a planted slow replica).
     """
-    from fleetwatch.fleet.outliers.ranks import p_values, rank_z_columns
+    from fleetwatch.fleet.outliers.stats.ranks import p_values, rank_z_columns
 
     samples, groups = request_values(fleets, replicas, per_replica, shape, seed=seed)
     if slow != 1.0:
@@ -195,7 +195,7 @@ def histogram_fleet(
     for the rank test (the rest judged by the cutoff across p50s), and the bounds
     (``FleetTable.bins``). Requests are drawn as in ``request_values``, every
     replica's from the same distribution; TTFT 0.2 s, TPOT 20 ms and e2e 3 s at the base."""
-    from fleetwatch.fleet.outliers.histogram import bucket_samples, histogram_quantile
+    from fleetwatch.fleet.outliers.sources.histogram import bucket_samples, histogram_quantile
     from fleetwatch.fleet.outliers.table import FleetTable
 
     raw, groups = request_values(1, replicas, per_replica, shape, seed=int(rng.integers(2**31)))

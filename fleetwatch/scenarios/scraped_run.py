@@ -104,7 +104,13 @@ def run_scraped(
     """Serve Poisson arrivals for ``duration_s``, drain, and scrape every ``scrape_s`` until the
     last request finished. ``families`` are the metric family names to keep (histograms by
     their base name, counters without ``_total``)."""
-    from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine, ModelConfig
+    from fleetwatch.engine_probe.engine import (
+        EngineConfig,
+        FaultConfig,
+        LLMEngine,
+        ModelConfig,
+        RequestParams,
+    )
 
     mc = ModelConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_layers=1,
                      num_heads=2, num_kv_heads=1, max_position_embeddings=512)  # fmt: skip
@@ -156,7 +162,7 @@ def run_scraped(
         engine.set_faults(faults_at(clock.now))
         while i < len(arrivals) and arrivals[i][0] <= clock.now:
             _, prompt, max_out, cls = arrivals[i]
-            engine.add_request(prompt, max_tokens=max_out, traffic_class=cls)
+            engine.add_request(prompt, max_tokens=max_out, params=RequestParams(traffic_class=cls))
             i += 1
         if engine.has_unfinished():
             before = None

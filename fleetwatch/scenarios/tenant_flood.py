@@ -4,7 +4,7 @@ The real ``LLMEngine`` (real forward passes, real scheduler) runs on a virtual c
 time follows the step's work: ``base_s + per_token_s × tokens computed`` (``StepTimedClock``), so
 a long prefill costs what it would on hardware, in proportion, and the run is exactly
 repeatable. In front of it, either nothing (requests enter the engine's FIFO waiting queue as
-they arrive) or ``fleetwatch.engine_probe.serve.tenants.TenantGate`` — the per-tenant token buckets and
+they arrive) or ``fleetwatch.engine_probe.serve.front.tenants.TenantGate`` — the per-tenant token buckets and
 the weighted fair queue ``engine serve --tenant-limits`` uses. Arrivals are Poisson per tenant,
 seeded. TTFT is measured from a request's arrival at the front (gate queue included) to the end
 of the step that produced its first token.
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine, ModelConfig, RequestParams
 from fleetwatch.engine_probe.engine.scheduler import SchedulerOutput
-from fleetwatch.engine_probe.serve.tenants import Refusal, TenantGate, TenantLimits, Ticket
+from fleetwatch.engine_probe.serve.front.tenants import Refusal, TenantGate, TenantLimits, Ticket
 
 __all__ = [
     "CONTENDED_SCENARIO",
@@ -163,7 +163,7 @@ def run_flood(
         for ticket in ready:
             rid = by_ticket.pop(id(ticket))
             _, prompt, max_tokens = prompts.pop(id(ticket))
-            engine.add_request(prompt, max_tokens=max_tokens, request_id=rid)
+            engine.add_request(prompt, max_tokens=max_tokens, params=RequestParams(request_id=rid))
 
     i = 0
     while i < len(arrivals) or engine.has_unfinished():
@@ -173,7 +173,9 @@ def run_flood(
             i += 1
             if gate is None:
                 arrived[rid] = (at, tenant)
-                engine.add_request(prompt, max_tokens=max_tokens, request_id=rid)
+                engine.add_request(
+                    prompt, max_tokens=max_tokens, params=RequestParams(request_id=rid)
+                )
                 continue
             got = (
                 gate.admit(tenant, 1, 0)

@@ -11,6 +11,7 @@ from fleetwatch.resilience.batcher.config import (
     ItemTooCostlyError,
 )
 from fleetwatch.resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
+from fleetwatch.resilience.batcher.waker import LoopWaker, Waker, WakerFactory, thread_waker
 
 __all__ = [
     "BatchResultError",
@@ -22,5 +23,9 @@ __all__ = [
     "BoundBatcherMetrics",
     "FailureMode",
     "ItemTooCostlyError",
+    "LoopWaker",
     "MicroBatcher",
+    "Waker",
+    "WakerFactory",
+    "thread_waker",
 ]

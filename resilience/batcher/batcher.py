@@ -18,7 +18,9 @@ has waited ``max_wait_s``, or when closing. Guarantees:
 - Should the worker die of a bug, every waiting caller gets an error (nobody hangs) and the next
   submit starts a new worker.
 
-Time is the running loop's clock (``loop.time()``), so a loop with a virtual clock drives it.
+Time is the running loop's clock (``loop.time()``), so a loop with a virtual clock drives it;
+``waker`` makes the precise wake-up (a ``WakerFactory``; the default, ``thread_waker``, gives a
+thread only to loops on ``time.monotonic``), so such a loop can be handed a waker on its clock.
 Batches run in ``fleetwatch.resilience.batcher.runner``; configuration and errors are in ``config``.
 """
 
@@ -39,7 +41,7 @@ from fleetwatch.resilience.batcher.config import (
 )
 from fleetwatch.resilience.batcher.metrics import BatcherMetrics, BoundBatcherMetrics
 from fleetwatch.resilience.batcher.runner import BatchRunner, Pending
-from fleetwatch.resilience.batcher.waker import Waker, loop_clock_is_monotonic
+from fleetwatch.resilience.batcher.waker import WakerFactory, thread_waker
 from fleetwatch.resilience.errors import ResilienceConfigError
 
 __all__ = ["MicroBatcher"]
@@ -60,6 +62,8 @@ class MicroBatcher(Generic[T, R]):
             vector = await b.submit("hello")
 
     ``batch_fn`` returns one result per item, in order. Bind the batcher to one event loop.
+    ``waker(loop, name)`` makes the worker's precise wake-up (``spin_s`` before a deadline), or
+    returns None to leave it to the loop timer; it is called when a worker starts.
     """
 
     def __init__(
@@ -70,6 +74,7 @@ class MicroBatcher(Generic[T, R]):
         cost_fn: Callable[[T], float] | None = None,
         metrics: BatcherMetrics | None = None,
         name: str = "default",
+        waker: WakerFactory = thread_waker,
     ) -> None:
         self.config = config = config or BatcherConfig()
         if config.max_batch_cost is not None and cost_fn is None:
@@ -77,6 +82,7 @@ class MicroBatcher(Generic[T, R]):
         self.name = name
         self._fn = batch_fn
         self._cost_fn = cost_fn
+        self._make_waker = waker
         self._queue: deque[Pending[T, R]] = deque()
         self._queued_cost = 0.0
         self._wake = asyncio.Event()
@@ -225,11 +231,7 @@ class MicroBatcher(Generic[T, R]):
         queue = self._queue
         max_wait = self.config.max_wait_s
         spin = self.config.spin_s
-        waker = (
-            Waker(loop, f"micro-batcher {self.name} waker")
-            if spin > 0.0 and loop_clock_is_monotonic(loop)
-            else None
-        )
+        waker = self._make_waker(loop, f"micro-batcher {self.name} waker") if spin > 0.0 else None
         try:
             while True:
                 self._drop_cancelled_head()

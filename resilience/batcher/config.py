@@ -57,7 +57,8 @@ class BatcherConfig:
     costs up to ``spin_s`` of CPU plus one thread wake-up (tens of µs); flushes of full batches
     cost nothing extra. 0 turns both off and leaves the loop timer alone: the cheapest, with
     deadlines up to ~1 ms late (any wait under 1 ms takes ~1.1 ms). On a loop whose clock is not
-    ``time.monotonic`` (a virtual clock; uvloop) only the loop timer and the spin are used.
+    ``time.monotonic`` (a virtual clock; uvloop) only the loop timer and the spin are used, unless
+    the batcher is given a waker on that clock (``MicroBatcher(waker=...)``).
     """
 
     max_batch_size: int = 64

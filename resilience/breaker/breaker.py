@@ -49,14 +49,14 @@ class CircuitBreaker(PermitBreaker):
     def call(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call ``fn`` through the breaker (CallNotPermittedError when refused)."""
         current = self._current
-        if not current[2]:
+        if not current.admits:
             current = self._admit()
         clock = self._clock
         start = clock()
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            self.record_error(current[1], clock() - start, exc)
+            self.record_error(current.epoch, clock() - start, exc)
             raise
         end = clock()
         check = self._result_check
@@ -68,7 +68,7 @@ class CircuitBreaker(PermitBreaker):
             self._finish(current, end - start, end, result)
             return result
         # the clean success of PermitBreaker._count_ok, inlined
-        tally = current[4]
+        tally = current.tally
         next(tally)
         metrics = self._metrics
         if metrics is not None:
@@ -81,14 +81,14 @@ class CircuitBreaker(PermitBreaker):
         self, fn: Callable[P, Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs
     ) -> R:
         current = self._current
-        if not current[2]:
+        if not current.admits:
             current = self._admit()
         clock = self._clock
         start = clock()
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
-            self.record_error(current[1], clock() - start, exc)
+            self.record_error(current.epoch, clock() - start, exc)
             raise
         end = clock()
         self._finish(current, end - start, end, result)
@@ -141,7 +141,7 @@ class Guard:
         if exc is None:
             breaker._finish(current, end - self._start, end, self._result)
         else:
-            breaker.record_error(current[1], end - self._start, exc)
+            breaker.record_error(current.epoch, end - self._start, exc)
 
     async def __aenter__(self) -> Guard:
         return self.__enter__()
@@ -169,19 +169,19 @@ def _sync_wrapper(breaker: CircuitBreaker, fn: Callable[P, R]) -> Callable[P, R]
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         current = breaker._current
-        if not current[2]:
+        if not current.admits:
             current = admit()
         start = clock()
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            record_error(current[1], clock() - start, exc)
+            record_error(current.epoch, clock() - start, exc)
             raise
         end = clock()
         if precheck or end - start > slow_s:
             finish(current, end - start, end, result)
             return result
-        tally = current[4]
+        tally = current.tally
         next(tally)
         if metrics is not None:
             next(metrics.success)
@@ -208,19 +208,19 @@ def _async_wrapper(
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         current = breaker._current
-        if not current[2]:
+        if not current.admits:
             current = admit()
         start = clock()
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
-            record_error(current[1], clock() - start, exc)
+            record_error(current.epoch, clock() - start, exc)
             raise
         end = clock()
         if precheck or end - start > slow_s:
             finish(current, end - start, end, result)
             return result
-        tally = current[4]
+        tally = current.tally
         next(tally)
         if metrics is not None:
             next(metrics.success)

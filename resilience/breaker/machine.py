@@ -37,6 +37,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from fleetwatch.resilience.breaker.metrics import BreakerMetrics
 from fleetwatch.resilience.breaker.state import (
@@ -57,8 +58,6 @@ from fleetwatch.resilience.breaker.window import (
 __all__ = ["BreakerMachine", "Listener", "Scheduler"]
 
 Listener = Callable[[BreakerEvent], None]
-# (state, epoch, admits every call, records into the window, the epoch's tally of clean successes)
-Current = tuple[State, int, bool, bool, "itertools.count[int]"]
 Scheduler = Callable[[float, Callable[[], None]], None]
 """``scheduler(delay_s, callback)``: run ``callback`` once after ``delay_s`` seconds."""
 
@@ -73,6 +72,27 @@ _MODE = {
     State.HALF_OPEN: (False, False),
     State.FORCED_OPEN: (False, False),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Current:
+    """The breaker's state and epoch, replaced whole by every transition and never changed.
+
+    A reader without the lock reads ``breaker._current`` once and uses that value, so it never sees
+    one state's epoch or tally with another state. ``admits`` (every call) and ``records`` (into
+    the window) are the state's mode, looked up once per transition so that the hot path tests
+    plain booleans. ``tally`` counts the epoch's clean successes (see the module docstring).
+
+    A frozen dataclass with slots: its fields are slot descriptors, which CPython's specializing
+    interpreter reads as fast as a tuple index (a NamedTuple's field is not specialized on 3.11);
+    its slower construction happens only on transitions.
+    """
+
+    state: State
+    epoch: int
+    admits: bool
+    records: bool
+    tally: itertools.count[int]
 
 
 def _thread_timer(delay_s: float, callback: Callable[[], None]) -> None:
@@ -110,9 +130,11 @@ class BreakerMachine:
         self._probe_window = CountWindow(config.half_open_calls)
         self._min_calls = config.effective_minimum_calls
         self._slow_s = config.slow_call_duration_s
-        # Replaced as one tuple so that a reader without the lock never sees a state with another
-        # state's epoch or tally.
-        self._current: Current = (State.CLOSED, 0, True, True, itertools.count())
+        # Replaced whole, never changed: a reader without the lock sees one consistent state.
+        admits, records = _MODE[State.CLOSED]
+        self._current = Current(
+            state=State.CLOSED, epoch=0, admits=admits, records=records, tally=itertools.count()
+        )
         self._mark = -1  # the tally's value taken by the last sync
         # the tally while clean successes may skip the lock (see the module docstring), else None
         self._safe: itertools.count[int] | None = None
@@ -130,7 +152,7 @@ class BreakerMachine:
 
     @property
     def state(self) -> State:
-        return self._current[0]
+        return self._current.state
 
     def snapshot(self) -> WindowSnapshot:
         """Totals of the current window (the probe window while HALF_OPEN)."""
@@ -139,7 +161,7 @@ class BreakerMachine:
         with self._lock:
             now = self._clock()
             self._sync(now, events, schedule)
-            window = self._probe_window if self._current[0] is State.HALF_OPEN else self._window
+            window = self._probe_window if self._current.state is State.HALF_OPEN else self._window
             snap = window.snapshot(now)
             self._rearm(now)
         self._after(events, schedule)
@@ -164,7 +186,7 @@ class BreakerMachine:
         with self._lock:
             now = self._clock()
             self._sync(now, events, schedule)
-            if self._current[0] is not state:
+            if self._current.state is not state:
                 self._transition(state, now, events, schedule)
             self._rearm(now)
         self._after(events, schedule)
@@ -187,8 +209,9 @@ class BreakerMachine:
         """Under the lock: close the lock-free path and fold the successes it counted."""
         was_safe = self._safe is not None
         self._safe = None  # before reading the tally: a later count sees None and takes the lock
-        state, epoch, _, records, tally = self._current
-        mark = next(tally)
+        current = self._current
+        state, epoch, records = current.state, current.epoch, current.records
+        mark = next(current.tally)
         pending = mark - self._mark - 1
         self._mark = mark
         if not pending or not (records or state is State.HALF_OPEN):
@@ -198,25 +221,25 @@ class BreakerMachine:
             self._window.record_clean(at, pending)  # armed safe: they cannot change the verdict
             return
         for _ in range(pending):
-            if self._current[1] != epoch:
+            if self._current.epoch != epoch:
                 return  # they tripped the breaker: the rest were counted after the transition
             self._judge(state, at, now, False, False, events, schedule)
 
     def _rearm(self, now: float) -> None:
         """Under the lock, last: open the lock-free path if no clean success can change the verdict."""
-        _, _, admits, records, tally = self._current
+        current = self._current
         self._armed_at = now
         if self._timed_window:
             self._safe_until = math.floor(now) + 1.0
-        if not admits or self._listeners:
+        if not current.admits or self._listeners:
             return
-        if records:
+        if current.records:
             if self._exceeded:
                 return  # METRICS_ONLY over a threshold: a success may bring it back below
             calls, failed, slow = self._window.totals(now)
             if (failed or slow) and (calls < self._min_calls or self._over(calls, failed, slow)):
                 return
-        self._safe = tally
+        self._safe = current.tally
 
     def _judge(
         self,
@@ -287,8 +310,8 @@ class BreakerMachine:
         self, to: State, now: float, events: list[BreakerEvent], schedule: list[int]
     ) -> int:
         """Enter ``to`` under the lock (after a sync); return the new epoch."""
-        before, epoch, _, _, _ = self._current
-        epoch += 1
+        before = self._current.state
+        epoch = self._current.epoch + 1
         self._since = now
         self._exceeded = False
         if to is State.HALF_OPEN:
@@ -298,7 +321,10 @@ class BreakerMachine:
             self._window.reset()
         if to is State.OPEN and self.config.automatic_transition:
             schedule.append(epoch)
-        self._current = (to, epoch, *_MODE[to], itertools.count())
+        admits, records = _MODE[to]
+        self._current = Current(
+            state=to, epoch=epoch, admits=admits, records=records, tally=itertools.count()
+        )
         self._mark = -1
         if self._metrics is not None:
             self._metrics.set_state(to)
@@ -313,8 +339,8 @@ class BreakerMachine:
         with self._lock:
             now = self._clock()
             self._sync(now, events, schedule)
-            state, current_epoch, _, _, _ = self._current
-            if state is State.OPEN and current_epoch == epoch:
+            current = self._current
+            if current.state is State.OPEN and current.epoch == epoch:
                 self._transition(State.HALF_OPEN, now, events, schedule)
             self._rearm(now)
         self._after(events, schedule)

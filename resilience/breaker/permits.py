@@ -34,14 +34,14 @@ class PermitBreaker(BreakerMachine):
     def try_acquire(self) -> int | None:
         """A permit for one call, or None when the breaker refuses it (counted as not permitted)."""
         current = self._current
-        if current[2]:
-            return current[1]
+        if current.admits:
+            return current.epoch
         granted = self._admit_locked()
-        return None if granted is None else granted[1]
+        return None if granted is None else granted.epoch
 
     def acquire(self) -> int:
         """A permit for one call; raises CallNotPermittedError when refused."""
-        return self._admit()[1]
+        return self._admit().epoch
 
     def release(self, permit: int) -> None:
         """Give back a permit whose call counts neither way (cancelled, ignored error)."""
@@ -50,7 +50,7 @@ class PermitBreaker(BreakerMachine):
     def record_success(self, permit: int, duration_s: float, result: Any = None) -> None:
         """Report a call that returned ``result`` after ``duration_s`` seconds."""
         current = self._current
-        if current[1] == permit:
+        if current.epoch == permit:
             self._finish(current, duration_s, self._clock() if self._timed_window else 0.0, result)
         else:
             check = self._result_check
@@ -67,13 +67,13 @@ class PermitBreaker(BreakerMachine):
     # ----- internals ---------------------------------------------------------------------------
 
     def _admit(self) -> Current:
-        """The state tuple whose epoch is the permit; raises CallNotPermittedError when refused."""
+        """The state whose epoch is the permit; raises CallNotPermittedError when refused."""
         current = self._current
-        if current[2]:
+        if current.admits:
             return current
         granted = self._admit_locked()
         if granted is None:
-            raise CallNotPermittedError(self.name, self._current[0])
+            raise CallNotPermittedError(self.name, self._current.state)
         return granted
 
     def _admit_locked(self) -> Current | None:
@@ -82,10 +82,11 @@ class PermitBreaker(BreakerMachine):
         with self._lock:
             now = self._clock()
             self._sync(now, events, schedule)
-            state, _, admits, _, _ = self._current
+            current = self._current
+            state = current.state
             granted: Current | None = None
-            if admits:
-                granted = self._current
+            if current.admits:
+                granted = current
             elif state is State.OPEN and now - self._since >= self.config.wait_in_open_s:
                 self._transition(State.HALF_OPEN, now, events, schedule)
                 state = State.HALF_OPEN
@@ -109,13 +110,13 @@ class PermitBreaker(BreakerMachine):
         check = self._result_check
         failed = check is not None and bool(check(result))
         if failed or duration_s > self._slow_s or (self._timed_window and end >= self._safe_until):
-            self._settle(current[1], duration_s, failed, None)
+            self._settle(current.epoch, duration_s, failed, None)
         else:
             self._count_ok(current, duration_s)
 
     def _count_ok(self, current: Current, duration_s: float) -> None:
         """Count a clean success of ``current``'s epoch without the lock (see ``machine``)."""
-        tally = current[4]
+        tally = current.tally
         next(tally)
         metrics = self._metrics
         if metrics is not None:
@@ -159,13 +160,14 @@ class PermitBreaker(BreakerMachine):
                 events.append(
                     BreakerEvent(kind, self.name, now, duration_s=duration_s, error=error)
                 )
-            state, epoch, _, records, _ = self._current
-            if epoch != permit:
+            current = self._current
+            state = current.state
+            if current.epoch != permit:
                 pass  # an outcome from before the last transition judges nothing
             elif failed is None:
                 if state is State.HALF_OPEN:
                     self._probes_left += 1
-            elif records or state is State.HALF_OPEN:
+            elif current.records or state is State.HALF_OPEN:
                 self._judge(state, now, now, failed, slow, events, schedule)
             self._rearm(now)
         self._after(events, schedule)

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fleetwatch.slo.rules.generate import AlertInfo, Rule, RuleGroup, RuleSet, generate_rules
-from fleetwatch.slo.rules.render import render_rules, render_tests
-from fleetwatch.telemetry.lazy import lazy_attributes
+from fleetwatch.core.lazy import lazy_attributes
+from fleetwatch.slo.rules.generate import AlertInfo, RuleSet, generate_rules
+from fleetwatch.slo.rules.render import render_rules, render_tests, rule_file
 
 if TYPE_CHECKING:
     from fleetwatch.slo.rules.promtool_tests import generate_promtool_tests
 
 __all__ = [
     "AlertInfo",
-    "Rule",
-    "RuleGroup",
     "RuleSet",
     "generate_promtool_tests",
     "generate_rules",
     "render_rules",
     "render_tests",
+    "rule_file",
 ]
 
 

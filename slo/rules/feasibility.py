@@ -22,6 +22,9 @@ from __future__ import annotations
 import math
 from typing import Final
 
+from fleetwatch.core.duration import format_duration
+from fleetwatch.core.goodput import format_goodput_target, same_goodput_target
+from fleetwatch.core.profiles import Profile, Signal
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.rules.generate import alert_name
 from fleetwatch.slo.spec import (
@@ -32,9 +35,6 @@ from fleetwatch.slo.spec import (
     budget_fraction,
 )
 from fleetwatch.slo.windows import WORKBOOK_PERIOD_S, WORKBOOK_WINDOWS, scaled_windows
-from fleetwatch.telemetry.duration import format_duration
-from fleetwatch.telemetry.goodput import format_goodput_target, same_goodput_target
-from fleetwatch.telemetry.profiles import Profile, Signal
 
 __all__ = ["SHARE_TOLERANCE", "check_goodput_target", "check_reachable", "scaling_warnings"]
 

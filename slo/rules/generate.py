@@ -20,10 +20,14 @@ the same evaluation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from fleetwatch.core.duration import format_duration
+from fleetwatch.core.profiles import Profile
+from fleetwatch.core.promql import format_le, quote
+from fleetwatch.core.rules import AlertingRule, RecordingRule, Rule, RuleGroup
 from fleetwatch.slo.errors import SLOSpecError
-from fleetwatch.slo.rules.promql import SLIQuery, format_le, quote, sli_query
+from fleetwatch.slo.rules.promql import SLIQuery, sli_query
 from fleetwatch.slo.spec import (
     SEVERITIES,
     AvailabilitySLI,
@@ -35,14 +39,10 @@ from fleetwatch.slo.spec import (
     Severity,
     SLOSpec,
 )
-from fleetwatch.telemetry.duration import format_duration
-from fleetwatch.telemetry.profiles import Profile
 
 __all__ = [
     "ABSENT_ALERT",
     "AlertInfo",
-    "Rule",
-    "RuleGroup",
     "RuleSet",
     "alert_name",
     "error_ratio_name",
@@ -51,25 +51,6 @@ __all__ = [
 ]
 
 ABSENT_ALERT = "SLOMetricsAbsent"
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """A recording rule (``record``) or an alerting rule (``alert``)."""
-
-    expr: str
-    record: str | None = None
-    alert: str | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    for_s: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class RuleGroup:
-    name: str
-    interval_s: int
-    rules: tuple[Rule, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +70,8 @@ class AlertInfo:
 
 @dataclass(frozen=True, slots=True)
 class RuleSet:
-    """Everything generated for one spec on one profile."""
+    """Everything generated for one spec on one profile: one rule group per SLO, and what the
+    promtool tests and runbooks need to know of its alerts and queries."""
 
     spec: SLOSpec
     profile: str
@@ -200,6 +182,11 @@ def _runbook_url(spec: SLOSpec, slo: ServiceLevelObjective, severity: Severity |
     return base + runbook_file(slo, severity)
 
 
+def _for(seconds: int) -> str | None:
+    """An alert's ``for``: None (fire at once) for 0 seconds."""
+    return format_duration(seconds) if seconds else None
+
+
 def _slo_group(
     spec: SLOSpec, slo: ServiceLevelObjective, profile: Profile
 ) -> tuple[RuleGroup, list[AlertInfo], SLIQuery]:
@@ -210,37 +197,31 @@ def _slo_group(
     for w_s in slo.window_seconds():
         window = format_duration(w_s)
         rules.append(
-            Rule(
-                query.error_ratio(window),
-                record=error_ratio_name(w_s),
-                labels={**ident, "window": window},
+            RecordingRule(
+                error_ratio_name(w_s), query.error_ratio(window), {**ident, "window": window}
             )
         )
     if slo.min_events > 0:
         for w_s in sorted({w.long_s for w in slo.windows}):
             window = format_duration(w_s)
             rules.append(
-                Rule(
-                    query.events(window),
-                    record=events_name(w_s),
-                    labels={**ident, "window": window},
-                )
+                RecordingRule(events_name(w_s), query.events(window), {**ident, "window": window})
             )
     budget = repr(slo.error_budget)
     period_ratio = f"{error_ratio_name(slo.period_s)}{{{match}}}"
     shortest = min((w.short_s for w in slo.windows), default=slo.period_s)
     rules += [
-        Rule(f"vector({slo.objective_ratio!r})", record="slo:objective:ratio", labels=ident),
-        Rule(f"vector({budget})", record="slo:error_budget:ratio", labels=ident),
-        Rule(
+        RecordingRule("slo:objective:ratio", f"vector({slo.objective_ratio!r})", ident),
+        RecordingRule("slo:error_budget:ratio", f"vector({budget})", ident),
+        RecordingRule(
+            "slo:period_error_budget_remaining:ratio",
             f"1 - (sum without (window) ({period_ratio}) / {budget})",
-            record="slo:period_error_budget_remaining:ratio",
-            labels=ident,
+            ident,
         ),
-        Rule(
+        RecordingRule(
+            "slo:current_burn_rate:ratio",
             f"sum without (window) ({error_ratio_name(shortest)}{{{match}}}) / {budget}",
-            record="slo:current_burn_rate:ratio",
-            labels=ident,
+            ident,
         ),
     ]
     alerts: list[AlertInfo] = []
@@ -255,7 +236,7 @@ def _slo_group(
             runbook = _runbook_url(spec, slo, sev)
             annotations = _annotations(spec, slo, sev, windows, runbook)
             expr = "\nor\n".join(_condition(slo, w, match) for w in windows)
-            rules.append(Rule(expr, alert=name, labels=labels, annotations=annotations))
+            rules.append(AlertingRule(name, expr, labels=labels, annotations=annotations))
             alerts.append(AlertInfo(slo, name, sev, labels, annotations, windows, runbook))
         absent_labels = {**spec.labels, **slo.alerting.page_labels, **ident, "severity": "page"}
         runbook = _runbook_url(spec, slo, None)
@@ -270,12 +251,12 @@ def _slo_group(
             **slo.alerting.annotations,
         }
         rules.append(
-            Rule(
+            AlertingRule(
+                ABSENT_ALERT,
                 f"absent({query.absent})",
-                alert=ABSENT_ALERT,
-                labels=absent_labels,
-                annotations=absent_ann,
-                for_s=slo.alerting.absent_for_s,
+                _for(slo.alerting.absent_for_s),
+                absent_labels,
+                absent_ann,
             )
         )
         alerts.append(
@@ -290,7 +271,8 @@ def _slo_group(
                 slo.alerting.absent_for_s,
             )
         )
-    group = RuleGroup(f"slo:{spec.service}:{slo.name}", spec.evaluation_interval_s, tuple(rules))
+    interval = format_duration(spec.evaluation_interval_s)
+    group = RuleGroup(f"slo:{spec.service}:{slo.name}", tuple(rules), interval)
     return group, alerts, query
 
 

@@ -1,4 +1,4 @@
-"""PromQL fragments for SLIs: selectors from a metric profile, ``le`` matchers, error ratios.
+"""PromQL fragments for SLIs: selectors from a metric profile and error ratios.
 
 An SLI is a pair of PromQL templates with a ``{window}`` placeholder: the bad-event count and the
 total-event count over a window, both as ``sum(increase(...))``. The error ratio is their
@@ -8,11 +8,11 @@ ratios). Bad-outcome counters that may not exist yet are guarded with ``or vecto
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 
+from fleetwatch.core.profiles import MetricRef, Profile, Signal
+from fleetwatch.core.promql import equality_labels, format_le, le_matcher, quote, regex_escape
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.spec import (
     LATENCY_SIGNALS,
@@ -22,46 +22,13 @@ from fleetwatch.slo.spec import (
     RatioSLI,
     ServiceLevelObjective,
 )
-from fleetwatch.telemetry.profiles import MetricRef, Profile, Signal
-from fleetwatch.telemetry.promql import equality_labels
 
 __all__ = [
     "SLIQuery",
-    "format_le",
-    "le_matcher",
     "nearest_buckets",
-    "quote",
     "selector_labels",
     "sli_query",
 ]
-
-_REGEX_SPECIAL = set(r"\.^$|?*+()[]{}")
-
-
-def quote(value: str) -> str:
-    """A PromQL double-quoted string literal."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def format_le(value: float) -> str:
-    """The shortest plain decimal for a bucket bound, as Go clients write it (``1``, ``0.5``,
-    ``0.00001``, never an exponent): the shortest round-trip digits, written positionally."""
-    if not math.isfinite(value):
-        return str(value)
-    text = format(Decimal(repr(float(value))), "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def le_matcher(value: float) -> str:
-    """An ``le`` matcher that matches the bound however it is spelled: ``0.5``, ``0.50``, ``1``,
-    ``1.0``. Prometheus 3 rewrites classic-histogram ``le`` values to float form (``1`` becomes
-    ``1.0``) while older servers keep what the client exposed, so an exact match breaks on
-    upgrade. The dot is written as ``[.]`` to need no escaping."""
-    text = format_le(value)
-    if "." in text:
-        whole, frac = text.split(".")
-        return f'le=~"{whole}[.]{frac}0*"'
-    return f'le=~"{text}([.]0+)?"'
 
 
 def nearest_buckets(value: float, buckets: Sequence[float], n: int = 2) -> list[float]:
@@ -120,10 +87,6 @@ def _matchers(labels: Mapping[str, str], extra: str = "") -> str:
     return ",".join(parts)
 
 
-def _regex_escape(value: str) -> str:
-    return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in value)
-
-
 def _bad_outcomes(refs: Sequence[MetricRef], labels: Mapping[str, str]) -> str:
     """Sum of bad-outcome counters; same-metric equality matchers merged into one regex."""
     by_name: dict[str, list[MetricRef]] = {}
@@ -135,7 +98,7 @@ def _bad_outcomes(refs: Sequence[MetricRef], labels: Mapping[str, str]) -> str:
         keys = {next(iter(p)) for p in parsed if p is not None and len(p) == 1}
         if len(group) > 1 and len(keys) == 1 and all(p is not None and len(p) == 1 for p in parsed):
             key = keys.pop()
-            values = "|".join(_regex_escape(p[key]) for p in parsed if p is not None)
+            values = "|".join(regex_escape(p[key]) for p in parsed if p is not None)
             regex = f"{key}=~{quote(values)}"
             sel = f"{name}{{{_matchers(labels, regex)}}}"
             terms.append(f"({_increase(sel)} or vector(0))")

@@ -15,9 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetwatch.core.profiles import MetricRef, Profile, Signal
+from fleetwatch.core.promql import equality_labels, format_le, quote
+from fleetwatch.core.records.schema import ITL_BOUNDS
+from fleetwatch.core.rules import InputSeries
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.events import EVENT_TIME, goodput_mask, itl_counts, latency_values
-from fleetwatch.slo.rules.promql import format_le, quote, selector_labels
+from fleetwatch.slo.rules.promql import selector_labels
 from fleetwatch.slo.spec import (
     AvailabilitySLI,
     GoodputSLI,
@@ -26,9 +30,6 @@ from fleetwatch.slo.spec import (
     ServiceLevelObjective,
     SLOSpec,
 )
-from fleetwatch.telemetry.profiles import MetricRef, Profile, Signal
-from fleetwatch.telemetry.promql import equality_labels
-from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 
 __all__ = ["counter_values", "records_series", "slo_series"]
 
@@ -72,7 +73,7 @@ def slo_series(
     profile: Profile,
     good: Increments,
     bad: Increments,
-) -> list[dict[str, str]] | None:
+) -> tuple[InputSeries, ...] | None:
     """Series through which ``slo`` sees ``good`` and ``bad`` events per step; None when its
     SLI names raw metrics that cannot be synthesised (regex selectors)."""
     labels = selector_labels(slo, profile)
@@ -118,7 +119,7 @@ def slo_series(
             return None
         (tn, tl), (xn, xl) = parsed  # type: ignore[misc]
         out += [(_name(tn, tl), g + b), (_name(xn, xl), b if sli.bad is not None else g)]
-    return [{"series": s, "values": counter_values(v)} for s, v in out]
+    return tuple(InputSeries(s, counter_values(v)) for s, v in out)
 
 
 def _raw(selector: str) -> tuple[str, dict[str, str]] | None:
@@ -149,7 +150,7 @@ def records_series(
     step_s: int,
     steps: int,
     start_s: float = 0.0,
-) -> list[dict[str, str]]:
+) -> tuple[InputSeries, ...]:
     """The counters an engine on ``profile`` would export for the requests in ``frame``, sampled
     every ``step_s`` from ``start_s`` for ``steps`` steps. Each is counted when the exporter
     observes it (``fleetwatch.slo.events``): outcomes, TPOT, e2e and goodput at the finish, TTFT at the first
@@ -238,7 +239,7 @@ def records_series(
     for ttft_max, tpot_max in goodput_targets:
         good = goodput_mask(frame, ttft_max, tpot_max) & seen
         add(profile.metric(Signal.GOODPUT).name, {}, good)
-    return [{"series": s, "values": counter_values(v)} for s, v in sorted(series.items())]
+    return tuple(InputSeries(s, counter_values(v)) for s, v in sorted(series.items()))
 
 
 def _combos(cols: Mapping[str, np.ndarray[Any, Any]]) -> list[dict[str, str]]:

@@ -21,6 +21,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fleetwatch.core.profiles import FLEETWATCH, Profile, Signal
 from fleetwatch.telemetry.gpu.nvml import (
     CLOCK_EVENT_REASONS,
     DeviceReading,
@@ -28,7 +29,6 @@ from fleetwatch.telemetry.gpu.nvml import (
     GpuUnavailable,
     NvmlReader,
 )
-from fleetwatch.telemetry.profiles import FLEETWATCH, Profile, Signal
 
 __all__ = ["GpuSampler"]
 
@@ -142,6 +142,20 @@ class GpuSampler(Collector):
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="fleetwatch-gpu", daemon=True)
         self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """Whether the background sampling thread is alive."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait at most ``timeout`` seconds for the background thread to end by itself (an
+        injected ``wait`` returning True ends it), without stopping it; True when none runs."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.running
 
     def _run(self) -> None:
         while not self._wait(self.interval_s):

@@ -13,11 +13,11 @@ from opentelemetry.trace import TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
 
-from fleetwatch.telemetry.deadline import Deadline, run_bounded
+from fleetwatch.core.deadline import Deadline, run_bounded
+from fleetwatch.core.records import RequestRecord, Status
 from fleetwatch.telemetry.instrument.observer import TelemetryObserver
 from fleetwatch.telemetry.metrics.drops import DropCounter
 from fleetwatch.telemetry.metrics.serving import ServingMetrics
-from fleetwatch.telemetry.records import RequestRecord, Status
 from fleetwatch.telemetry.request_state import RequestState, record_gaps
 from fleetwatch.telemetry.sink.records import RecordSink
 from fleetwatch.telemetry.spans.builder import SpanBuilder
@@ -136,10 +136,12 @@ class Instrumentation:
             ok = self._owned_provider.force_flush(ms)
         return ok
 
-    def detach(self, timeout: float | None = None) -> bool:
+    def detach(
+        self, timeout: float | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> bool:
         """Stop observing the engine, drain records and spans, unregister the collectors, all
-        within ``timeout`` seconds (default: ``shutdown_timeout_s``); True when everything
-        finished in time.
+        within ``timeout`` seconds (default: ``shutdown_timeout_s``) on ``clock``: each step
+        waits at most what is left of that one deadline. True when everything finished in time.
 
         Never raises and never waits past the deadline: a step that fails or is still running
         (a span exporter stuck on a collector that never answers, a stalled disk) is counted in
@@ -151,7 +153,7 @@ class Instrumentation:
             return True
         self.pause()
         self._detached = True
-        deadline = Deadline.after(self.shutdown_timeout_s if timeout is None else timeout)
+        deadline = Deadline.after(self.shutdown_timeout_s if timeout is None else timeout, clock)
         failed: dict[str, str] = {}
 
         def step(name: str, fn: Callable[[], object]) -> None:

@@ -11,16 +11,16 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
-from fleetwatch.telemetry.hooks import RequestInfo, StepStats
+from fleetwatch.core.records.schema import ITL_BOUNDS
+from fleetwatch.telemetry.hooks import EngineObserver, RequestInfo, StepStats
 from fleetwatch.telemetry.metrics.serving import Series, ServingMetrics
-from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 from fleetwatch.telemetry.request_state import RequestState
 
 __all__ = ["TelemetryObserver"]
 
 
-class TelemetryObserver:
-    """Implements ``fleetwatch.telemetry.hooks.EngineObserver``; see that module for event order.
+class TelemetryObserver(EngineObserver):
+    """Every hook of ``fleetwatch.telemetry.hooks.EngineObserver``; see that module for event order.
 
     ``metrics`` may be None (metrics off); ``on_finished`` receives each finished request's state
     (None: nobody wants spans or records). ``goodput`` is (TTFT target s, TPOT target s).

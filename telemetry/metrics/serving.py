@@ -2,7 +2,7 @@
 
 The step-loop thread writes plain numbers (``Series`` fields, ``BatchedHistogram.pending``);
 ``collect`` builds metric families at scrape time. Names, kinds and buckets come from the
-``fleetwatch`` profile in ``fleetwatch.telemetry.profiles``, so PromQL written from the profile matches.
+``fleetwatch`` profile in ``fleetwatch.core.profiles``, so PromQL written from the profile matches.
 
 Labels: ``model``, ``replica``, ``traffic_class`` (capped) and, only when enabled, ``tenant``
 (capped). Engine-level series (step histograms, gauges) carry ``model`` and ``replica`` only.
@@ -22,12 +22,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from fleetwatch.core.profiles import FLEETWATCH, Profile, Signal
 from fleetwatch.telemetry.hooks import StepStats
 from fleetwatch.telemetry.metrics.drops import DropCounter
 from fleetwatch.telemetry.metrics.histogram import BatchedHistogram
 from fleetwatch.telemetry.metrics.labels import LabelCap
 from fleetwatch.telemetry.metrics.steps import StepMetrics
-from fleetwatch.telemetry.profiles import FLEETWATCH, Profile, Signal
 
 __all__ = ["DROP_STAGES", "REQUEST_HISTOGRAMS", "Series", "SeriesKey", "ServingMetrics"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+from fleetwatch.core.profiles import Profile, Signal
 from fleetwatch.telemetry.hooks import StepStats
 from fleetwatch.telemetry.metrics.histogram import BatchedHistogram
-from fleetwatch.telemetry.profiles import Profile, Signal
 
 __all__ = ["StepMetrics"]
 

@@ -1,7 +1,7 @@
 """Record sinks: receive ``RequestRecord`` batches from the telemetry worker thread.
 
 ``RotatingRecordSink`` writes files of at most ``max_records`` records each, every file written
-whole through ``fleetwatch.telemetry.records.write_records`` (temporary file, fsync, rename, fsync of the
+whole through ``fleetwatch.core.records.write_records`` (temporary file, fsync, rename, fsync of the
 directory: a reader never sees half a file, and a renamed file survives a power cut). A partly
 filled file is sealed on ``flush``/``close`` and when its oldest record is older than
 ``max_age_s`` (2 s by default), so records reach disk while traffic flows.
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from fleetwatch.telemetry.records import RecordError, RequestRecord, write_records
+from fleetwatch.core.records import RecordError, RequestRecord, write_records
 
 __all__ = ["MemoryRecordSink", "RecordSink", "RecordSinkError", "RotatingRecordSink"]
 

@@ -1,6 +1,6 @@
 """Span files: one JSON object per line, each file written whole, for offline use without a collector.
 
-Crash consistency. Every export rewrites the live file through ``fleetwatch.telemetry.atomic`` (temporary
+Crash consistency. Every export rewrites the live file through ``fleetwatch.core.atomic`` (temporary
 file beside it, fsync, rename) with every span it holds, so the file at ``path`` is always whole:
 a reader never sees half a line, whether the writer exits, is SIGKILLed mid-write or the machine
 loses power. When the live file reaches ``max_bytes`` it is sealed: renamed to ``<name>.1`` (older
@@ -35,7 +35,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from fleetwatch.telemetry.atomic import atomic_write_bytes
+from fleetwatch.core.atomic import atomic_write_bytes
 
 __all__ = ["JsonLinesSpanExporter", "SpanFiles", "read_spans", "span_files"]
 

@@ -17,7 +17,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from fleetwatch.telemetry.deadline import Deadline, run_bounded
+from fleetwatch.core.deadline import Deadline, run_bounded
 from fleetwatch.telemetry.metrics.drops import DropCounter
 from fleetwatch.telemetry.worker import BoundedWorker
 
@@ -57,6 +57,11 @@ class BoundedSpanProcessor(SpanProcessor):
             interval_s=interval_s,
             name="fleetwatch-span-export",
         )
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between exports when the queue does not fill a batch sooner."""
+        return self._worker.interval_s
 
     def _export(self, batch: Sequence[ReadableSpan]) -> None:
         result = self.exporter.export(batch)

@@ -21,7 +21,7 @@ from opentelemetry.sdk.environment_variables import (
     OTEL_SERVICE_NAME,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.util.re import parse_env_headers
 
@@ -29,7 +29,7 @@ from fleetwatch.telemetry.metrics.drops import DropCounter
 from fleetwatch.telemetry.spans.jsonl import JsonLinesSpanExporter
 from fleetwatch.telemetry.spans.processor import BoundedSpanProcessor
 
-__all__ = ["otlp_configured", "otlp_export_interval_s", "tracer_provider"]
+__all__ = ["otlp_configured", "otlp_export_interval_s", "span_processors", "tracer_provider"]
 
 OTLP_EXPORT_INTERVAL_S = 5.0
 """Seconds between OTLP exports unless ``OTEL_BSP_SCHEDULE_DELAY`` (milliseconds) says otherwise:
@@ -56,6 +56,12 @@ def otlp_export_interval_s(env: Mapping[str, str]) -> float:
     except ValueError:
         return OTLP_EXPORT_INTERVAL_S
     return ms / 1000.0 if 0 < ms < float("inf") else OTLP_EXPORT_INTERVAL_S
+
+
+def span_processors(provider: TracerProvider) -> tuple[SpanProcessor, ...]:
+    """The span processors added to ``provider``, in the order they were added (the SDK keeps
+    them without a public accessor; this is the one place that reads them)."""
+    return tuple(provider._active_span_processor._span_processors)
 
 
 def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:

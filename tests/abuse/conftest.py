@@ -45,7 +45,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(ABUSE_TIMEOUT_S))
 
 
-LAUNCH = "import typer; from fleetwatch.engine_probe.serve.cli import serve; typer.run(serve)"
+LAUNCH = (
+    "import typer; from fleetwatch.engine_probe.serve.command.cli import serve; typer.run(serve)"
+)
 
 
 def wait_until(cond: Any, timeout_s: float, what: str, poll_s: float = 0.01) -> None:

@@ -22,7 +22,7 @@ def main() -> None:
 
     import fleetwatch.engine_probe.serve.lifecycle
     import fleetwatch.telemetry.instrument  # noqa: F401
-    from fleetwatch.engine_probe.serve.cli import serve
+    from fleetwatch.engine_probe.serve.command.cli import serve
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # reap children without waiting
     print("ready", flush=True)

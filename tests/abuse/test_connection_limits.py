@@ -24,17 +24,17 @@ from typing import Any
 
 import pytest
 
-from fleetwatch.engine_probe.serve.config import ServerConfig
-from fleetwatch.engine_probe.serve.idempotency import IdempotencyKeys
-from fleetwatch.engine_probe.serve.inflight import InFlight, Piece
-from fleetwatch.engine_probe.serve.limits import (
+from fleetwatch.engine_probe.serve.front.config import ServerConfig
+from fleetwatch.engine_probe.serve.front.idempotency import IdempotencyKeys
+from fleetwatch.engine_probe.serve.front.limits import (
     HEAD_TIMEOUT,
     REFUSED,
     ConnectionGuard,
     ConnectionLimits,
     GuardedProtocol,
 )
-from fleetwatch.engine_probe.serve.quiet_log import AcceptErrors
+from fleetwatch.engine_probe.serve.front.quiet_log import AcceptErrors
+from fleetwatch.engine_probe.serve.inflight import InFlight, Piece
 
 SLOW_CONNECTIONS = int(os.environ.get("FLEETWATCH_SLOW_CONNECTIONS", "20000"))
 PER_PROCESS = 10_000
@@ -327,7 +327,7 @@ def test_serve_rejects_a_non_positive_limit_naming_its_flag(flag: str) -> None:
     from typer.testing import CliRunner
 
     from fleetwatch.engine_probe.engine import EngineConfigError
-    from fleetwatch.engine_probe.serve.cli import serve
+    from fleetwatch.engine_probe.serve.command.cli import serve
 
     app = typer.Typer()
     app.command("serve")(serve)

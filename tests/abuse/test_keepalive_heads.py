@@ -11,8 +11,8 @@ import socket
 import time
 from typing import Any
 
-from fleetwatch.engine_probe.serve.config import ServerConfig
-from fleetwatch.engine_probe.serve.limits import (
+from fleetwatch.engine_probe.serve.front.config import ServerConfig
+from fleetwatch.engine_probe.serve.front.limits import (
     HEAD_TIMEOUT,
     ConnectionGuard,
     ConnectionLimits,

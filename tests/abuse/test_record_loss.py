@@ -142,7 +142,7 @@ def test_sigkill_loses_only_records_within_the_documented_bound(
 
 
 def _rec(i: int) -> Any:
-    from fleetwatch.telemetry.records import RequestRecord
+    from fleetwatch.core.records import RequestRecord
 
     return RequestRecord(
         request_id=f"r{i}", replica="a", model="m", arrival_s=float(i), finished_s=i + 1.0
@@ -181,7 +181,7 @@ def test_the_rename_is_made_durable_with_a_directory_fsync(
 ) -> None:
     import stat
 
-    import fleetwatch.telemetry.atomic as atomic
+    import fleetwatch.core.atomic as atomic
 
     synced: list[str] = []
     real_fsync = os.fsync
@@ -210,7 +210,7 @@ def test_serve_rejects_bad_record_sink_limits_naming_the_flag(flag: str, value: 
     from typer.testing import CliRunner
 
     from fleetwatch.engine_probe.engine import EngineConfigError
-    from fleetwatch.engine_probe.serve.cli import serve
+    from fleetwatch.engine_probe.serve.command.cli import serve
 
     app = typer.Typer()
     app.command("serve")(serve)

@@ -1,7 +1,7 @@
 """Shutdown within a deadline: telemetry export and ``detach()`` are bounded whatever the span
-collector does, failures are counted and never raised, and `engine serve` exits on SIGTERM within
-``EXIT_BOUND_S`` (10 s; with nothing in flight: the telemetry timeout of 3 s, then the
-interpreter's teardown, about 1-2 s with torch loaded).
+collector does, failures are counted and never raised, and `engine serve` exits cleanly on SIGTERM
+with the span export cut at the telemetry deadline (3 s) rather than waited out (the exporter's own
+30 s timeout and its retries): the log says which ended it, so no clock is read.
 
 The collector is a black hole: a loopback socket that accepts connections and never answers, so
 the OTLP exporter waits on its own timeout (10 s) and retries.
@@ -10,10 +10,10 @@ the OTLP exporter waits on its own timeout (10 s) and retries.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,6 @@ from prometheus_client import CollectorRegistry
 from fleetwatch.records import read_records
 from fleetwatch.telemetry.instrument import instrument
 from fleetwatch.telemetry.sink import MemoryRecordSink
-
-EXIT_BOUND_S = 10.0
 
 
 @pytest.fixture
@@ -53,11 +51,26 @@ def black_hole() -> Iterator[str]:
             conn.close()
 
 
+class _StallingSink(MemoryRecordSink):
+    """A record sink whose close takes ``stall_s`` seconds on ``now`` (a disk that stalls)."""
+
+    def __init__(self, now: list[float], stall_s: float) -> None:
+        super().__init__()
+        self._now = now
+        self._stall_s = stall_s
+
+    def close(self) -> None:
+        self._now[0] += self._stall_s
+
+
 def test_detach_is_bounded_counts_the_stuck_export_and_never_raises(
-    black_hole: str, tools: Any
+    black_hole: str, tools: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # the records step spends the whole deadline on the detach clock, so the span export, stuck
+    # on the black hole, is given what is left of it: nothing, and is left behind, counted
+    now = [0.0]
     engine = tools.small_engine()
-    sink = MemoryRecordSink()
+    sink = _StallingSink(now, stall_s=30.0)
     inst = instrument(
         engine,
         registry=CollectorRegistry(),
@@ -65,11 +78,10 @@ def test_detach_is_bounded_counts_the_stuck_export_and_never_raises(
         env={"OTEL_EXPORTER_OTLP_ENDPOINT": black_hole},
     )
     engine.generate([[1, 2, 3], [4, 5, 6, 7]], max_tokens=4)  # two spans for the black hole
-    t0 = time.monotonic()
-    ok = inst.detach(timeout=1.0)
-    took = time.monotonic() - t0
-    assert took < 1.0 + 2.0, took  # the deadline plus thread scheduling on a loaded box
+    with caplog.at_level(logging.WARNING):
+        ok = inst.detach(timeout=30.0, clock=lambda: now[0])
     assert ok is False and inst.shutdown_failures == {"spans": 1}
+    assert "spans: TimeoutError: spans still running after 0 s" in caplog.text
     assert [r.request_id for r in sink.records] == [f"{engine.replica}-{i}" for i in range(2)]
     assert inst.detach() is True  # a second detach is a no-op
 
@@ -89,15 +101,13 @@ def test_sigterm_exits_within_the_deadline_with_a_black_hole_collector(
     for i in range(6):
         _, body = server.post("/v1/completions", {"prompt": [3, 1, 4, i], "max_tokens": 3})
         ids.add(json.loads(body)["id"])
-    t0 = time.monotonic()
     server.signal(signal.SIGTERM)
-    code = server.wait(60)
-    took = time.monotonic() - t0
-    print(f"SIGTERM to exit: {took:.2f} s (bound {EXIT_BOUND_S} s)")
+    code = server.wait(120)  # a bound for a hang, not a measurement
     assert code == 0
-    assert took < EXIT_BOUND_S, took
     log = server.log.read_text()
-    assert "telemetry detach: spans" in log and "Traceback" not in log, log
+    # logged only when the deadline, not the exporter, ended the span export
+    assert "telemetry detach: spans: TimeoutError: spans still running after" in log, log
+    assert "Traceback" not in log, log
     on_disk = {
         rid for p in records.glob("records-*.jsonl") for rid in read_records(p)["request_id"]
     }

@@ -32,13 +32,13 @@ from typing import Any
 
 import pytest
 
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.dashboards.panels import PanelSpec
 from fleetwatch.dashboards.promql import concrete
 from fleetwatch.dashboards.views import VIEWS, views_for
 from fleetwatch.demo.prometheus import PrometheusServer, ScrapeTarget
 from fleetwatch.scenarios.day_one import write_rules
 from fleetwatch.scenarios.day_one_fleet import REPLICAS, DayOneFleet
-from fleetwatch.telemetry.profiles import get_profile
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 

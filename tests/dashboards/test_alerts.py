@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from fleetwatch.cli import main
+from fleetwatch.core.profiles import get_profile
+from fleetwatch.core.rules import AlertingRule
 from fleetwatch.dashboards.alerts import (
     ALERT_PAGES,
     alert_rules,
@@ -18,7 +20,6 @@ from fleetwatch.dashboards.alerts import (
 )
 from fleetwatch.dashboards.names import allowed_names
 from fleetwatch.dashboards.promql import metric_names
-from fleetwatch.telemetry.profiles import get_profile
 
 PROFILES = ("fleetwatch", "vllm", "sglang")
 
@@ -51,10 +52,11 @@ def test_alert_expressions_read_only_exported_metrics() -> None:
 
 def test_every_alert_carries_severity_and_a_runbook_url() -> None:
     doc = rules_document(get_profile("vllm"), runbook_base="https://example.org/runbooks/")
-    for rule in doc["groups"][0]["rules"]:
-        assert rule["labels"]["severity"] in ("page", "ticket")
-        assert rule["annotations"]["runbook_url"] == (
-            f"https://example.org/runbooks/{ALERT_PAGES[rule['alert']]}"
+    for rule in doc.groups[0].rules:
+        assert isinstance(rule, AlertingRule)
+        assert rule.labels["severity"] in ("page", "ticket")
+        assert rule.annotations["runbook_url"] == (
+            f"https://example.org/runbooks/{ALERT_PAGES[rule.alert]}"
         )
 
 
@@ -75,11 +77,11 @@ def test_generated_rules_pass_promtool_check_and_their_unit_tests(
 
 def test_unit_tests_cover_firing_and_healthy_traffic_for_every_alert() -> None:
     doc = alert_tests(get_profile("fleetwatch"), "r.yaml")
-    names = [t["name"] for t in doc["tests"]]
+    names = [t.name for t in doc.tests]
     for alert in _names("fleetwatch"):
         assert f"{alert} firing" in names and f"{alert} healthy" in names
-    healthy = [t for t in doc["tests"] if t["name"].endswith("healthy")]
-    assert all(t["alert_rule_test"][0]["exp_alerts"] == [] for t in healthy)
+    healthy = [t for t in doc.tests if t.name and t.name.endswith("healthy")]
+    assert all(t.alert_rule_test[0].exp_alerts == () for t in healthy)
 
 
 def test_cli_writes_rules_and_their_promtool_test(tmp_path: Path) -> None:

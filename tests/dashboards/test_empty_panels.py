@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.dashboards.build import render_all
 from fleetwatch.dashboards.panels import Kind, PanelSpec, Query
 from fleetwatch.dashboards.views.replica import replica_rows
-from fleetwatch.telemetry.profiles import get_profile
 
 
 def test_the_gpu_row_opens_with_a_gpu_available_stat_naming_a_host_without_one() -> None:

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.dashboards.build import DASHBOARD_PROFILES, check_names, dashboard_expressions
 from fleetwatch.dashboards.errors import DashboardError
 from fleetwatch.dashboards.names import unknown_names
 from fleetwatch.dashboards.panels import PanelSpec, Query
 from fleetwatch.dashboards.promql import concrete, metric_names
 from fleetwatch.dashboards.views import views_for
-from fleetwatch.telemetry.profiles import get_profile
 
 
 def _all_expressions() -> list[tuple[str, str, str]]:

@@ -10,13 +10,14 @@ import pytest
 import yaml
 
 from fleetwatch.cli import main
+from fleetwatch.core.profiles import get_profile
+from fleetwatch.core.rules import AlertingRule
 from fleetwatch.dashboards.alerts import alert_rules, rules_document
 from fleetwatch.dashboards.build import build_dashboard, render_all
 from fleetwatch.dashboards.errors import DashboardError
 from fleetwatch.dashboards.names import RESILIENCE, allowed_names
 from fleetwatch.dashboards.promql import metric_names
 from fleetwatch.dashboards.views import views_for
-from fleetwatch.telemetry.profiles import get_profile
 
 RESILIENCE_ALERTS = {"FleetwatchBreakerOpen", "FleetwatchRetryBudgetExhausted"}
 LIBRARY = "fleetwatch's resilience library"
@@ -60,7 +61,8 @@ def test_the_fleetwatch_profile_keeps_them_and_every_description_says_where_they
 
 def test_an_engine_fleet_whose_clients_use_the_library_asks_for_the_alerts(tmp_path: Path) -> None:
     vllm = get_profile("vllm")
-    names = [r["alert"] for r in rules_document(vllm, resilience=True)["groups"][0]["rules"]]
+    rules = rules_document(vllm, resilience=True).groups[0].rules
+    names = [r.alert for r in rules if isinstance(r, AlertingRule)]
     assert set(names) >= RESILIENCE_ALERTS
     out = tmp_path / "ops.rules.yaml"
     assert main(["dashboards", "alerts", "--profile", "vllm", "--resilience", "-o", str(out)]) == 0

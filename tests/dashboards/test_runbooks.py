@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
+from fleetwatch.core.profiles import get_profile
+from fleetwatch.core.rules import to_document
 from fleetwatch.dashboards.alerts import ALERT_PAGES, rules_document
 from fleetwatch.dashboards.names import unknown_names
 from fleetwatch.dashboards.promql import metric_names
-from fleetwatch.telemetry.profiles import get_profile
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 SECTIONS = (
@@ -72,7 +73,9 @@ def _page_of(url: str) -> Path:
 
 def _operational_rules() -> Iterator[dict[str, Any]]:
     for profile in ("fleetwatch", "vllm", "sglang"):
-        yield rules_document(get_profile(profile), runbook_base="https://example.org/runbooks")
+        yield to_document(
+            rules_document(get_profile(profile), runbook_base="https://example.org/runbooks")
+        )
 
 
 def _slo_rules() -> Iterator[dict[str, Any]]:
@@ -84,9 +87,9 @@ def _slo_rules() -> Iterator[dict[str, Any]]:
 
 
 def _outlier_rules() -> Iterator[dict[str, Any]]:
-    from fleetwatch.fleet.outliers.rules import outlier_rules
+    from fleetwatch.fleet.outliers.rules.generate import outlier_rules
 
-    yield outlier_rules(get_profile("fleetwatch"))
+    yield to_document(outlier_rules(get_profile("fleetwatch")))
 
 
 GENERATORS: dict[str, Callable[[], Iterator[dict[str, Any]]]] = {

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import yaml
 
+from fleetwatch.core.profiles import get_profile
+from fleetwatch.core.rules import RecordingRule
 from fleetwatch.dashboards.build import render_all
 from fleetwatch.slo.load import read_spec
 from fleetwatch.slo.rules import generate_rules
-from fleetwatch.telemetry.profiles import get_profile
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "slo" / "examples"
 
@@ -25,7 +26,7 @@ def _recorded_error_ratios() -> list[dict[str, str]]:
         {"__name__": rule.record, **rule.labels}
         for group in ruleset.groups
         for rule in group.rules
-        if rule.record and rule.record.startswith("slo:sli_error:ratio_rate")
+        if isinstance(rule, RecordingRule) and rule.record.startswith("slo:sli_error:ratio_rate")
     ]
 
 

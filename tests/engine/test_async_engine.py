@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from fleetwatch.engine_probe.engine import AsyncEngine, EngineConfigError
+from fleetwatch.engine_probe.engine import AsyncEngine, EngineConfigError, RequestParams
 from fleetwatch.engine_probe.engine.event_log import EventLog
 
 
@@ -49,14 +49,16 @@ def test_abort_and_early_exit_free_blocks(make_engine) -> None:
 
     async def main() -> None:
         async with AsyncEngine(engine) as aengine:
-            stream = aengine.generate([1, 2, 3], max_tokens=200, request_id="a")
+            stream = aengine.generate(
+                [1, 2, 3], max_tokens=200, params=RequestParams(request_id="a")
+            )
             first = await anext(stream)
             assert first.new_token_ids
             assert await aengine.abort("a")
             rest = [o async for o in stream]
             assert rest[-1].finished and rest[-1].status == "aborted"
             async with contextlib.aclosing(
-                aengine.generate([4, 5, 6], max_tokens=200, request_id="b")
+                aengine.generate([4, 5, 6], max_tokens=200, params=RequestParams(request_id="b"))
             ) as early:
                 async for _out in early:
                     break

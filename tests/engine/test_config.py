@@ -11,6 +11,7 @@ from fleetwatch.engine_probe.engine import (
     EngineConfigError,
     FaultConfig,
     ModelConfig,
+    RequestParams,
     SamplingParams,
 )
 
@@ -101,9 +102,10 @@ def test_bad_requests_are_refused_with_a_reason(make_engine) -> None:
     ]:
         with pytest.raises(EngineConfigError, match=message):
             engine.add_request(prompt, max_tokens=max_tokens)
-    engine.add_request([1], max_tokens=2, request_id="x")
+    named = RequestParams(request_id="x")
+    engine.add_request([1], max_tokens=2, params=named)
     with pytest.raises(EngineConfigError, match="already"):
-        engine.add_request([1], max_tokens=2, request_id="x")
+        engine.add_request([1], max_tokens=2, params=named)
 
 
 def test_default_model_is_small() -> None:

@@ -11,16 +11,17 @@ import pytest
 import torch
 
 import fleetwatch.engine_probe.engine.llm_engine as llm_engine_module
-from fleetwatch.engine_probe.engine import LLMEngine, SamplingParams
+from fleetwatch.engine_probe.engine import LLMEngine, RequestParams, SamplingParams
 from fleetwatch.engine_probe.engine.event_log import EventLog
 from fleetwatch.engine_probe.engine.request import Request
 
 SP = SamplingParams(temperature=0.9, top_p=0.95, seed=77)
+PARAMS = RequestParams(sampling=SP)
 
 
 def _stream(engine: LLMEngine, prompts: list[list[int]], max_tokens: int):
     """Per-request streamed tokens (as outputs arrive) and the engine's final output tokens."""
-    ids = [engine.add_request(p, max_tokens=max_tokens, sampling=SP) for p in prompts]
+    ids = [engine.add_request(p, max_tokens=max_tokens, params=PARAMS) for p in prompts]
     streamed: dict[str, list[int]] = {rid: [] for rid in ids}
     final: dict[str, list[int]] = {}
     live: dict[str, Request] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleetwatch.engine_probe.engine import SamplingParams
+from fleetwatch.engine_probe.engine import RequestParams, SamplingParams
 from fleetwatch.engine_probe.engine.event_log import EventLog
 
 
@@ -11,7 +11,8 @@ def test_eos_stops_with_reason_stop(make_engine) -> None:
     [free_run] = engine.generate([[5, 6, 7]], 10)
     eos = free_run[3]
     first = free_run.index(eos)
-    rid = engine.add_request([5, 6, 7], max_tokens=10, sampling=SamplingParams(eos_token_id=eos))
+    stop_at_eos = RequestParams(sampling=SamplingParams(eos_token_id=eos))
+    rid = engine.add_request([5, 6, 7], max_tokens=10, params=stop_at_eos)
     outs = []
     while engine.has_unfinished():
         outs += [o for o in engine.step() if o.request_id == rid]

@@ -1,6 +1,6 @@
 """The outlier test's false-alarm rate, measured, and its cutoffs against independent references.
 
-The documented level (``fleetwatch.fleet.outliers.stats``): 1 % family-wise per report, over signals ×
+The documented level (``fleetwatch.fleet.outliers.stats.robust``): 1 % family-wise per report, over signals ×
 replicas × passes. It is measured here on simulated healthy fleets
 (``fleetwatch.scenarios.healthy_tables``), thousands at a time as the columns of one matrix,
 scored by the detector's own vectorised scoring; a sample also goes through ``detect`` to show it
@@ -20,9 +20,8 @@ import pytest
 from scipy import stats
 
 from fleetwatch.fleet.outliers import DetectorConfig, FleetTable, detect
-from fleetwatch.fleet.outliers.score import score_matrix
 from fleetwatch.fleet.outliers.signals import SignalSpec
-from fleetwatch.fleet.outliers.stats import (
+from fleetwatch.fleet.outliers.stats.robust import (
     MAD_TO_SIGMA,
     mad_small_sample_factor,
     max_z_sf,
@@ -30,6 +29,7 @@ from fleetwatch.fleet.outliers.stats import (
     robust_columns,
     signal_level,
 )
+from fleetwatch.fleet.outliers.stats.score import score_matrix
 from fleetwatch.scenarios.healthy_tables import SHAPES, SIGNALS, as_columns, fleet_values
 
 ALPHA = DetectorConfig().alpha
@@ -256,7 +256,7 @@ def test_one_replica_2x_slower_is_found_in_small_fleets(n, noise_shape, found):
 
 
 def test_p_values_beyond_the_table_are_the_quadrature_for_every_value_at_once():
-    from fleetwatch.fleet.outliers.stats import _asymptotic_sf
+    from fleetwatch.fleet.outliers.stats.robust import _asymptotic_sf
 
     z = np.array([4.0, 5.0, 6.5])
     for two in (False, True):

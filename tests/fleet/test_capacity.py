@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from fleetwatch.cli import main
+from fleetwatch.core.profiles import PROFILES, get_profile
 from fleetwatch.fleet.capacity.manifests import (
     QUEUE_SUM,
     ScaleTarget,
@@ -21,7 +22,6 @@ from fleetwatch.fleet.capacity.manifests import (
 )
 from fleetwatch.fleet.capacity.plan import CurvePoint, PlanInputs, curve_from_probe, plan_capacity
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.telemetry.profiles import PROFILES, get_profile
 
 
 def _dist(x: float) -> dict[str, float]:
@@ -149,7 +149,7 @@ def test_manifests_scale_on_the_profiles_waiting_gauge(name, gauge):
     trigger = keda["spec"]["triggers"][0]
     assert trigger["type"] == "prometheus"
     assert trigger["metadata"]["query"] == f'sum({gauge}{{{profile.model_label}="llama"}})'
-    assert gauge in capacity_rules(profile, plan)["groups"][0]["rules"][0]["expr"]
+    assert gauge in capacity_rules(profile, plan).groups[0].rules[0].expr
 
 
 def test_cli_prints_the_plan_and_writes_manifests(tmp_path, capsys):

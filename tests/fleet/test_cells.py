@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetwatch.fleet.outliers.stats import robust_columns
+from fleetwatch.fleet.outliers.stats.robust import robust_columns
 
 
 def test_cells_equal_the_whole_matrix_scores_with_nan_zero_median_and_missing_stderr():

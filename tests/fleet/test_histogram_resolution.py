@@ -12,12 +12,16 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from fleetwatch.core.profiles import Signal, get_profile
 from fleetwatch.fleet.outliers import DetectorConfig, Side, detect
-from fleetwatch.fleet.outliers.histogram import histogram_quantile, median_bucket, resolvable
 from fleetwatch.fleet.outliers.signals import signal_spec
-from fleetwatch.fleet.outliers.snapshots import table_from_metrics_text
+from fleetwatch.fleet.outliers.sources.histogram import (
+    histogram_quantile,
+    median_bucket,
+    resolvable,
+)
+from fleetwatch.fleet.outliers.sources.snapshots import table_from_metrics_text
 from fleetwatch.scenarios.healthy_tables import REQUEST_SHAPES, histogram_fleet
-from fleetwatch.telemetry.profiles import Signal, get_profile
 
 VLLM = get_profile("vllm")
 

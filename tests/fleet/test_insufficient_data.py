@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from fleetwatch.cli import main
+from fleetwatch.core.profiles import Signal, get_profile
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers import detect, table_from_metrics_dir, table_from_prometheus
-from fleetwatch.telemetry.profiles import Signal, get_profile
 
 
 def _fleetwatch_snapshot(requests: int = 200) -> str:

@@ -2,7 +2,7 @@
 
 With one number per replica the shape of the healthy spread is unknown. The detector's default,
 ``"any"``, takes the largest of the normal, Student-t₆ and two-cluster references' cutoffs
-(``fleetwatch.fleet.outliers.shapetable``); ``"normal"`` is exact for normal noise only. Measured here on
+(``fleetwatch.fleet.outliers.stats.shapetable``); ``"normal"`` is exact for normal noise only. Measured here on
 healthy fleets of every shape ``fleetwatch.scenarios.healthy_tables`` draws, and the shape tables
 against fresh simulations with other seeds than the tables'.
 """
@@ -15,10 +15,15 @@ import pytest
 from scipy import stats
 
 from fleetwatch.fleet.outliers import DetectorConfig, FleetTable, detect
-from fleetwatch.fleet.outliers.nulltable import simulate_max_dev
-from fleetwatch.fleet.outliers.score import score_matrix
-from fleetwatch.fleet.outliers.shapetable import draw, shape_isf
-from fleetwatch.fleet.outliers.stats import max_z_sf, n_aware_cutoff, robust_columns, signal_level
+from fleetwatch.fleet.outliers.stats.nulltable import simulate_max_dev
+from fleetwatch.fleet.outliers.stats.robust import (
+    max_z_sf,
+    n_aware_cutoff,
+    robust_columns,
+    signal_level,
+)
+from fleetwatch.fleet.outliers.stats.score import score_matrix
+from fleetwatch.fleet.outliers.stats.shapetable import draw, shape_isf
 from fleetwatch.scenarios.healthy_tables import SHAPES, SHARES, SIGNALS, as_columns, fleet_values
 
 ALPHA = DetectorConfig().alpha

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from fleetwatch.fleet.outliers import DetectorConfig, FleetTable, detect
-from fleetwatch.fleet.outliers.judge import judge
+from fleetwatch.fleet.outliers.judging.judge import judge
 
 
 def _fleet(n: int = 60, seed: int = 0) -> FleetTable:

@@ -13,10 +13,10 @@ import urllib.parse
 import numpy as np
 import pytest
 
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.fleet.outliers import Side, detect, table_from_prometheus
-from fleetwatch.fleet.outliers import prometheus as source
-from fleetwatch.fleet.outliers.histogram import bucket_samples
-from fleetwatch.telemetry.profiles import get_profile
+from fleetwatch.fleet.outliers.sources import prometheus as source
+from fleetwatch.fleet.outliers.sources.histogram import bucket_samples
 
 
 def test_bucket_samples_are_the_counted_requests_at_their_upper_bounds():

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from fleetwatch.core.profiles import Signal, get_profile
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers import Cause, Side, detect, table_from_prometheus
-from fleetwatch.telemetry.profiles import Signal, get_profile
 
 T0 = 1_700_000_000
 STEPS = 81  # 20 minutes at 15 s

@@ -17,9 +17,9 @@ import pytest
 from scipy import stats
 
 from fleetwatch.fleet.outliers import DetectorConfig, FleetTable, Side, detect, table_from_records
-from fleetwatch.fleet.outliers.ranks import p_values, rank_z, rank_z_columns
-from fleetwatch.fleet.outliers.score import score_matrix
-from fleetwatch.fleet.outliers.stats import signal_level
+from fleetwatch.fleet.outliers.stats.ranks import p_values, rank_z, rank_z_columns
+from fleetwatch.fleet.outliers.stats.robust import signal_level
+from fleetwatch.fleet.outliers.stats.score import score_matrix
 from fleetwatch.scenarios.healthy_tables import (
     REQUEST_SHAPES,
     SAMPLED,

@@ -15,10 +15,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetwatch.fleet.outliers.exposition import ref_labels
-from fleetwatch.fleet.outliers.rule_parts import latency_refs, series_name
-from fleetwatch.fleet.outliers.rules import ALERT_NAME, RuleOptions, outlier_rules, render_yaml
-from fleetwatch.telemetry.profiles import Profile, Signal, get_profile
+from fleetwatch.core.profiles import Profile, Signal, get_profile
+from fleetwatch.fleet.outliers.rules.generate import (
+    ALERT_NAME,
+    RuleOptions,
+    outlier_rules,
+    render_yaml,
+)
+from fleetwatch.fleet.outliers.rules.parts import latency_refs, series_name
+from fleetwatch.fleet.outliers.sources.exposition import ref_labels
 from tests.promtool_run import promtool_test
 
 STEP_S = 30

@@ -7,7 +7,9 @@ import subprocess
 import pytest
 import yaml
 
-from fleetwatch.fleet.outliers.rules import (
+from fleetwatch.core.profiles import PROFILES, get_profile
+from fleetwatch.core.rules import AlertingRule, RecordingRule
+from fleetwatch.fleet.outliers.rules.generate import (
     ALERT_NAME,
     RUNBOOK,
     RuleOptions,
@@ -15,7 +17,6 @@ from fleetwatch.fleet.outliers.rules import (
     outlier_rules_test,
     render_yaml,
 )
-from fleetwatch.telemetry.profiles import PROFILES, get_profile
 
 
 @pytest.mark.promtool
@@ -50,9 +51,8 @@ def test_rules_pass_promtool_check_and_test(tmp_path, promtool, name, options):
 
 
 def test_each_replica_is_compared_with_the_fleet_median_of_its_model():
-    doc = outlier_rules(get_profile("vllm"))
-    rules = doc["groups"][0]["rules"]
-    exprs = {r.get("record"): r["expr"] for r in rules if "record" in r}
+    rules = outlier_rules(get_profile("vllm")).groups[0].rules
+    exprs = {r.record: r.expr for r in rules if isinstance(r, RecordingRule)}
     median = exprs["fleet:fleet_ttft_seconds:p50_5m_median"]
     assert median == (
         "quantile by (model_name) (0.5, replica:fleet_ttft_seconds:p50_5m"
@@ -61,10 +61,10 @@ def test_each_replica_is_compared_with_the_fleet_median_of_its_model():
     peers = exprs["replica:fleet_requests:rate5m_peers"]
     assert "replica:fleet_prompt_tokens:per_request_5m_ratio_to_median > 1.25" in peers
     assert "vllm:time_to_first_token_seconds_bucket" in exprs["replica:fleet_ttft_seconds:p50_5m"]
-    alerts = [r for r in rules if "alert" in r]
-    assert {a["alert"] for a in alerts} == {ALERT_NAME}
-    assert {a["labels"]["signal"] for a in alerts} == {"ttft", "tpot", "e2e", "error"}
-    assert all(a["annotations"]["runbook_url"] == RUNBOOK for a in alerts)
+    alerts = [r for r in rules if isinstance(r, AlertingRule)]
+    assert {a.alert for a in alerts} == {ALERT_NAME}
+    assert {a.labels["signal"] for a in alerts} == {"ttft", "tpot", "e2e", "error"}
+    assert all(a.annotations["runbook_url"] == RUNBOOK for a in alerts)
 
 
 def test_rules_yaml_round_trips():

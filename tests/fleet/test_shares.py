@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from fleetwatch.fleet.outliers import DetectorConfig, FleetTable, Side, detect
-from fleetwatch.fleet.outliers.shares import EXACT_UP_TO, share_counts
 from fleetwatch.fleet.outliers.signals import signal_spec
+from fleetwatch.fleet.outliers.stats.shares import EXACT_UP_TO, share_counts
 
 
 def test_small_fleets_get_fishers_exact_test():

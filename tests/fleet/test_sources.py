@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from fleetwatch.core.profiles import Signal, get_profile
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers import Cause, Side, detect, table_from_metrics_dir
-from fleetwatch.fleet.outliers.histogram import histogram_quantile
-from fleetwatch.fleet.outliers.snapshots import table_from_metrics_text
-from fleetwatch.telemetry.profiles import Signal, get_profile
+from fleetwatch.fleet.outliers.sources.histogram import histogram_quantile
+from fleetwatch.fleet.outliers.sources.snapshots import table_from_metrics_text
 
 
 def _snapshot(
@@ -135,7 +135,7 @@ def test_bad_snapshot_dir_and_text_are_analysis_errors(tmp_path):
 def test_matched_ratio_compares_within_prompt_buckets():
     import pandas as pd
 
-    from fleetwatch.fleet.outliers.records import matched_ratios
+    from fleetwatch.fleet.outliers.sources.records import matched_ratios
 
     # Same latency per prompt size everywhere; r2 only got the long prompts' bucket mixed in more.
     rows = []

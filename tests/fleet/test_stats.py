@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetwatch.fleet.outliers.stats import (
+from fleetwatch.fleet.outliers.stats.robust import (
     envoy_success_rate_threshold,
     mad_small_sample_factor,
     n_aware_cutoff,

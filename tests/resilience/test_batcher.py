@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -331,22 +330,67 @@ def test_impossible_config_is_refused() -> None:
         BatcherConfig(spin_s=-0.001)
 
 
-def test_a_lone_item_waits_max_wait_not_the_selectors_millisecond() -> None:
-    # epoll sleeps in whole milliseconds: a bare loop timer for 0.5 ms fires after ~1.1 ms
-    async def main() -> list[float]:
-        fn = Recorder()
-        batcher = MicroBatcher(fn, BatcherConfig(max_batch_size=8, max_wait_s=0.0005))
-        waits = []
-        for i in range(40):
-            start = time.perf_counter()
-            assert await batcher.submit(i) == 2 * i
-            waits.append(time.perf_counter() - start)
-        await batcher.close()
-        return sorted(waits)
+LONE_WAIT_S = 0.0005  # under the selector's millisecond
 
-    waits = asyncio.run(main())
-    assert waits[0] >= 0.0005  # never early
-    assert waits[len(waits) // 2] < 0.0009
+
+@pytest.mark.parametrize("tick_s", [0.0, 1e-6], ids=["clock-stands-still", "clock-moves"])
+def test_a_lone_item_waits_max_wait_not_the_selectors_millisecond(
+    run_virtual: Callable[..., Any], precise_wakers: Any, tick_s: float
+) -> None:
+    # the selector sleeps whole milliseconds; the waker wakes the loop spin_s before the deadline
+    rng = random.Random(28)
+    spin = BatcherConfig().spin_s
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        fn = Recorder()
+        config = BatcherConfig(max_batch_size=8, max_wait_s=LONE_WAIT_S)
+        batcher = MicroBatcher(fn, config, waker=precise_wakers)
+        for i in range(40):
+            await asyncio.sleep(rng.uniform(0.0, 0.003))
+            start, armed = loop.time(), len(precise_wakers.arms)
+            assert await batcher.submit(i) == 2 * i
+            ran = fn.batches[-1][0]
+            assert start + LONE_WAIT_S <= ran <= start + LONE_WAIT_S + tick_s  # never early
+            arms = precise_wakers.arms[armed:]
+            assert arms[0] == pytest.approx(start + LONE_WAIT_S - spin)
+            assert all(when <= start + LONE_WAIT_S for when in arms)
+        await batcher.close()
+
+    run_virtual(main(), whole_ms=True, tick_s=tick_s)
+
+
+def test_without_a_waker_a_lone_item_waits_the_selectors_millisecond(
+    run_virtual: Callable[..., Any], precise_wakers: Any
+) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        fn = Recorder()
+        config = BatcherConfig(max_batch_size=8, max_wait_s=LONE_WAIT_S, spin_s=0.0)
+        batcher = MicroBatcher(fn, config, waker=precise_wakers)
+        await asyncio.sleep(0.1)
+        start = loop.time()
+        assert await batcher.submit(1) == 2
+        assert fn.batches[0][0] >= start + 0.001  # the loop timer alone
+        assert precise_wakers.arms == []  # spin_s=0 asks for no waker
+        await batcher.close()
+
+    run_virtual(main(), whole_ms=True, tick_s=1e-6)
+
+
+def test_a_lone_item_is_never_flushed_before_max_wait_on_the_real_clock() -> None:
+    # asyncio's own loop, with the default waker thread; latency is measured in bench_resilience
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        fn = Recorder()
+        batcher = MicroBatcher(fn, BatcherConfig(max_batch_size=8, max_wait_s=LONE_WAIT_S))
+        for i in range(20):
+            start = loop.time()
+            assert await batcher.submit(i) == 2 * i
+            assert fn.batches[-1][0] >= start + LONE_WAIT_S
+        await batcher.close()
+
+    asyncio.run(main())
 
 
 def test_without_spin_the_timer_alone_flushes_on_time(run_virtual: Run) -> None:

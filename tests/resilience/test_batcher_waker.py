@@ -1,17 +1,55 @@
 """The batcher's waker thread: it sets the event at its deadline, not before, not after a disarm;
-it leaves when idle and comes back on demand; a closed loop stops it quietly."""
+it leaves when idle and comes back on demand; a closed loop stops it quietly.
+
+The waker runs on an injected clock. It still waits, in real seconds, for what that clock says is
+left, so the deadlines here are a few milliseconds of clock time. How soon after its deadline the
+thread wakes is measured in ``benchmarks/bench_resilience.py`` (``bench_waker``).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import statistics
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from fleetwatch.resilience.batcher.waker import Waker, loop_clock_is_monotonic
+from fleetwatch.resilience.batcher.waker import (
+    Waker,
+    loop_clock_is_monotonic,
+    thread_waker,
+)
+
+JOIN_S = 30.0  # a bound for a hung thread, not a timing: a thread on time ends in milliseconds
+
+
+class SteppingClock:
+    """Each reading is ``step_s`` later than the one before, so time passes only as the waker reads."""
+
+    def __init__(self, step_s: float) -> None:
+        self.step_s = step_s
+        self.readings: list[float] = []
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            now = len(self.readings) * self.step_s
+            self.readings.append(now)
+            return now
+
+
+class ManualClock:
+    """A clock that reads what the test last set."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _thread(name: str) -> threading.Thread:
+    return next(t for t in threading.enumerate() if t.name == name)
 
 
 @pytest.fixture
@@ -23,37 +61,40 @@ def thread_errors() -> Iterator[list[BaseException | None]]:
     threading.excepthook = old
 
 
-def test_sets_the_event_at_its_deadline_with_sub_millisecond_precision() -> None:
-    async def main() -> list[float]:
-        waker = Waker(asyncio.get_running_loop(), "test waker")
-        waits = []
-        for _ in range(30):
-            event = asyncio.Event()
-            start = time.monotonic()
-            waker.arm(start + 0.0005, event)
-            await asyncio.wait_for(event.wait(), 1.0)  # nothing else would set it
-            waits.append(time.monotonic() - start)
-        waker.close()
-        return waits
+def test_sets_the_event_at_the_first_reading_at_or_past_its_deadline() -> None:
+    step = 2.0**-12  # exact in binary: readings compare exactly with the deadline
+    deadline = 5 * step
 
-    waits = asyncio.run(main())
-    assert min(waits) >= 0.0005
-    assert statistics.median(waits) < 0.0009  # a loop timer for 0.5 ms takes ~1.1 ms
+    async def main() -> list[float]:
+        clock = SteppingClock(step)
+        waker = Waker(asyncio.get_running_loop(), "test waker", clock=clock)
+        event = asyncio.Event()
+        waker.arm(deadline, event)
+        await asyncio.wait_for(event.wait(), JOIN_S)  # nothing else would set it
+        readings = list(clock.readings)  # once the event is set, the waker reads no more
+        waker.close()
+        return readings
+
+    assert asyncio.run(main()) == [i * step for i in range(6)]  # never early, not one late
 
 
 def test_a_disarmed_or_replaced_deadline_does_not_fire() -> None:
     async def main() -> None:
-        waker = Waker(asyncio.get_running_loop(), "test waker")
+        clock = ManualClock()
+        waker = Waker(asyncio.get_running_loop(), "test waker", clock=clock)
         first, second = asyncio.Event(), asyncio.Event()
-        waker.arm(time.monotonic() + 0.005, first)
-        waker.arm(time.monotonic() + 0.010, second)  # replaces the first
-        await asyncio.sleep(0.030)
-        assert not first.is_set() and second.is_set()
-        third = asyncio.Event()
-        waker.arm(time.monotonic() + 0.005, third)
+        waker.arm(0.001, first)
+        waker.arm(0.002, second)  # replaces the first
+        clock.now = 0.002  # past both deadlines
+        await asyncio.wait_for(second.wait(), JOIN_S)
+        assert not first.is_set()
+        third, fourth = asyncio.Event(), asyncio.Event()
+        waker.arm(0.003, third)
         waker.disarm()
-        await asyncio.sleep(0.030)
-        assert not third.is_set()
+        waker.arm(0.004, fourth)
+        clock.now = 0.004
+        await asyncio.wait_for(fourth.wait(), JOIN_S)
+        assert not third.is_set()  # the thread sets events in order: the third would be set by now
         waker.close()
 
     asyncio.run(main())
@@ -61,15 +102,20 @@ def test_a_disarmed_or_replaced_deadline_does_not_fire() -> None:
 
 def test_the_thread_leaves_when_idle_and_comes_back(thread_errors: list[BaseException]) -> None:
     async def main() -> None:
-        waker = Waker(asyncio.get_running_loop(), "idle waker", idle_s=0.02)
+        clock = ManualClock()
+        waker = Waker(asyncio.get_running_loop(), "idle waker", idle_s=0.02, clock=clock)
         event = asyncio.Event()
-        waker.arm(time.monotonic(), event)
-        await asyncio.wait_for(event.wait(), 1.0)
-        await asyncio.sleep(0.2)
-        assert not any(t.name == "idle waker" for t in threading.enumerate())
+        waker.arm(0.001, event)
+        thread = _thread("idle waker")  # waiting for a deadline, it cannot leave
+        clock.now = 0.001
+        await asyncio.wait_for(event.wait(), JOIN_S)
+        await asyncio.to_thread(thread.join, JOIN_S)
+        assert not thread.is_alive()  # nothing armed for idle_s: it left
         again = asyncio.Event()
-        waker.arm(time.monotonic() + 0.001, again)
-        await asyncio.wait_for(again.wait(), 1.0)
+        waker.arm(0.002, again)
+        assert _thread("idle waker") is not thread  # the next arm started another
+        clock.now = 0.002
+        await asyncio.wait_for(again.wait(), JOIN_S)
         waker.close()
 
     asyncio.run(main())
@@ -78,11 +124,14 @@ def test_the_thread_leaves_when_idle_and_comes_back(thread_errors: list[BaseExce
 
 def test_a_closed_loop_stops_the_thread_quietly(thread_errors: list[BaseException]) -> None:
     loop = asyncio.new_event_loop()
-    waker = Waker(loop, "orphan waker")
-    waker.arm(time.monotonic() + 0.01, asyncio.Event())
+    clock = ManualClock()
+    waker = Waker(loop, "orphan waker", idle_s=3600.0, clock=clock)  # it cannot leave as idle
+    waker.arm(0.001, asyncio.Event())
+    thread = _thread("orphan waker")
     loop.close()
-    time.sleep(0.1)
-    assert not any(t.name == "orphan waker" for t in threading.enumerate())
+    clock.now = 0.001  # due, on a closed loop
+    thread.join(JOIN_S)
+    assert not thread.is_alive()
     assert thread_errors == []
 
 
@@ -96,6 +145,10 @@ def test_only_loops_on_the_monotonic_clock_get_a_waker() -> None:
     try:
         assert loop_clock_is_monotonic(real)
         assert not loop_clock_is_monotonic(virtual)
+        waker = thread_waker(real, "default waker")
+        assert isinstance(waker, Waker)
+        waker.close()
+        assert thread_waker(virtual, "default waker") is None
     finally:
         real.close()
         virtual.close()

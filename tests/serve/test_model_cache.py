@@ -12,18 +12,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from fleetwatch.engine_probe.serve.cache_metrics import CacheMetrics
-from fleetwatch.engine_probe.serve.model_cache import CacheRefusal, ModelCache
+from fleetwatch.engine_probe.serve.multi.cache import CacheRefusal, ModelCache, Resident
+from fleetwatch.engine_probe.serve.multi.cache_metrics import CacheMetrics
 
 
 class World:
     """What is really in memory, kept by the load and unload callbacks (not by the cache), and
-    the leases the requests really hold: the ground truth the invariants are checked against."""
+    the leases the requests really hold: the ground truth the invariants are checked against.
+
+    ``max_loads`` bounds the loads: a request makes the cache load its model at most once, so
+    more loads than requests means loads undoing each other, which would otherwise spin forever."""
 
     def __init__(
-        self, sizes: dict[str, int], budget: int, rng: random.Random, unload_fails: float = 0.0
+        self,
+        sizes: dict[str, int],
+        budget: int,
+        rng: random.Random,
+        unload_fails: float = 0.0,
+        max_loads: int | None = None,
     ) -> None:
         self.sizes = sizes
+        self.max_loads = max_loads
         self.unload_fails = unload_fails
         self.failed_unloads = 0
         self.budget = budget
@@ -40,6 +49,8 @@ class World:
 
     async def load(self, name: str) -> str:
         assert name not in self.in_memory
+        if self.max_loads is not None and len(self.loads) >= self.max_loads:
+            raise AssertionError(f"more than {self.max_loads} loads: loads evicting each other")
         self.in_memory[name] = self.sizes[name]  # allocated before the load ends
         self.max_bytes = max(self.max_bytes, sum(self.in_memory.values()))
         assert self.max_bytes <= self.budget, "resident bytes over the budget"
@@ -65,8 +76,8 @@ async def _traffic(
     life: waiting for a load, during an eviction, while streaming."""
     rng = random.Random(seed)
     sizes = {f"m{i}": rng.randint(1, 60) for i in range(n_models)}
-    budget = rng.randint(max(sizes.values()) // 2, sum(sizes.values()))
-    world = World(sizes, budget, rng, unload_fails)
+    budget = rng.randint(max(1, max(sizes.values()) // 2), sum(sizes.values()))
+    world = World(sizes, budget, rng, unload_fails, max_loads=n_requests)
     cache = ModelCache(budget, sizes, world.load, world.unload, retry_after_s=1)
     outcomes = {"ok": 0, "too_large": 0, "all_pinned": 0, "unload_failed": 0, "cancelled": 0}
 
@@ -104,8 +115,15 @@ async def _traffic(
         for _ in range(n_requests)
     ]
     killers = [cancel_later(t, rng.randint(0, 60)) for t in tasks if rng.random() < cancels]
-    await asyncio.gather(*tasks, *killers, return_exceptions=True)
+    results = await asyncio.gather(*tasks, *killers, return_exceptions=True)
     await cache.join()  # loads outlive the requests cancelled while waiting for them
+    failures = [
+        r
+        for r in results
+        if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)
+    ]
+    if failures:
+        raise failures[0]
     assert all(n == 0 for n in world.held.values())
     assert all(r.pins == 0 for r in map(cache.entry, names) if r is not None)
     assert sum(world.in_memory.values()) == cache.resident_bytes <= budget
@@ -124,6 +142,41 @@ def test_concurrent_requests_never_lose_a_model_in_use_nor_exceed_the_budget(see
 def test_invariants_hold_for_any_traffic(seed: int, n_models: int) -> None:
     world, _ = asyncio.run(_traffic(seed, n_models=n_models, n_requests=40))
     assert world.max_bytes <= world.budget
+
+
+def test_traffic_that_once_had_loads_evicting_each_other_for_ever_is_served() -> None:
+    # three models of which only one fits: each load was evicted by the next in line before its
+    # waiting requests woke, so they loaded it again; the load bound turns that into a failure
+    world, outcomes = asyncio.run(_traffic(4294967295, n_models=3, n_requests=40))
+    assert outcomes["ok"] > 0
+    assert len(world.loads) <= 40
+
+
+def test_a_model_just_loaded_is_kept_for_the_requests_waiting_for_it() -> None:
+    # a and b cannot both fit; b's load, next in line, runs before a's waiter wakes
+    loads: list[str] = []
+
+    async def load(name: str) -> str:
+        if len(loads) == 4:
+            raise AssertionError("loads evicting each other")
+        loads.append(name)
+        await asyncio.sleep(0)
+        return name
+
+    async def unload(name: str, value: str) -> None:
+        return None
+
+    async def go() -> tuple[object, object]:
+        cache: ModelCache[str] = ModelCache(10, {"a": 6, "b": 6}, load, unload)
+        first = asyncio.ensure_future(cache.acquire("a"))
+        second = asyncio.ensure_future(cache.acquire("b"))
+        return await asyncio.gather(first, second, return_exceptions=True)
+
+    a, b = asyncio.run(go())
+    assert isinstance(a, Resident) and (a.name, a.pins) == ("a", 1)
+    assert isinstance(b, CacheRefusal) and b.reason == "all_pinned"
+    assert "serving requests (a)" in b.message
+    assert loads == ["a"]
 
 
 @pytest.mark.parametrize("seed", range(12))

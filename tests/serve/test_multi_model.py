@@ -11,9 +11,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleetwatch.engine_probe.engine import EngineConfig, ModelConfig
-from fleetwatch.engine_probe.serve.config import ServerConfig
-from fleetwatch.engine_probe.serve.multi_lifecycle import start_multi_model_server
-from fleetwatch.engine_probe.serve.multi_model import (
+from fleetwatch.engine_probe.serve.front.config import ServerConfig
+from fleetwatch.engine_probe.serve.multi.lifecycle import start_multi_model_server
+from fleetwatch.engine_probe.serve.multi.server import (
     MultiModelServer,
     ServedModel,
     parse_model_flag,

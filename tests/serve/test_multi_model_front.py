@@ -9,11 +9,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fleetwatch.engine_probe.serve.config import ServerConfig
-from fleetwatch.engine_probe.serve.multi_lifecycle import start_multi_model_server
-from fleetwatch.engine_probe.serve.multi_model import MultiModelServer
+from fleetwatch.engine_probe.serve.front.config import ServerConfig
+from fleetwatch.engine_probe.serve.front.tenants import TenantLimits
+from fleetwatch.engine_probe.serve.multi.lifecycle import start_multi_model_server
+from fleetwatch.engine_probe.serve.multi.server import MultiModelServer
 from fleetwatch.engine_probe.serve.request_context import TENANT_HEADER
-from fleetwatch.engine_probe.serve.tenants import TenantLimits
 from tests.serve.test_multi_model import BUDGET, MODELS
 
 pytestmark = pytest.mark.timeout(120)

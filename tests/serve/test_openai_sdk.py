@@ -13,9 +13,9 @@ from typing import Any
 import openai
 import pytest
 
+from fleetwatch.core.records import RequestRecord
 from fleetwatch.engine_probe.serve import ServerConfig
-from fleetwatch.engine_probe.serve.chat_template import ChatMessage, render_chat
-from fleetwatch.telemetry.records import RequestRecord
+from fleetwatch.engine_probe.serve.wire.chat_template import ChatMessage, render_chat
 from fleetwatch.telemetry.sink import MemoryRecordSink
 
 MODEL = "reference"

@@ -17,7 +17,7 @@ from fleetwatch.engine_probe.probe.arrivals import (
 )
 from fleetwatch.engine_probe.probe.errors import ProbeError
 from fleetwatch.engine_probe.probe.stats import RunSummary, SLOTargets, capacity, distribution
-from fleetwatch.engine_probe.serve.chat_template import ChatMessage, render_chat
+from fleetwatch.engine_probe.serve.wire.chat_template import ChatMessage, render_chat
 from fleetwatch.records import read_records
 
 

@@ -15,11 +15,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.engine_probe.serve import ServerConfig, start_server
 from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.rules import generate_rules, render_rules
 from fleetwatch.slo.rules.render import dump_yaml
-from fleetwatch.telemetry.profiles import get_profile
 from fleetwatch.telemetry.sink import MemoryRecordSink
 from tests.promtool_run import promtool_test
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetwatch.engine_probe.serve import ServerConfig, start_server
-from fleetwatch.engine_probe.serve.validation import InvalidRequest, Limits, parse_completion
+from fleetwatch.engine_probe.serve.wire.completions import InvalidRequest, Limits, parse_completion
 
 LIMITS = Limits(vocab_size=512, context_tokens=64, model_name="reference", max_tokens_cap=4)
 

@@ -14,9 +14,11 @@ import typer
 from typer.testing import CliRunner
 
 from fleetwatch.engine_probe.engine import EngineConfigError
-from fleetwatch.engine_probe.serve.cli import serve
+from fleetwatch.engine_probe.serve.command.cli import serve
 
-_LAUNCH = "import typer; from fleetwatch.engine_probe.serve.cli import serve; typer.run(serve)"
+_LAUNCH = (
+    "import typer; from fleetwatch.engine_probe.serve.command.cli import serve; typer.run(serve)"
+)
 
 
 def test_serve_process_answers_and_drains_on_sigint() -> None:

@@ -16,7 +16,7 @@ from opentelemetry.trace import SpanKind
 
 from fleetwatch.engine_probe.engine import SamplingParams
 from fleetwatch.engine_probe.serve import ServerConfig, start_server
-from fleetwatch.engine_probe.serve.text_ids import encode
+from fleetwatch.engine_probe.serve.wire.text_ids import encode
 
 
 def _body(prompt: Any, max_tokens: int, stream: bool = True, **extra: Any) -> dict[str, Any]:

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetwatch.engine_probe.serve.chat import parse_chat
-from fleetwatch.engine_probe.serve.chat_template import ChatMessage, render_chat
 from fleetwatch.engine_probe.serve.producer import TextCutter
-from fleetwatch.engine_probe.serve.stop import StopScanner
-from fleetwatch.engine_probe.serve.text_ids import decode
-from fleetwatch.engine_probe.serve.validation import InvalidRequest, Limits
+from fleetwatch.engine_probe.serve.wire.chat import parse_chat
+from fleetwatch.engine_probe.serve.wire.chat_template import ChatMessage, render_chat
+from fleetwatch.engine_probe.serve.wire.completions import InvalidRequest, Limits
+from fleetwatch.engine_probe.serve.wire.stop import StopScanner
+from fleetwatch.engine_probe.serve.wire.text_ids import decode
 
 LIMITS = Limits(
     vocab_size=512, context_tokens=256, model_name="reference", kv_blocks=12, block_size=16

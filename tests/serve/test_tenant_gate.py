@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetwatch.engine_probe.serve.tenants import Refusal, TenantGate, TenantLimits, Ticket
+from fleetwatch.engine_probe.serve.front.tenants import Refusal, TenantGate, TenantLimits, Ticket
 
 TENANTS = ("a", "b", "c")
 _ops = st.lists(

@@ -16,15 +16,15 @@ from typer.testing import CliRunner
 
 from fleetwatch.engine_probe.engine import EngineConfigError
 from fleetwatch.engine_probe.serve import ServerConfig
-from fleetwatch.engine_probe.serve.request_context import TENANT_HEADER
-from fleetwatch.engine_probe.serve.tenant_options import tenant_limits
-from fleetwatch.engine_probe.serve.tenants import (
+from fleetwatch.engine_probe.serve.command.tenant_options import tenant_limits
+from fleetwatch.engine_probe.serve.front.tenants import (
     Refusal,
     TenantAdmission,
     TenantGate,
     TenantLimits,
     Ticket,
 )
+from fleetwatch.engine_probe.serve.request_context import TENANT_HEADER
 from fleetwatch.telemetry.sink import MemoryRecordSink
 
 MODEL = "reference"
@@ -230,7 +230,7 @@ def test_a_tenant_with_its_own_limit_gets_its_own_rate_and_burst() -> None:
 def test_the_cli_refuses_a_bad_tenant_flag_before_starting() -> None:
     import typer
 
-    from fleetwatch.engine_probe.serve.cli import serve
+    from fleetwatch.engine_probe.serve.command.cli import serve
 
     app = typer.Typer()
     app.command("serve")(serve)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from fleetwatch.engine_probe.engine import EngineConfigError
 from fleetwatch.engine_probe.serve import ServerConfig, start_server
-from fleetwatch.engine_probe.serve.cli import serve
+from fleetwatch.engine_probe.serve.command.cli import serve
 from fleetwatch.engine_probe.serve.request_context import TRAFFIC_CLASS_HEADER
 
 REQUESTS = "fleetwatch_requests_total"

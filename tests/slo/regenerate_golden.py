@@ -17,6 +17,7 @@ CASES = {"fleetwatch": "chat.yaml", "vllm": "vllm.yaml", "sglang": "sglang.yaml"
 
 def render(profile_name: str) -> tuple[str, str]:
     """(rules text, promtool test text) for one profile's example spec."""
+    from fleetwatch.core.profiles import get_profile
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.rules import (
         generate_promtool_tests,
@@ -24,7 +25,6 @@ def render(profile_name: str) -> tuple[str, str]:
         render_rules,
         render_tests,
     )
-    from fleetwatch.telemetry.profiles import get_profile
 
     profile = get_profile(profile_name)
     ruleset = generate_rules(read_spec(EXAMPLES / CASES[profile_name]), profile)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from fleetwatch.core.duration import format_duration, parse_duration
 from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.windows import WORKBOOK_WINDOWS, budget_fraction, scaled_windows
-from fleetwatch.telemetry.duration import format_duration, parse_duration
 
 
 def test_a_999_objective_over_30_days_is_a_43_2_minute_budget() -> None:

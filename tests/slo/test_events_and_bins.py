@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetwatch.core.records.schema import ITL_BOUNDS
 from fleetwatch.records import STATUS_DTYPE, RequestRecord, to_frame
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from fleetwatch.slo.backtest import backtest
@@ -16,7 +17,6 @@ from fleetwatch.slo.burn import window_counts
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.events import SLIEvents, sli_events
 from fleetwatch.slo.load import load_spec
-from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 
 H = 3600.0
 WIDTH = len(ITL_BOUNDS) + 1
@@ -142,8 +142,6 @@ def test_detection_delay_runs_from_the_first_bad_event_not_from_the_window() -> 
 def test_chunked_counting_equals_direct_counting(
     offsets: list[int], order: str, chunk: int, weighted: bool
 ) -> None:
-    import fleetwatch.slo.bins as bins_module
-
     times = np.asarray(offsets, dtype=np.float64) * 0.7 + 1e6
     times.sort()
     if order == "shuffled":
@@ -154,13 +152,8 @@ def test_chunked_counting_equals_direct_counting(
         times[[1, -2]] = times[[-2, 1]]
     count = (np.arange(times.size) % 4) if weighted else None
     bad = (count // 2) if count is not None else (np.arange(times.size) % 3 == 0)
-    saved = bins_module._CHUNK
-    bins_module._CHUNK = chunk
-    try:
-        counts = BinCounts(10)
-        counts.add(SLIEvents(times, bad, count))
-    finally:
-        bins_module._CHUNK = saved
+    counts = BinCounts(10, chunk=chunk)
+    counts.add(SLIEvents(times, bad, count))
     lo, hi = counts.span() or (0, 0)
     total, bad_counts = counts.window(lo - 1, hi + 1)
     edges = np.arange(lo - 1, hi + 2) * 10.0
@@ -235,8 +228,6 @@ def test_searched_chunks_then_binned_chunks_count_every_edge_exactly(
 ) -> None:
     # Dense times (many per bin, a fifth exactly on a bin edge), ascending up to a point and
     # shuffled after it: the chunks before it are counted by search, the rest bin by bin.
-    import fleetwatch.slo.bins as bins_module
-
     rng = np.random.default_rng(seed)
     span = max(1, n // 40) * bin_s
     times = np.sort(base + rng.uniform(0, span, n))
@@ -246,18 +237,13 @@ def test_searched_chunks_then_binned_chunks_count_every_edge_exactly(
     cut = int(n * sorted_share)
     times[cut:] = rng.permutation(times[cut:])
     bad = rng.random(n) < bad_share
-    saved = bins_module._CHUNK
-    bins_module._CHUNK = chunk
-    try:
-        counts = BinCounts(bin_s)
-        counts.add(SLIEvents(times, bad))
-        by_position = BinCounts(bin_s)  # bad events given by position, as sli_events gives them
-        by_position.add(SLIEvents(times, None, bad_at=np.flatnonzero(bad)))
-        reference = BinCounts(bin_s)
-        for part in np.array_split(rng.permutation(n), 3):
-            reference.add(SLIEvents(times[part], bad[part]))
-    finally:
-        bins_module._CHUNK = saved
+    counts = BinCounts(bin_s, chunk=chunk)
+    counts.add(SLIEvents(times, bad))
+    by_position = BinCounts(bin_s, chunk=chunk)  # bad events by position, as sli_events gives
+    by_position.add(SLIEvents(times, None, bad_at=np.flatnonzero(bad)))
+    reference = BinCounts(bin_s, chunk=chunk)
+    for part in np.array_split(rng.permutation(n), 3):
+        reference.add(SLIEvents(times[part], bad[part]))
     _truth(times, bad, bin_s, counts)
     _truth(times, bad, bin_s, by_position)
     _truth(times, bad, bin_s, reference)
@@ -269,8 +255,6 @@ def test_searched_chunks_then_binned_chunks_count_every_edge_exactly(
 def test_availability_takes_bad_events_by_position_across_chunks(bad: tuple[str, ...]) -> None:
     # the positions are found a chunk at a time from the status codes; a small chunk puts bad
     # records on both sides of every chunk boundary
-    import fleetwatch.slo.events as events_module
-
     rng = np.random.default_rng(8)
     n = 10_007
     status = rng.choice(["ok", "error", "aborted", "rejected"], n, p=[0.7, 0.1, 0.1, 0.1])
@@ -280,12 +264,7 @@ def test_availability_takes_bad_events_by_position_across_chunks(bad: tuple[str,
         "status": pd.Categorical(status, dtype=STATUS_DTYPE),
     })  # fmt: skip
     spec = _slo(f"{{kind: availability, bad: [{', '.join(bad)}]}}")
-    saved = events_module._CHUNK
-    events_module._CHUNK = 1024
-    try:
-        events = sli_events(spec, frame)
-    finally:
-        events_module._CHUNK = saved
+    events = sli_events(spec, frame, chunk=1024)
     assert events.bad is None and events.bad_at is not None
     assert events.bad_at.tolist() == np.flatnonzero(np.isin(status, bad)).tolist()
     plain = sli_events(spec, {"finished_s": frame["finished_s"].to_numpy(), "status": status})
@@ -326,16 +305,15 @@ def test_records_joined_from_files_in_finish_order_go_back_to_the_search(
         searched.append(x.size)
         return search(self, x, lo, hi)
 
-    monkeypatch.setattr(bins_module, "_CHUNK", 1024)
     monkeypatch.setattr(bins_module.BinCounts, "_search", counted)
-    counts = BinCounts(30)
+    counts = BinCounts(30, chunk=1024)
     counts.add(SLIEvents(times, None, bad_at=np.flatnonzero(bad)))
     _truth(times, bad, 30, counts)
     # every chunk is searched but the ones holding a join (4096 is a multiple of 1024: none)
     assert len(searched) == times.size // 1024
     shifted = np.concatenate([parts[0][:1000], times])  # joins now inside chunks
     searched.clear()
-    counts = BinCounts(30)
+    counts = BinCounts(30, chunk=1024)
     counts.add(SLIEvents(shifted, np.concatenate([np.zeros(1000, dtype=bool), bad])))
     _truth(shifted, np.concatenate([np.zeros(1000, dtype=bool), bad]), 30, counts)
     assert len(searched) == -(-shifted.size // 1024) - runs
@@ -356,20 +334,13 @@ def test_times_that_are_not_finite_are_refused_on_either_path(where: int, value:
 def test_bad_events_at_the_ends_of_each_bin_land_in_that_bin(which: str) -> None:
     # ascending and dense (the search path): a bad event that opens or closes a bin, including
     # one exactly on the edge, counts in that bin
-    import fleetwatch.slo.bins as bins_module
-
     rng = np.random.default_rng(4)
     times = np.sort(np.concatenate([rng.uniform(0, 3000, 20_000), np.arange(0, 3001, 30.0)]))
     k = np.ceil(times / 30)
     opens = np.concatenate(([True], k[1:] != k[:-1]))
     closes = np.concatenate((k[1:] != k[:-1], [True]))
     bad = {"first": opens, "last": closes, "both": opens | closes}[which]
-    saved = bins_module._CHUNK
-    bins_module._CHUNK = 1024
-    try:
-        counts = BinCounts(30)
-        counts.add(SLIEvents(times, bad))
-    finally:
-        bins_module._CHUNK = saved
+    counts = BinCounts(30, chunk=1024)
+    counts.add(SLIEvents(times, bad))
     _truth(times, bad, 30, counts)
     assert (counts.window(1, 100)[1] == {"first": 1, "last": 1, "both": 2}[which]).all()

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.rules import generate_rules, render_rules
 from fleetwatch.slo.rules.generate import ABSENT_ALERT
-from fleetwatch.telemetry.profiles import get_profile
 
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("regenerate_golden", HERE / "regenerate_golden.py")

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from fleetwatch.cli import main
+from fleetwatch.core.goodput import parse_goodput_target
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.rules import generate_rules
-from fleetwatch.telemetry.goodput import parse_goodput_target
-from fleetwatch.telemetry.profiles import get_profile
 
 CHAT = Path(__file__).resolve().parents[2] / "slo" / "examples" / "chat.yaml"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fleetwatch.core.duration import parse_duration
+from fleetwatch.core.profiles import FLEETWATCH, Signal, get_profile
+from fleetwatch.core.rules import AlertCase, ExpectedAlert, InputSeries, RuleTest, RuleTestFile
 from fleetwatch.scenarios.scraped_run import FaultWindow, ScrapedRun, run_scraped
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from fleetwatch.slo.backtest import Backtest
@@ -34,8 +37,6 @@ from fleetwatch.slo.rules import generate_rules, render_rules, render_tests
 from fleetwatch.slo.rules.generate import ABSENT_ALERT, AlertInfo
 from fleetwatch.slo.rules.series import records_series
 from fleetwatch.slo.spec import SLOSpec
-from fleetwatch.telemetry.duration import parse_duration
-from fleetwatch.telemetry.profiles import FLEETWATCH, Signal, get_profile
 
 STEP = 5
 WINDOWS = (
@@ -84,7 +85,7 @@ def _promtool_firing(
     spec: SLOSpec,
     profile_name: str,
     results: list[Backtest],
-    series: list[dict[str, str]],
+    series: Sequence[InputSeries],
     step: int,
 ) -> tuple[
     dict[tuple[str, str], np.ndarray[Any, Any]], dict[tuple[str, str], np.ndarray[Any, Any]]
@@ -100,21 +101,18 @@ def _promtool_firing(
     tests = []
     for k in range(n):
         for name in names:
-            exp = [
-                {
-                    "exp_labels": dict(infos[key].labels),
-                    "exp_annotations": dict(infos[key].annotations),
-                }
+            exp = tuple(
+                ExpectedAlert(dict(infos[key].labels), dict(infos[key].annotations))
                 for key, firing in sorted(python.items())
                 if key[0] == name and firing[k]
-            ]
-            tests.append({"eval_time": f"{k * step}s", "alertname": name, "exp_alerts": exp})
+            )
+            tests.append(AlertCase(f"{k * step}s", name, exp))
     (tmp_path / "parity.rules.yaml").write_text(render_rules(ruleset))
-    doc = {
-        "rule_files": ["parity.rules.yaml"],
-        "evaluation_interval": f"{step}s",
-        "tests": [{"interval": f"{step}s", "input_series": series, "alert_rule_test": tests}],
-    }
+    doc = RuleTestFile(
+        ("parity.rules.yaml",),
+        f"{step}s",
+        (RuleTest(f"{step}s", tuple(series), tuple(tests)),),
+    )
     test_file = tmp_path / "parity_test.yaml"
     test_file.write_text(render_tests(doc))
     proc = subprocess.run([str(promtool), "test", "rules", str(test_file)],
@@ -170,7 +168,13 @@ def test_backtest_matches_promtool_on_what_a_real_engine_exported(
     results = backtest_spec(spec, frame, start_s=0.0, end_s=float(end))
     assert results[0].timeline.times.size == engine_run.scrapes
     python, got = _promtool_firing(
-        promtool, tmp_path, spec, "fleetwatch", results, engine_run.input_series(), STEP
+        promtool,
+        tmp_path,
+        spec,
+        "fleetwatch",
+        results,
+        [InputSeries(s["series"], s["values"]) for s in engine_run.input_series()],
+        STEP,
     )
     differing = _compare(python, got, exact={"availability", "ttft", "tpot", "e2e", "goodput"})
     assert len(python) == 12 and sum(differing.values()) <= 4, differing

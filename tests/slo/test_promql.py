@@ -7,11 +7,11 @@ import re
 
 import pytest
 
+from fleetwatch.core.profiles import get_profile
+from fleetwatch.core.promql import format_le, le_matcher
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.rules import generate_rules
-from fleetwatch.slo.rules.promql import format_le, le_matcher
-from fleetwatch.telemetry.profiles import get_profile
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_custom_buckets_make_a_threshold_valid() -> None:
     spec = load_spec(
         "service: s\nslos:\n- {name: a, objective: 99, sli: {kind: latency, signal: ttft, threshold: 0.3}}"
     )
-    from fleetwatch.telemetry.profiles import Signal
+    from fleetwatch.core.profiles import Signal
 
     profile = get_profile("vllm").with_buckets(Signal.TTFT, [0.1, 0.3, 1.0])
     rules = generate_rules(spec, profile)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fleetwatch.cli import main
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.records import RequestRecord, Status, to_frame, write_records
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from fleetwatch.slo.errors import SLOSpecError
@@ -16,7 +17,6 @@ from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.report import report_spec
 from fleetwatch.slo.rules import generate_rules
 from fleetwatch.slo.spec import SLOSpec
-from fleetwatch.telemetry.profiles import get_profile
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "slo" / "examples"
 H = 3600.0

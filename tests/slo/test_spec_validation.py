@@ -140,9 +140,9 @@ spec:
 
 
 def test_openslo_ratio_slo_imports_and_generates_rules() -> None:
+    from fleetwatch.core.profiles import get_profile
     from fleetwatch.slo.rules import generate_rules
     from fleetwatch.slo.spec import RatioSLI
-    from fleetwatch.telemetry.profiles import get_profile
 
     spec = load_spec(OPENSLO)
     slo = spec.slos[0]

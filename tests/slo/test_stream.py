@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fleetwatch.core.records.schema import FIELDS, ITL_BOUNDS
 from fleetwatch.records import RecordError, read_records, write_records
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.report import backtest_spec, report_spec
 from fleetwatch.slo.stream import backtest_parquet, stream_counts
-from fleetwatch.telemetry.records.schema import FIELDS, ITL_BOUNDS
 
 H = 3600.0
 SPEC = """

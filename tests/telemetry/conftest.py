@@ -11,7 +11,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from fleetwatch.engine_probe.engine import EngineConfig, FaultConfig, LLMEngine, ModelConfig
+from fleetwatch.engine_probe.engine import (
+    EngineConfig,
+    FaultConfig,
+    LLMEngine,
+    ModelConfig,
+    RequestParams,
+)
 
 SMALL_MODEL = ModelConfig(
     vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2
@@ -52,12 +58,14 @@ def drive(
     abort: dict[int, int] | None = None,
     request_kw: Callable[[int], dict[str, Any]] | None = None,
 ) -> tuple[list[str], Run]:
-    """Add every prompt, step until done; ``abort`` maps step number -> prompt index to abort."""
+    """Add every prompt, step until done; ``abort`` maps step number -> prompt index to abort,
+    ``request_kw(i)`` gives the ``RequestParams`` fields of prompt ``i``."""
     run = Run()
     ids = []
     for i, p in enumerate(prompts):
         mt = max_tokens if isinstance(max_tokens, int) else max_tokens[i]
-        rid = engine.add_request(p, max_tokens=mt, **(request_kw(i) if request_kw else {}))
+        params = RequestParams(**(request_kw(i) if request_kw else {}))
+        rid = engine.add_request(p, max_tokens=mt, params=params)
         ids.append(rid)
         run.tokens[rid] = []
     while engine.has_unfinished():

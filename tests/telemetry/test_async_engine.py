@@ -7,7 +7,7 @@ import asyncio
 from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 
-from fleetwatch.engine_probe.engine import AsyncEngine
+from fleetwatch.engine_probe.engine import AsyncEngine, RequestParams
 from fleetwatch.telemetry.instrument import instrument
 from fleetwatch.telemetry.sink import MemoryRecordSink
 
@@ -24,9 +24,8 @@ def test_streamed_requests_get_spans_records_and_metrics(make_engine, tracing):
 
             async def one(i: int) -> int:
                 n = 0
-                async for out in aengine.generate(
-                    [i + 1] * 8, max_tokens=5, traffic_class="chat", tenant=f"t{i}"
-                ):
+                params = RequestParams(traffic_class="chat", tenant=f"t{i}")
+                async for out in aengine.generate([i + 1] * 8, max_tokens=5, params=params):
                     n += len(out.new_token_ids)
                 return n
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetwatch.telemetry.atomic import atomic_path, atomic_write_text
+from fleetwatch.core.atomic import atomic_path, atomic_write_text
 
 
 @pytest.fixture

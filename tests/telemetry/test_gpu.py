@@ -138,7 +138,8 @@ def test_background_thread_samples_at_the_injected_interval():
     nvml = RecordedNvml(devices=2)
     sampler = GpuSampler(nvml=nvml, interval_s=0.25, wait=wait)
     sampler.start()
-    sampler._thread.join(10)  # the injected wait ends the loop
+    assert sampler.join(10)  # the injected wait ends the loop
+    assert not sampler.running
     sampler.stop()
     assert waits == [0.25] * 4
     assert nvml.polls == [4, 4]
@@ -228,8 +229,7 @@ def test_the_background_thread_keeps_retrying_when_the_first_init_fails():
 
     sampler = GpuSampler(nvml=nvml, interval_s=1.0, wait=wait, clock=lambda: now[0])
     sampler.start()
-    assert sampler._thread is not None
-    sampler._thread.join(10)
+    assert sampler.join(10)  # the injected wait ends the loop once NVML opened
     assert sampler.snapshot is not None and sampler.snapshot.available
     assert nvml.init_calls == 3
     sampler.stop()

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram
 
+from fleetwatch.core.profiles import FLEETWATCH, Signal
 from fleetwatch.telemetry.metrics import BatchedHistogram
-from fleetwatch.telemetry.profiles import FLEETWATCH, Signal
 
 BOUNDS = FLEETWATCH.metric(Signal.TTFT).buckets
 

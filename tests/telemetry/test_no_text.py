@@ -7,6 +7,7 @@ import logging
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from fleetwatch.engine_probe.engine import RequestParams
 from fleetwatch.telemetry.instrument import instrument
 from fleetwatch.telemetry.sink import MemoryRecordSink
 
@@ -23,7 +24,7 @@ def _run(make_engine, tracing, capture_text, caplog):
         engine, tracer_provider=provider, registry=reg, record_sink=sink, capture_text=capture_text
     )
     with caplog.at_level(logging.DEBUG):
-        rid = engine.add_request([1, 2, 3, 4], max_tokens=3, tenant="acme")
+        rid = engine.add_request([1, 2, 3, 4], max_tokens=3, params=RequestParams(tenant="acme"))
         inst.annotate_text(rid, input_text=SECRET_IN, output_text=SECRET_OUT)
         while engine.has_unfinished():
             engine.step()

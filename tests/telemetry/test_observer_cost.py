@@ -9,12 +9,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from fleetwatch.core.records.schema import ITL_BOUNDS
 from fleetwatch.telemetry.hooks import RequestInfo, StepStats
 from fleetwatch.telemetry.instrument import TelemetryObserver, instrument
 from fleetwatch.telemetry.metrics import ServingMetrics
-from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 from fleetwatch.telemetry.sink import MemoryRecordSink
-from fleetwatch.telemetry.spans.provider import otlp_export_interval_s, tracer_provider
+from fleetwatch.telemetry.spans.processor import BoundedSpanProcessor
+from fleetwatch.telemetry.spans.provider import (
+    otlp_export_interval_s,
+    span_processors,
+    tracer_provider,
+)
 
 
 def _decode(obs: TelemetryObserver, ids: list[str], steps: int) -> None:
@@ -105,6 +110,6 @@ def test_otlp_export_is_batched_every_5_s_unless_the_environment_says_otherwise(
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_BSP_SCHEDULE_DELAY": "750"}
     provider = tracer_provider(env=env)
     assert provider is not None
-    [processor] = provider._active_span_processor._span_processors
-    assert processor._worker.interval_s == 0.75  # type: ignore[attr-defined]
+    [processor] = span_processors(provider)
+    assert isinstance(processor, BoundedSpanProcessor) and processor.interval_s == 0.75
     provider.shutdown()

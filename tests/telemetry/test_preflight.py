@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetwatch.telemetry.preflight import http_url, input_dir, input_file, output_dir, output_file
-from fleetwatch.telemetry.rulefiles import promtool_test_path
+from fleetwatch.core.preflight import http_url, input_dir, input_file, output_dir, output_file
+from fleetwatch.core.rules.files import promtool_test_path
 
 
 def test_output_paths(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleetwatch.telemetry.profiles import PROFILES
-from fleetwatch.telemetry.promql import (
+from fleetwatch.core.profiles import PROFILES
+from fleetwatch.core.promql import (
     MatcherError,
     equality_labels,
     format_matchers,

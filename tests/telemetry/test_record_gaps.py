@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fleetwatch.core.records.schema import ITL_BOUNDS
 from fleetwatch.telemetry.hooks import RequestInfo
-from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 from fleetwatch.telemetry.request_state import RequestState, record_gaps
 
 

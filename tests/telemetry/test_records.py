@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fleetwatch.core.records import write_records as write_serving
 from fleetwatch.records import (
     RecordError,
     RequestRecord,
@@ -19,7 +20,6 @@ from fleetwatch.records import (
     to_frame,
     write_records,
 )
-from fleetwatch.telemetry.records import write_records as write_serving
 
 
 def _record(i: int, **overrides: object) -> RequestRecord:
@@ -222,7 +222,7 @@ def test_bad_gap_counts_are_named(tmp_path: Path, value: object, words: str) -> 
     assert (info.value.row, info.value.field) == (len(RECORDS), "itl_buckets")
 
 
-# The serving side's writer (fleetwatch.telemetry.records.write, no pandas): its files read back
+# The serving side's writer (fleetwatch.core.records.write, no pandas): its files read back
 # exactly as the DataFrame writer's do, whatever the records hold.
 MIXED = [
     _record(0, tenant="t0", intended_s=99.5),

@@ -8,12 +8,12 @@ import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from fleetwatch.core.profiles import Signal, get_profile
+from fleetwatch.core.records.schema import ITL_BOUNDS
 from fleetwatch.records import to_frame
 from fleetwatch.telemetry.hooks import StepStats
 from fleetwatch.telemetry.instrument import instrument
 from fleetwatch.telemetry.metrics.serving import ServingMetrics
-from fleetwatch.telemetry.profiles import Signal, get_profile
-from fleetwatch.telemetry.records.schema import ITL_BOUNDS
 from fleetwatch.telemetry.sink import MemoryRecordSink
 
 

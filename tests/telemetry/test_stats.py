@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fleetwatch.telemetry.stats import percentile, percentiles
+from fleetwatch.core.stats import percentile, percentiles
 
 
 def test_hand_worked_example():

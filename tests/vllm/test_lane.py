@@ -22,9 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from fleetwatch.cli import app
+from fleetwatch.core.profiles import get_profile
 from fleetwatch.demo.prometheus import PrometheusServer, ScrapeTarget
 from fleetwatch.records import write_records
-from fleetwatch.telemetry.profiles import get_profile
 from tests.vllm.lane_support import (
     MODEL_NAME,
     compress_time,

@@ -18,6 +18,7 @@ from opentelemetry.trace import TracerProvider
 from opentelemetry.util.types import AttributeValue
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from fleetwatch.core.records import RequestRecord, Status
 from fleetwatch.telemetry.adapters.vllm.metrics import OutcomeMetrics
 from fleetwatch.telemetry.adapters.vllm.reconstruct import (
     FinishedRequest,
@@ -29,7 +30,6 @@ from fleetwatch.telemetry.adapters.vllm.reconstruct import (
 from fleetwatch.telemetry.adapters.vllm.settings import AdapterSettings
 from fleetwatch.telemetry.hooks import RequestInfo
 from fleetwatch.telemetry.metrics.drops import DropCounter
-from fleetwatch.telemetry.records import RequestRecord, Status
 from fleetwatch.telemetry.request_state import RequestState
 from fleetwatch.telemetry.sink.records import RecordSink, RotatingRecordSink
 from fleetwatch.telemetry.spans.builder import SpanBuilder

@@ -21,9 +21,9 @@ from typing import Final
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fleetwatch.core.profiles import FLEETWATCH, Signal
 from fleetwatch.telemetry.metrics.drops import DropCounter
 from fleetwatch.telemetry.metrics.serving import DROP_STAGES, INITIAL_OUTCOMES
-from fleetwatch.telemetry.profiles import FLEETWATCH, Signal
 
 __all__ = ["OUTCOMES_NAME", "OutcomeMetrics"]
 

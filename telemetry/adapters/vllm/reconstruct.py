@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from fleetwatch.telemetry.records import RequestRecord, Status
+from fleetwatch.core.records import RequestRecord, Status
 
 __all__ = [
     "FinishedRequest",

@@ -1,0 +1,1 @@
+"""The HTTP front's protections: its limits (queue, connections, deadlines, sizes), per-tenant token limits and fair queueing, idempotency keys, refusals made observable, quiet logging under abuse, and the front's own metrics."""

@@ -1,0 +1,1 @@
+"""The OpenAI wire format, pure functions of bytes and values: request bodies checked into engine requests, chat messages through the chat template, stop strings, the byte-level text scheme, and the SSE chunks, JSON bodies and errors sent back."""

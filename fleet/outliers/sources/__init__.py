@@ -1,0 +1,1 @@
+"""Where a fleet's per-replica numbers come from: request records, a Prometheus server, ``/metrics`` snapshots; the exposition names they read, the histogram math, and the coverage each source reports."""
