@@ -39,6 +39,7 @@ _USER_ERRORS = (
     ("fleetwatch.dashboards.errors", "DashboardError"),
     ("fleetwatch.engine_probe.engine.errors", "EngineConfigError"),
     ("fleetwatch.engine_probe.probe.errors", "ProbeError"),
+    ("fleetwatch.core.model", "ModelShapeError"),
     ("fleetwatch.core.profiles.types", "ProfileError"),
     ("fleetwatch.core.records.schema", "RecordError"),
     ("fleetwatch.resilience.errors", "ResilienceConfigError"),

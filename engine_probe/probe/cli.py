@@ -222,7 +222,7 @@ async def _run(
     async with AsyncExitStack() as stack:
         shape = None
         if config is not None:
-            from fleetwatch.engine_probe.probe.bound import load_shape
+            from fleetwatch.core.model import load_shape
 
             shape = load_shape(config)
         if url is None:
@@ -302,7 +302,8 @@ def bound(
     from rich.table import Table
 
     from fleetwatch.core.atomic import atomic_write_text
-    from fleetwatch.engine_probe.probe.bound import capacity_report, dtype_bytes, load_shape
+    from fleetwatch.core.model import dtype_bytes, load_shape
+    from fleetwatch.engine_probe.probe.bound import capacity_report
     from fleetwatch.engine_probe.probe.checks import check_bound_options
     from fleetwatch.engine_probe.probe.gpus import get_gpu
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from fleetwatch.cli import main
-from fleetwatch.engine_probe.probe.bound import bound_at, capacity_report, load_shape, shape_from_hf
+from fleetwatch.core.model import load_shape, shape_from_hf
+from fleetwatch.engine_probe.probe.bound import bound_at, capacity_report
 from fleetwatch.engine_probe.probe.errors import ProbeError
 from fleetwatch.engine_probe.probe.gpus import GPUS, get_gpu
 

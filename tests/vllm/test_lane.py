@@ -140,8 +140,9 @@ def test_the_fleetwatch_stat_logger_is_found_by_vllm(lane_python: Path, tmp_path
 def test_the_lane_loads_the_plugin_from_the_serving_package_alone(
     lane_python: Path, tmp_path: Path
 ) -> None:
-    """The lane's venv is a serving image: vLLM and fleetwatch-telemetry, not the toolkit, and
-    none of the analysis stack that the toolkit brings (vLLM itself brings scipy)."""
+    """The lane's venv is a serving image: vLLM and fleetwatch-telemetry (fleetwatch.telemetry and
+    the ground floor fleetwatch.core), not the toolkit, and none of the analysis stack that the
+    toolkit brings (vLLM itself brings scipy)."""
     code = (
         "import importlib.metadata as md, importlib.util as u, json, sys\n"
         "import fleetwatch.telemetry.adapters.vllm.plugin\n"
@@ -151,7 +152,7 @@ def test_the_lane_loads_the_plugin_from_the_serving_package_alone(
         "  'installed': [m for m in ('pandas', 'pyarrow', 'matplotlib', 'duckdb',\n"
         "                'grafana_foundation_sdk') if u.find_spec(m)],\n"
         "  'outside': sorted(m for m in sys.modules if m.startswith('fleetwatch.')\n"
-        "                    and m.split('.')[1] != 'telemetry')}))\n"
+        "                    and m.split('.')[1] not in ('telemetry', 'core'))}))\n"
     )
     found = json.loads(_lane_says(lane_python, code, tmp_path))
     assert found == {"serving": "0.1.0", "toolkit": False, "installed": [], "outside": []}
