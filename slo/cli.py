@@ -27,6 +27,7 @@ _SPEC = typer.Argument(..., help="SLO spec (fleetwatch YAML or OpenSLO v1).")
 _RECORDS = typer.Option(
     ...,
     "--records",
+    metavar="<path>",
     help="Request records: a file (.jsonl or .parquet), a directory (every *.jsonl and *.parquet "
     "under it) or a quoted glob; repeat it to read several as one dataset.",
 )
