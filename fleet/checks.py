@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from fleetwatch.core.duration import parse_duration
@@ -23,7 +24,7 @@ def check_duration(text: str, option: str) -> int:
 
 def check_outlier_inputs(
     *,
-    records: Path | None,
+    records: Sequence[Path] | None,
     prometheus: str | None,
     metrics_dir: Path | None,
     fingerprints: Path | None,
@@ -32,7 +33,8 @@ def check_outlier_inputs(
     min_requests: int,
     noise_shape: str,
 ) -> None:
-    """Exactly one input, present and well formed; numbers in range."""
+    """Exactly one input, present and well formed (the records: each path names record files);
+    numbers in range."""
     chosen = [s for s in (records, prometheus, metrics_dir) if s is not None]
     if len(chosen) != 1:
         raise AnalysisError(
@@ -44,7 +46,9 @@ def check_outlier_inputs(
     if metrics_dir is not None:
         input_dir(metrics_dir)
     if records is not None:
-        input_file(records)
+        from fleetwatch.records.dataset import resolve
+
+        resolve(records)
     if fingerprints is not None:
         input_file(fingerprints)
     if not 0 < quantile < 1:

@@ -10,12 +10,16 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.rowcap import DEFAULT_MAX_ROWS
+from fleetwatch.records.options import SKIP_BAD_HELP, OnceEach
+
+if TYPE_CHECKING:
+    from fleetwatch.records.dataset import Dataset
 
 __all__ = ["app"]
 
@@ -55,9 +59,35 @@ def _fingerprints(path: Path | None) -> Any:
     return pd.DataFrame({r: {k: str(v) for k, v in d.items()} for r, d in doc.items()}).T
 
 
-@app.command("outliers")
+RECORDS_HELP = (
+    "Request records: files (.jsonl or .parquet), directories (every *.jsonl and *.parquet under "
+    "them) or quoted globs ('runs/**/*.jsonl'), read as one dataset."
+)
+_SKIP_BAD = typer.Option(False, "--skip-bad", help=SKIP_BAD_HELP)
+
+
+def _dataset(paths: list[Path], *, max_rows: int | None, skip_bad: bool) -> Dataset:
+    """The dataset ``paths`` name, refused over ``max_rows`` before it is read; the files left
+    out as bad are counted on stderr."""
+    from fleetwatch.fleet.rowcap import check_rows
+    from fleetwatch.records.dataset import describe, read_dataset, resolve
+
+    files = resolve(paths)
+    if max_rows is not None:
+        check_rows(describe(paths, files), files, max_rows)
+    data = read_dataset(files, skip_bad=skip_bad)
+    if data.skipped:
+        typer.echo(
+            f"warning: {describe(paths, files)}: skipped {len(data.skipped)} bad record "
+            f"file(s) of {len(files)} (first: {data.skipped[0][1]})",
+            err=True,
+        )
+    return data
+
+
+@app.command("outliers", cls=OnceEach)
 def outliers(
-    records: Path | None = typer.Argument(None, help="Request records (.jsonl or .parquet)."),
+    records: list[Path] | None = typer.Argument(None, help=RECORDS_HELP),
     prometheus: str | None = typer.Option(None, "--prometheus", help="Prometheus base URL."),
     metrics_dir: Path | None = typer.Option(
         None, "--metrics-dir", help="Directory of per-replica /metrics snapshots (<replica>.prom)."
@@ -77,6 +107,7 @@ def outliers(
         "heavy-tailed or two hardware batches), or normal (looser cutoffs: more power in small "
         "fleets whose replicas are known to be alike).",
     ),
+    skip_bad: bool = _SKIP_BAD,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
 ) -> None:
@@ -93,7 +124,7 @@ def outliers(
     )
 
     check_outlier_inputs(
-        records=records,
+        records=records or None,
         prometheus=prometheus,
         metrics_dir=metrics_dir,
         fingerprints=fingerprints,
@@ -102,14 +133,15 @@ def outliers(
         min_requests=min_requests,
         noise_shape=noise_shape,
     )
-    if records is not None:
-        from fleetwatch.records import read_records
+    if records:
+        from fleetwatch.records.dataset import describe
 
+        data = _dataset(records, max_rows=None, skip_bad=skip_bad)
         table = table_from_records(
-            read_records(records),
+            data.frame,
             quantile=quantile,
             fingerprint=_fingerprints(fingerprints),
-            where=str(records),
+            where=describe(records, data.files),
         )
     elif prometheus is not None:
         table = table_from_prometheus(
@@ -130,42 +162,45 @@ def outliers(
 
 
 MAX_ROWS_HELP = (
-    "Refuse a records file of more rows (checked before reading; memory is about 1.1 KB a row, "
-    "the file being read whole)."
+    "Refuse records of more rows in all (checked before reading; memory is about 1.1 KB a row, "
+    "the records being read whole)."
 )
 
 
-@app.command("tail")
+@app.command("tail", cls=OnceEach)
 def tail(
-    records: Path = typer.Argument(..., help="Request records (.jsonl or .parquet)."),
+    records: list[Path] = typer.Argument(..., help=RECORDS_HELP),
     percentile: float = typer.Option(99.0, help="Tail cohort: at or above this percentile."),
     target: str = typer.Option("e2e", help="Latency to attribute: e2e or ttft."),
     max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", help=MAX_ROWS_HELP),
+    skip_bad: bool = _SKIP_BAD,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Attribute the latency tail to queueing, prompt length, preemption, interference, replica.
 
-    Memory bound: the file is read whole, about 1.1 KB a row; files over --max-rows (2,000,000,
+    RECORDS are one dataset: any number of files, directories and quoted globs. Memory bound:
+    the records are read whole, about 1.1 KB a row; records over --max-rows in all (2,000,000,
     so about 2.2 GB) are refused before reading."""
-    from fleetwatch.fleet.rowcap import check_rows
     from fleetwatch.fleet.tail import attribute_tail
-    from fleetwatch.records import read_records
 
     if target not in ("e2e", "ttft"):
         raise AnalysisError(f"--target must be e2e or ttft, got {target!r}")
-    check_rows(records, max_rows)
     report = attribute_tail(
-        read_records(records),
+        _dataset(records, max_rows=max_rows, skip_bad=skip_bad).frame,
         percentile=percentile,
         target="e2e" if target == "e2e" else "ttft",
     )
     _emit(report.to_dict(), report.render(), as_json)
 
 
-@app.command("compare")
+@app.command("compare", cls=OnceEach)
 def compare(
-    before: Path = typer.Argument(..., help="Records of the earlier run."),
-    after: Path = typer.Argument(..., help="Records of the later run."),
+    before: Path = typer.Argument(
+        ..., help="Records of the earlier run: a file, a directory or a quoted glob."
+    ),
+    after: Path = typer.Argument(
+        ..., help="Records of the later run: a file, a directory or a quoted glob."
+    ),
     alpha: float = typer.Option(
         0.01,
         help="Family-wise error rate: at most this share of comparisons of two runs of one "
@@ -177,7 +212,8 @@ def compare(
     confidence: float = typer.Option(0.95, help="Confidence level of the bootstrap intervals."),
     draws: int = typer.Option(2000, help="Bootstrap replicates (intervals only)."),
     seed: int = typer.Option(0, help="Bootstrap seed (intervals only; verdicts are exact)."),
-    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", help=MAX_ROWS_HELP + " Per file."),
+    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", help=MAX_ROWS_HELP + " Per run."),
+    skip_bad: bool = _SKIP_BAD,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Compare two runs: one verdict per latency metric at a stated family-wise error rate.
@@ -188,20 +224,22 @@ def compare(
     strata), so a workload change alone is never a regression. Also: bootstrap intervals,
     Mann-Whitney, which component moved, the workload check.
 
-    Memory bound: both files are read whole, about 1.1 KB a row; a file over --max-rows
-    (2,000,000 each) is refused before either is read.
+    BEFORE and AFTER are each one file, directory (every *.jsonl and *.parquet under it) or
+    quoted glob. Memory bound: both runs are read whole, about 1.1 KB a row; a run over
+    --max-rows (2,000,000 each) is refused before either is read.
     """
     from fleetwatch.fleet.compare import compare_runs
     from fleetwatch.fleet.rowcap import check_rows
-    from fleetwatch.records import read_records
+    from fleetwatch.records.dataset import describe, resolve
 
     if draws < 100:
         raise AnalysisError(f"--draws must be at least 100, got {draws}")
-    check_rows(before, max_rows)
-    check_rows(after, max_rows)
+    for run in (before, after):  # both refused or not before either is read
+        files = resolve([run])
+        check_rows(describe([run], files), files, max_rows)
     report = compare_runs(
-        read_records(before),
-        read_records(after),
+        _dataset([before], max_rows=None, skip_bad=skip_bad).frame,
+        _dataset([after], max_rows=None, skip_bad=skip_bad).frame,
         alpha=alpha,
         min_effect=min_effect,
         confidence=confidence,

@@ -2,7 +2,8 @@
 
 The record itself (``RequestRecord``, its fields and checks) is the serving side's, in
 ``fleetwatch.core.records``; it is re-exported here so an analysis imports one place. The
-frame functions load pandas on first use, so ``fleetwatch --help`` does not.
+frame functions load pandas on first use, so ``fleetwatch --help`` does not. Many files (a
+directory, a glob) read as one dataset through ``fleetwatch.records.dataset``.
 """
 
 from __future__ import annotations

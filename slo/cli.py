@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from fleetwatch.records.options import SKIP_BAD_HELP, OnceEach
+
 if TYPE_CHECKING:
     from fleetwatch.core.profiles import Profile
     from fleetwatch.slo.spec import SLOSpec
@@ -22,7 +24,14 @@ app = typer.Typer(
 )
 
 _SPEC = typer.Argument(..., help="SLO spec (fleetwatch YAML or OpenSLO v1).")
-_RECORDS = typer.Option(..., "--records", help="Request records (.jsonl or .parquet).")
+_RECORDS = typer.Option(
+    ...,
+    "--records",
+    metavar="<path>",
+    help="Request records: a file (.jsonl or .parquet), a directory (every *.jsonl and *.parquet "
+    "under it) or a quoted glob; repeat it to read several as one dataset.",
+)
+_SKIP_BAD = typer.Option(False, "--skip-bad", help=SKIP_BAD_HELP)
 _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 _GOODPUT = typer.Option(
     None,
@@ -32,15 +41,17 @@ _GOODPUT = typer.Option(
 )
 
 
-def _records(spec: Any, path: Path) -> Any:
-    """The records at ``path``, refused when empty or when an SLO's selector matches none.
-    Parquet stays a path (streamed in row batches by the commands); only the distinct selector
-    values are read to check it."""
-    from fleetwatch.records import read_records
+def _records(spec: Any, paths: list[Path], *, skip_bad: bool = False) -> Any:
+    """The records ``paths`` name (one dataset), refused when empty or when an SLO's selector
+    matches none. A dataset of one Parquet file stays a path (streamed in row batches by the
+    commands; only the distinct selector values are read to check it); any other is read whole."""
+    from fleetwatch.records.dataset import describe, read_dataset, resolve
     from fleetwatch.slo.checks import check_selectors
     from fleetwatch.slo.errors import SLOSpecError
 
-    if path.suffix.lower() in (".parquet", ".pq"):
+    files = resolve(paths)
+    path = files[0]
+    if len(files) == 1 and path.suffix.lower() in (".parquet", ".pq"):
         from fleetwatch.slo.stream import distinct_rows
 
         selected = {
@@ -51,10 +62,19 @@ def _records(spec: Any, path: Path) -> Any:
             raise SLOSpecError(f"{path}: no records to evaluate (the file is empty)")
         check_selectors(spec, seen, where=str(path), records=rows)
         return path
-    frame = read_records(path)
+    name = describe(paths, files)
+    data = read_dataset(files, skip_bad=skip_bad)
+    if data.skipped:
+        typer.echo(
+            f"warning: {name}: skipped {len(data.skipped)} bad record file(s) of {len(files)} "
+            f"(first: {data.skipped[0][1]})",
+            err=True,
+        )
+    frame = data.frame
     if len(frame) == 0:
-        raise SLOSpecError(f"{path}: no records to evaluate (the file is empty)")
-    check_selectors(spec, frame, where=str(path))
+        empty = "the file is empty" if len(files) == 1 else "every file is empty"
+        raise SLOSpecError(f"{name}: no records to evaluate ({empty})")
+    check_selectors(spec, frame, where=name)
     return frame
 
 
@@ -158,20 +178,21 @@ def rules(
     )
 
 
-@app.command("report")
+@app.command("report", cls=OnceEach)
 def report(
     spec: Path = _SPEC,
-    records: Path = _RECORDS,
+    records: list[Path] = _RECORDS,
     as_json: bool = _JSON,
     at: float | None = typer.Option(None, "--at", help="Report time (records' clock, s)."),
+    skip_bad: bool = _SKIP_BAD,
 ) -> None:
-    """SLI, error budget left and current burn rates over request records (Parquet is streamed,
-    so a file larger than memory works)."""
+    """SLI, error budget left and current burn rates over request records (one Parquet file is
+    streamed, so a file larger than memory works; several files are read whole)."""
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.report import report_json, report_spec, report_text
 
     parsed = read_spec(spec)
-    frame = _records(parsed, records)
+    frame = _records(parsed, records, skip_bad=skip_bad)
     reports = report_spec(parsed, frame, at_s=at)
     if as_json:
         typer.echo(json.dumps({"service": parsed.service, "slos": report_json(reports)}, indent=2))
@@ -179,15 +200,21 @@ def report(
         typer.echo(report_text(parsed, reports), nl=False)
 
 
-@app.command("backtest")
-def backtest(spec: Path = _SPEC, records: Path = _RECORDS, as_json: bool = _JSON) -> None:
-    """When each burn-rate alert would have fired over the records, with delay and reset
-    (Parquet is streamed in row batches, so a file larger than memory works)."""
+@app.command("backtest", cls=OnceEach)
+def backtest(
+    spec: Path = _SPEC,
+    records: list[Path] = _RECORDS,
+    as_json: bool = _JSON,
+    skip_bad: bool = _SKIP_BAD,
+) -> None:
+    """When each burn-rate alert would have fired over the records, with delay and reset (one
+    Parquet file is streamed in row batches, so a file larger than memory works; several files
+    are read whole)."""
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.report import backtest_json, backtest_spec, backtest_text
 
     parsed = read_spec(spec)
-    results = backtest_spec(parsed, _records(parsed, records))
+    results = backtest_spec(parsed, _records(parsed, records, skip_bad=skip_bad))
     if as_json:
         typer.echo(
             json.dumps({"service": parsed.service, "slos": backtest_json(results)}, indent=2)

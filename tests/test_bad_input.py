@@ -84,7 +84,15 @@ def _rows() -> list[Row]:
     # slo report / backtest
     for c in ("slo report", "slo backtest"):
         add(c, "missing", c + " {SPEC} --records {T}/missing.jsonl", "no such file")
-        add(c, "dir-for-file", c + " {SPEC} --records {T}/dir", "is a directory")
+        add(c, "dir-for-file", c + " {SPEC} --records {T}/dir", "dir: is a directory holding no")
+        add(c, "missing", c + " {SPEC} --records {T}/*.nothing", "match this pattern")
+        add(
+            c,
+            "garbage",
+            c + " {SPEC} --records {T}/good.jsonl --records {T}/garbage.parquet",
+            "garbage.parquet: not a readable Parquet file",
+        )
+        add(c, "garbage", c + " {SPEC} --records {T}/file.txt", "unknown record format")
         add(c, "empty", c + " {SPEC} --records {T}/empty.jsonl", "no records")
         add(c, "garbage", c + " {SPEC} --records {T}/garbage.jsonl", "not valid JSON")
         add(c, "garbage", c + " {T}/garbage.yaml --records {T}/good.jsonl", "line 1")
@@ -101,7 +109,9 @@ def _rows() -> list[Row]:
     add(c, "missing", "fleet outliers {T}/missing.jsonl", "missing.jsonl")
     add(c, "missing", "fleet outliers --metrics-dir {T}/nowhere", "no such directory")
     add(c, "missing", "fleet outliers {T}/good.jsonl --fingerprints {T}/no.json", "no.json")
-    add(c, "dir-for-file", "fleet outliers {T}/dir", "is a directory")
+    add(c, "dir-for-file", "fleet outliers {T}/dir", "dir: is a directory holding no")
+    add(c, "missing", "fleet outliers {T}/*.nothing", "*.nothing: no record files")
+    add(c, "garbage", "fleet outliers {T}", "garbage.jsonl, row 1: not valid JSON")
     add(c, "file-for-dir", "fleet outliers --metrics-dir {T}/file.txt", "not a directory")
     add(c, "empty", "fleet outliers {T}/empty.jsonl", "no records")
     add(c, "garbage", "fleet outliers {T}/garbage.jsonl", "not valid JSON")
@@ -116,13 +126,19 @@ def _rows() -> list[Row]:
     # fleet tail / compare
     c = "fleet tail"
     add(c, "missing", "fleet tail {T}/missing.jsonl", "no such file")
-    add(c, "dir-for-file", "fleet tail {T}/dir", "is a directory")
+    add(c, "dir-for-file", "fleet tail {T}/dir", "dir: is a directory holding no record files")
+    add(c, "missing", "fleet tail {T}/good.jsonl {T}/r/**/*.jsonl", "match this pattern")
+    add(c, "garbage", "fleet tail {T}", "garbage.jsonl, row 1: not valid JSON")
+    add(c, "garbage", "fleet tail {T}/file.txt", "file.txt: unknown record format")
+    add(c, "range", "fleet tail {T}/good.jsonl --percentile 90 --percentile 99", "given 2 times")
     add(c, "empty", "fleet tail {T}/empty.jsonl", "got 0")
     add(c, "garbage", "fleet tail {T}/garbage.jsonl", "not valid JSON")
     add(c, "range", "fleet tail {T}/good.jsonl --percentile 150", "percentile")
     c = "fleet compare"
     add(c, "missing", "fleet compare {T}/good.jsonl {T}/missing.jsonl", "no such file")
-    add(c, "dir-for-file", "fleet compare {T}/dir {T}/good.jsonl", "is a directory")
+    add(c, "dir-for-file", "fleet compare {T}/dir {T}/good.jsonl", "is a directory holding no")
+    add(c, "missing", "fleet compare {T}/good.jsonl {T}/*.nothing", "match this pattern")
+    add(c, "garbage", "fleet compare {T}/good.jsonl {T}", "garbage.jsonl, row 1: not valid")
     add(c, "empty", "fleet compare {T}/empty.jsonl {T}/good.jsonl", "no usable records")
     add(c, "garbage", "fleet compare {T}/good.jsonl {T}/garbage.jsonl", "not valid JSON")
     add(c, "range", "fleet compare {T}/good.jsonl {T}/good.jsonl --draws 5", "5")

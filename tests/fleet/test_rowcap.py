@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 import fleetwatch.records
+import fleetwatch.records.io
 from fleetwatch.cli import main
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.rowcap import BYTES_PER_ROW, check_rows, count_rows
-from fleetwatch.records import write_records
+from fleetwatch.records import RecordError, write_records
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
 
@@ -35,6 +36,7 @@ def nothing_read(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError(f"{path} was read")
 
     monkeypatch.setattr(fleetwatch.records, "read_records", read_records)
+    monkeypatch.setattr(fleetwatch.records.io, "read_records", read_records)  # datasets read here
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
@@ -74,9 +76,9 @@ def test_blank_lines_are_not_rows(tmp_path: Path) -> None:
     p = tmp_path / "r.jsonl"
     p.write_bytes(b"{}\n\n  \n{}\r\n{}")  # three rows; the last without a newline
     assert count_rows(p, 10) == 3
-    check_rows(p, 3)
+    check_rows(str(p), [p], 3)
     with pytest.raises(AnalysisError, match="more than 2 rows"):
-        check_rows(p, 2)
+        check_rows(str(p), [p], 2)
 
 
 def test_the_jsonl_check_stops_at_the_cap_and_allocates_little(tmp_path: Path) -> None:
@@ -89,7 +91,7 @@ def test_the_jsonl_check_stops_at_the_cap_and_allocates_little(tmp_path: Path) -
     try:
         assert p.stat().st_size < 45_000 * BYTES_PER_ROW  # under the byte cap: rows counted
         with pytest.raises(AnalysisError, match="more than 45,000 rows"):
-            check_rows(p, 45_000)
+            check_rows(str(p), [p], 45_000)
         rows = count_rows(p, 1_000)
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -103,8 +105,8 @@ def test_a_line_longer_than_any_record_is_refused_without_reading_it_whole(
 ) -> None:
     p = tmp_path / "one-line.jsonl"
     p.write_bytes(b"{" + b" " * (3 << 20))
-    with pytest.raises(AnalysisError, match="line 1 is longer than 1 MiB"):
-        check_rows(p, 10_000)  # 3 MiB is under the byte cap of 10,000 rows
+    with pytest.raises(RecordError, match="line 1 is longer than 1 MiB"):
+        check_rows(str(p), [p], 10_000)  # 3 MiB is under the byte cap of 10,000 rows
 
 
 def test_a_non_positive_cap_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,10 +119,10 @@ def test_files_the_reader_refuses_are_left_to_its_message(
 ) -> None:
     bad = tmp_path / "bad.parquet"
     bad.write_text("not parquet")
-    check_rows(bad, 1)  # not counted: the reader names the problem
+    check_rows(str(bad), [bad], 1)  # not counted: the reader names the problem
     assert main(["fleet", "tail", str(bad), "--max-rows", "1"]) == 2
     assert "not a readable Parquet file" in _one_line_error(capsys)
-    check_rows(tmp_path / "missing.jsonl", 1)
+    check_rows("missing.jsonl", [tmp_path / "missing.jsonl"], 1)
 
 
 def test_few_huge_rows_are_refused_by_their_bytes_before_reading(
@@ -140,3 +142,16 @@ def test_few_huge_rows_are_refused_by_their_bytes_before_reading(
     line = _one_line_error(capsys)
     assert "uncompressed bytes, over the 22,000 bytes the cap --max-rows 20" in line
     assert "raise --max-rows" in line
+
+
+def test_the_cap_is_on_the_dataset_total_and_names_the_dataset(
+    files: Path, capsys: pytest.CaptureFixture[str], nothing_read: None
+) -> None:
+    """Two Parquet files of 200 rows each: under a cap of 300 apiece, over it together."""
+    pattern = str(files / "*.parquet")
+    assert main(["fleet", "tail", pattern, "--max-rows", "300"]) == 2
+    line = _one_line_error(capsys)
+    assert f"{pattern} (2 files): 400 rows, over the cap --max-rows 300" in line
+    args = ["fleet", "tail", str(files / "a.parquet"), str(files / "a.jsonl"), "--max-rows", "300"]
+    assert main(args) == 2
+    assert "(2 files): more than 300 rows, over the cap --max-rows 300" in _one_line_error(capsys)

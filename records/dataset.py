@@ -1,0 +1,264 @@
+"""Records as a dataset: the files that one or more paths name, read as one checked DataFrame.
+
+Each path given is a record file, a directory (every ``*.jsonl`` and ``*.parquet`` under it,
+recursively, in sorted order) or a glob (quote it so the shell leaves it alone; ``**`` matches any
+depth). JSON lines and Parquet mix freely. Files a writer has not finished are never part of a
+dataset: dotfiles and ``*.tmp`` (the sink's ``.<prefix>-NNNNNN.<fmt>.<hex>.tmp``, an atomic
+write's ``.<name>.<hex>.tmp``). A path that names nothing readable is a ``RecordError`` naming it.
+
+Every file is read with ``read_records`` and checked as it is; the frames are concatenated in the
+order resolved, so a dataset reads exactly as the single file holding the same rows would. Memory
+is the whole dataset's (about 1.1 KB a row from JSON lines): ``count_rows`` and ``data_bytes``
+measure a dataset before it is read, cheaply (Parquet footers; JSON lines scanned in 1 MiB chunks
+only until a cap is passed), so a command can refuse one too large.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fleetwatch.core.records.schema import RecordError
+from fleetwatch.core.records.write import JSONL_SUFFIXES, PARQUET_SUFFIXES
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "DATASET_SUFFIXES",
+    "MAX_LINE_BYTES",
+    "Dataset",
+    "count_rows",
+    "data_bytes",
+    "describe",
+    "file_bytes",
+    "file_rows",
+    "read_dataset",
+    "resolve",
+]
+
+DATASET_SUFFIXES = (".jsonl", ".parquet")
+"""The record files a directory contributes (what the sink seals); a file named on its own may
+also be ``.json``, ``.ndjson`` or ``.pq``."""
+MAX_LINE_BYTES = 1 << 20
+"""A JSON line longer than this (no record is near it) marks a file that holds no records."""
+_CHUNK_BYTES = 1 << 20
+_MAGIC = frozenset("*?[")
+
+
+def _unfinished(path: Path) -> bool:
+    """A file a writer has not finished (or hid): a dotfile or ``*.tmp``."""
+    return path.name.startswith(".") or path.suffix.lower() == ".tmp"
+
+
+def _hidden_below(path: Path, top: Path) -> bool:
+    """Whether a folder between ``top`` and ``path`` is hidden (``.staging/``)."""
+    return any(part.startswith(".") for part in path.relative_to(top).parts[:-1])
+
+
+def _in_directory(top: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in top.rglob("*")
+        if p.suffix.lower() in DATASET_SUFFIXES
+        and not _unfinished(p)
+        and not _hidden_below(p, top)
+        and p.is_file()
+    )
+
+
+def _matching(pattern: str) -> list[Path]:
+    found: list[Path] = []
+    for name in sorted(glob.glob(pattern, recursive=True)):
+        p = Path(name)
+        if p.is_dir():
+            found.extend(_in_directory(p))
+        elif (
+            p.is_file()
+            and p.suffix.lower() in JSONL_SUFFIXES + PARQUET_SUFFIXES
+            and not _unfinished(p)
+        ):
+            found.append(p)
+    return found
+
+
+def _expand(arg: str) -> list[Path]:
+    p = Path(arg)
+    if p.is_dir():
+        files = _in_directory(p)
+        if not files:
+            raise RecordError(
+                "is a directory holding no record files (*.jsonl, *.parquet)", path=arg
+            )
+        return files
+    if p.exists():
+        if p.suffix.lower() not in JSONL_SUFFIXES + PARQUET_SUFFIXES:
+            raise RecordError("unknown record format: use .jsonl or .parquet", path=arg)
+        return [p]
+    if _MAGIC & set(arg):
+        files = _matching(arg)
+        if not files:
+            raise RecordError("no record files (*.jsonl, *.parquet) match this pattern", path=arg)
+        return files
+    raise RecordError("no such file or directory", path=arg)
+
+
+def resolve(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The record files ``paths`` name, in order: each path a file, a directory (recursive) or
+    a glob; a file named twice is read once. ``RecordError`` names the first path that names no
+    record file (missing, an empty directory, a pattern matching nothing, another format)."""
+    if not paths:
+        raise RecordError("no record paths given")
+    seen: set[Path] = set()
+    out: list[Path] = []
+    for arg in paths:
+        for p in _expand(os.fspath(arg)):
+            key = p.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(p)
+    return out
+
+
+def describe(paths: Sequence[str | os.PathLike[str]], files: Sequence[Path] = ()) -> str:
+    """A dataset's name for messages: the paths given, and how many files they hold when that is
+    not one file named as itself."""
+    name = " ".join(os.fspath(p) for p in paths)
+    if len(files) == 1 and len(paths) == 1 and Path(os.fspath(paths[0])) == files[0]:
+        return name
+    return f"{name} ({len(files):,} file{'s' if len(files) != 1 else ''})" if files else name
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """A dataset read whole: its rows, the files they came from, and the files skipped as bad
+    (each with the one line that says why; empty unless ``skip_bad``)."""
+
+    frame: pd.DataFrame
+    files: tuple[Path, ...]
+    skipped: tuple[tuple[Path, str], ...] = ()
+
+    @property
+    def rows(self) -> int:
+        return len(self.frame)
+
+
+def _read_one(path: Path) -> pd.DataFrame:
+    from fleetwatch.records.io import read_records
+
+    try:
+        return read_records(path)
+    except UnicodeDecodeError:
+        raise RecordError("not UTF-8 text, so not JSON lines", path=str(path)) from None
+
+
+def read_dataset(paths: Sequence[str | os.PathLike[str]], *, skip_bad: bool = False) -> Dataset:
+    """Read every file ``paths`` name into one checked frame (the schema ``read_records`` gives;
+    zero rows when every file is empty). A bad file raises its ``RecordError``, or with
+    ``skip_bad`` is left out and listed in ``Dataset.skipped``."""
+    import pandas as pd
+
+    from fleetwatch.records.io import to_frame
+
+    files = resolve(paths)
+    frames: list[pd.DataFrame] = []
+    read: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for p in files:
+        try:
+            frames.append(_read_one(p))
+        except RecordError as exc:
+            if not skip_bad:
+                raise
+            skipped.append((p, str(exc)))
+            continue
+        read.append(p)
+    if not frames:
+        frame = to_frame([])
+    elif len(frames) == 1:
+        frame = frames[0]
+    else:
+        frame = pd.concat(frames, ignore_index=True)
+    return Dataset(frame, tuple(read), tuple(skipped))
+
+
+def _jsonl_rows(path: Path, stop_after: int) -> int:
+    """Non-blank lines of ``path``, counting no further than ``stop_after``."""
+    rows = 0
+    line_bytes = 0  # bytes of the current line so far
+    content = False  # whether the current line has a non-blank byte
+    with open(path, "rb") as fh:
+        while rows <= stop_after:
+            chunk = fh.read(_CHUNK_BYTES)
+            if not chunk:
+                break
+            pieces = chunk.split(b"\n")
+            for i, piece in enumerate(pieces):
+                line_bytes += len(piece)
+                content = content or bool(piece.strip())
+                if line_bytes > MAX_LINE_BYTES:
+                    raise RecordError(
+                        f"line {rows + 1} is longer than {MAX_LINE_BYTES >> 20} MiB; "
+                        "not a request record file",
+                        path=str(path),
+                    )
+                if i < len(pieces) - 1:  # the line ended here
+                    rows += content
+                    line_bytes, content = 0, False
+    return rows + content
+
+
+def file_rows(path: Path, stop_after: int) -> int | None:
+    """Rows in one record file (at most ``stop_after`` + 1 counted), or None when the kind of
+    file or its state (missing, unreadable) is left for the reader to report."""
+    suffix = path.suffix.lower()
+    if suffix in PARQUET_SUFFIXES:
+        import pyarrow.parquet as pq
+
+        try:
+            return int(pq.ParquetFile(path).metadata.num_rows)  # the footer only
+        except Exception:
+            return None  # not Parquet, or unreadable: the reader says so, in its words
+    if suffix in JSONL_SUFFIXES:
+        try:
+            return _jsonl_rows(path, stop_after)
+        except OSError:
+            return None
+    return None
+
+
+def file_bytes(path: Path) -> int | None:
+    """The bytes one record file holds as read: a JSON-lines file's size, a Parquet file's total
+    uncompressed size from its footer; None when left for the reader to report."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix in JSONL_SUFFIXES:
+            return path.stat().st_size
+        if suffix in PARQUET_SUFFIXES:
+            import pyarrow.parquet as pq
+
+            md = pq.ParquetFile(path).metadata
+            return sum(int(md.row_group(i).total_byte_size) for i in range(md.num_row_groups))
+    except Exception:
+        return None
+    return None
+
+
+def count_rows(files: Sequence[Path], stop_after: int) -> int:
+    """Rows in a dataset's files, counting no further than just past ``stop_after`` (a file the
+    reader will refuse counts nothing)."""
+    total = 0
+    for p in files:
+        if total > stop_after:
+            break
+        total += file_rows(p, stop_after - total) or 0
+    return total
+
+
+def data_bytes(files: Sequence[Path]) -> int:
+    """The bytes a dataset's files hold as read (see ``file_bytes``)."""
+    return sum(file_bytes(p) or 0 for p in files)

@@ -1,0 +1,58 @@
+"""Command-line parameters shared by the commands that read records: a dataset of paths, the
+``--skip-bad`` flag, and options that take one value refusing a second one.
+
+Click keeps the last of a repeated option (``--percentile 90 --percentile 99`` reads 99) and says
+nothing; for an analysis that is a silent wrong answer, so these commands refuse it. The check
+runs on the parsed command line before any value is converted, counting each option that takes a
+single value (not a flag, not ``multiple``), so a repeat is one line and exit 2 whatever its
+values are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperCommand
+
+__all__ = ["SKIP_BAD_HELP", "OnceEach", "single_value_repeats"]
+
+SKIP_BAD_HELP = (
+    "Leave out a record file that cannot be read (corrupt, or not records) and say how many "
+    "were left out, instead of stopping at the first."
+)
+
+
+def single_value_repeats(command: Any, ctx: Any, args: list[str]) -> list[tuple[Any, int]]:
+    """Each option of ``command`` that takes one value and appears more than once in ``args``,
+    with how many times (the command line as click parses it: ``--x=1``, ``-x 1``, after ``--``
+    nothing is an option)."""
+    parser = command.make_parser(ctx)
+    _, _, order = parser.parse_args(args=list(args))
+    counts: dict[int, tuple[Any, int]] = {}
+    for param in order:
+        if getattr(param, "param_type_name", "") != "option":
+            continue
+        if param.multiple or param.is_flag or param.count:
+            continue
+        seen = counts.get(id(param), (param, 0))[1]
+        counts[id(param)] = (param, seen + 1)
+    return [(param, n) for param, n in counts.values() if n > 1]
+
+
+class OnceEach(TyperCommand):
+    """A command whose single-value options may be given at most once each: a repeat is a usage
+    error (one line, exit 2), never last-wins. Use as ``@app.command(cls=OnceEach)``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            repeats = single_value_repeats(self, ctx, args)
+        except Exception:  # a command line that does not parse: click says so below, its way
+            repeats = []
+        for param, n in repeats:
+            raise typer.BadParameter(
+                f"given {n} times; give it once (a repeated option is refused, not last-wins)",
+                ctx=ctx,
+                param=param,
+            )
+        return list(super().parse_args(ctx, args))
