@@ -116,12 +116,13 @@ def outliers(
     from fleetwatch.fleet.checks import check_outlier_inputs
     from fleetwatch.fleet.outliers import (
         DetectorConfig,
+        OutlierReport,
         Side,
         detect,
         table_from_metrics_dir,
         table_from_prometheus,
-        table_from_records,
     )
+    from fleetwatch.fleet.outliers.by_model import OutliersByModel, detect_by_model, findings_of
 
     check_outlier_inputs(
         records=records or None,
@@ -133,12 +134,15 @@ def outliers(
         min_requests=min_requests,
         noise_shape=noise_shape,
     )
+    config = DetectorConfig(min_requests=min_requests, noise_shape=noise_shape)
+    report: OutlierReport | OutliersByModel
     if records:
         from fleetwatch.records.dataset import describe
 
         data = _dataset(records, max_rows=None, skip_bad=skip_bad)
-        table = table_from_records(
+        report = detect_by_model(
             data.frame,
+            config,
             quantile=quantile,
             fingerprint=_fingerprints(fingerprints),
             where=describe(records, data.files),
@@ -152,12 +156,13 @@ def outliers(
             at=at,
             selector=selector,
         )
+        report = detect(table, config)
     else:
         assert metrics_dir is not None
         table = table_from_metrics_dir(metrics_dir, get_profile(profile), quantile=quantile)
-    report = detect(table, DetectorConfig(min_requests=min_requests, noise_shape=noise_shape))
+        report = detect(table, config)
     _emit(report.to_dict(), report.render(), as_json)
-    if fail_on_finding and any(f.side is Side.REPLICA for f in report.findings):
+    if fail_on_finding and any(f.side is Side.REPLICA for f in findings_of(report)):
         raise typer.Exit(1)
 
 
@@ -181,11 +186,11 @@ def tail(
     RECORDS are one dataset: any number of files, directories and quoted globs. Memory bound:
     the records are read whole, about 1.1 KB a row; records over --max-rows in all (2,000,000,
     so about 2.2 GB) are refused before reading."""
-    from fleetwatch.fleet.tail import attribute_tail
+    from fleetwatch.fleet.tail import attribute_tail_by_model
 
     if target not in ("e2e", "ttft"):
         raise AnalysisError(f"--target must be e2e or ttft, got {target!r}")
-    report = attribute_tail(
+    report = attribute_tail_by_model(
         _dataset(records, max_rows=max_rows, skip_bad=skip_bad).frame,
         percentile=percentile,
         target="e2e" if target == "e2e" else "ttft",
@@ -228,7 +233,7 @@ def compare(
     quoted glob. Memory bound: both runs are read whole, about 1.1 KB a row; a run over
     --max-rows (2,000,000 each) is refused before either is read.
     """
-    from fleetwatch.fleet.compare import compare_runs
+    from fleetwatch.fleet.compare import compare_runs_by_model
     from fleetwatch.fleet.rowcap import check_rows
     from fleetwatch.records.dataset import describe, resolve
 
@@ -237,7 +242,7 @@ def compare(
     for run in (before, after):  # both refused or not before either is read
         files = resolve([run])
         check_rows(describe([run], files), files, max_rows)
-    report = compare_runs(
+    report = compare_runs_by_model(
         _dataset([before], max_rows=None, skip_bad=skip_bad).frame,
         _dataset([after], max_rows=None, skip_bad=skip_bad).frame,
         alpha=alpha,

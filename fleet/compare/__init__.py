@@ -16,6 +16,8 @@ we are, which component moved, and whether the workload itself changed.
   before anything else; the test and the practical gate then compare like with like within
   quantile-matched strata of request size (``matching``), so a workload change alone is never a
   regression.
+- Per model: ``compare_runs_by_model`` compares each model's before and after records apart
+  (matched by model) and reports per model.
 - The report and its text and JSON forms (``report``); ``compare_runs`` puts them together
   (``run``).
 """
@@ -24,7 +26,7 @@ from fleetwatch.fleet.compare.components import ComponentMove
 from fleetwatch.fleet.compare.decision import holm
 from fleetwatch.fleet.compare.quantile_test import quantile_test
 from fleetwatch.fleet.compare.report import CompareReport
-from fleetwatch.fleet.compare.run import compare_runs
+from fleetwatch.fleet.compare.run import compare_runs, compare_runs_by_model
 from fleetwatch.fleet.compare.statistics import (
     MetricComparison,
     PercentileShift,
@@ -40,6 +42,7 @@ __all__ = [
     "WorkloadCheck",
     "bootstrap_quantiles",
     "compare_runs",
+    "compare_runs_by_model",
     "holm",
     "quantile_test",
 ]

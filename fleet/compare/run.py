@@ -1,13 +1,16 @@
 """``compare_runs``: check the inputs, keep the ok requests, match the workload when it changed,
-test each metric, decide across metrics, build the report."""
+test each metric, decide across metrics, build the report; ``compare_runs_by_model``: the same
+for each model's records apart, matched by model."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fleetwatch.fleet.by_model import ByModel, per_model
 from fleetwatch.fleet.compare.components import component_moves
 from fleetwatch.fleet.compare.decision import decide
 from fleetwatch.fleet.compare.matching import Strata, like_for_like, make_strata
@@ -16,7 +19,7 @@ from fleetwatch.fleet.compare.statistics import compare_metric, error_rates, val
 from fleetwatch.fleet.compare.workload import matching_covariates, workload_checks
 from fleetwatch.fleet.errors import AnalysisError
 
-__all__ = ["METRICS", "compare_runs"]
+__all__ = ["METRICS", "compare_runs", "compare_runs_by_model"]
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "queue_s", "prefill_s", "decode_s")
 
@@ -122,3 +125,26 @@ def compare_runs(
         strata_coverage=strata.coverage if strata is not None else None,
         unmatched=unmatched,
     )
+
+
+def compare_runs_by_model(
+    before: pd.DataFrame,
+    after: pd.DataFrame,
+    *,
+    alpha: float = 0.01,
+    min_effect: float = 0.05,
+    confidence: float = 0.95,
+    **options: Any,
+) -> CompareReport | ByModel[CompareReport]:
+    """``compare_runs`` for each model, its before records against its after records: a model's
+    regression is not hidden by, nor blamed on, another model's traffic. The one report of two
+    runs of one model each, else one per model found in both runs (``alpha`` holds per model);
+    a model in one run only is noted. ``options``: the rest of ``compare_runs``'s."""
+    _check(before, after, confidence, alpha, min_effect)
+
+    def run(model: str, b: pd.DataFrame, a: pd.DataFrame) -> CompareReport:
+        return compare_runs(
+            b, a, alpha=alpha, min_effect=min_effect, confidence=confidence, **options
+        )
+
+    return per_model(before, after, run)

@@ -17,12 +17,15 @@ Suspects are ranked by how many seconds of that excess each explains (``suspects
   (tail mean − body mean) seconds, an Oaxaca-style decomposition; what is left is reported as
   unexplained.
 
+Replicas of different models are never one fleet: ``attribute_tail_by_model`` attributes each
+model's tail apart, at its own percentile, and reports per model.
+
 ``attribute_tail`` runs those steps and returns a ``TailReport`` (``report``). Everything is
 vectorised (numpy sorts and one small least-squares solve): a million records take well under two
 seconds.
 """
 
-from fleetwatch.fleet.tail.attribute import attribute_tail
+from fleetwatch.fleet.tail.attribute import attribute_tail, attribute_tail_by_model
 from fleetwatch.fleet.tail.report import Component, Suspect, TailReport
 
-__all__ = ["Component", "Suspect", "TailReport", "attribute_tail"]
+__all__ = ["Component", "Suspect", "TailReport", "attribute_tail", "attribute_tail_by_model"]
