@@ -42,6 +42,7 @@ _USER_ERRORS = (
     ("fleetwatch.core.model", "ModelShapeError"),
     ("fleetwatch.core.profiles.types", "ProfileError"),
     ("fleetwatch.core.records.schema", "RecordError"),
+    ("fleetwatch.core.rules.render", "RulesError"),
     ("fleetwatch.resilience.errors", "ResilienceConfigError"),
     ("fleetwatch.slo.errors", "SLOSpecError"),
 )

@@ -183,3 +183,15 @@ def test_a_mistyped_command_is_answered_as_before_sub_apps_loaded_on_demand(typo
     eager = runner.invoke(_eager_root(), [typo], prog_name="fleetwatch")
     assert lazy.exit_code == eager.exit_code == 2
     assert f"No such command '{typo}'" in lazy.output and lazy.output == eager.output
+
+
+def test_the_ground_floors_errors_are_bad_input() -> None:
+    """core's refusals (a model config that is not a shape, a rule file with no rules) are
+    answered as bad input, one line and exit 2, like every package's own error type."""
+    from fleetwatch.cli import user_errors
+    from fleetwatch.core.model import ModelShapeError
+    from fleetwatch.core.profiles.types import ProfileError
+    from fleetwatch.core.records.schema import RecordError
+    from fleetwatch.core.rules.render import RulesError
+
+    assert {ModelShapeError, ProfileError, RecordError, RulesError} <= set(user_errors())
