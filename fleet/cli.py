@@ -16,10 +16,16 @@ import typer
 
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.rowcap import DEFAULT_MAX_ROWS
-from fleetwatch.records.options import SKIP_BAD_HELP, OnceEach
+from fleetwatch.records.options import (
+    FILTER_OPTIONS,
+    SKIP_BAD_HELP,
+    OnceEach,
+    filter_from_options,
+)
 
 if TYPE_CHECKING:
     from fleetwatch.records.dataset import Dataset
+    from fleetwatch.records.filters import RecordFilter
 
 __all__ = ["app"]
 
@@ -66,20 +72,40 @@ RECORDS_HELP = (
 _SKIP_BAD = typer.Option(False, "--skip-bad", help=SKIP_BAD_HELP)
 
 
-def _dataset(paths: list[Path], *, max_rows: int | None, skip_bad: bool) -> Dataset:
-    """The dataset ``paths`` name, refused over ``max_rows`` before it is read; the files left
-    out as bad are counted on stderr."""
+_SINCE = FILTER_OPTIONS["since"]
+_UNTIL = FILTER_OPTIONS["until"]
+_MODEL = FILTER_OPTIONS["model"]
+_TRAFFIC_CLASS = FILTER_OPTIONS["traffic_class"]
+_REPLICA = FILTER_OPTIONS["replica"]
+
+
+def _dataset(
+    paths: list[Path],
+    *,
+    max_rows: int | None,
+    skip_bad: bool,
+    where: RecordFilter | None = None,
+) -> Dataset:
+    """The dataset ``paths`` name (only the records ``where`` keeps), refused over ``max_rows``
+    (counted before the filter) before it is read; the files left out as bad are counted on
+    stderr, and so are the records a filter kept."""
     from fleetwatch.fleet.rowcap import check_rows
     from fleetwatch.records.dataset import describe, read_dataset, resolve
 
     files = resolve(paths)
     if max_rows is not None:
         check_rows(describe(paths, files), files, max_rows)
-    data = read_dataset(files, skip_bad=skip_bad)
+    data = read_dataset(files, skip_bad=skip_bad, where=where)
     if data.skipped:
         typer.echo(
             f"warning: {describe(paths, files)}: skipped {len(data.skipped)} bad record "
             f"file(s) of {len(files)} (first: {data.skipped[0][1]})",
+            err=True,
+        )
+    if where is not None and data.rows_before_filter is not None:
+        typer.echo(
+            f"note: {describe(paths, files)}: {data.rows:,} of {data.rows_before_filter:,} "
+            f"records match {where.describe()}",
             err=True,
         )
     return data
@@ -108,6 +134,11 @@ def outliers(
         "fleets whose replicas are known to be alike).",
     ),
     skip_bad: bool = _SKIP_BAD,
+    since: str | None = _SINCE,
+    until: str | None = _UNTIL,
+    model: list[str] | None = _MODEL,
+    traffic_class: list[str] | None = _TRAFFIC_CLASS,
+    replica: list[str] | None = _REPLICA,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
 ) -> None:
@@ -134,12 +165,18 @@ def outliers(
         min_requests=min_requests,
         noise_shape=noise_shape,
     )
+    where = filter_from_options(since, until, model, traffic_class, replica)
+    if where is not None and not records:
+        raise AnalysisError(
+            "--since, --until, --model, --traffic-class and --replica filter request records; "
+            "give RECORDS, or use --selector for Prometheus"
+        )
     config = DetectorConfig(min_requests=min_requests, noise_shape=noise_shape)
     report: OutlierReport | OutliersByModel
     if records:
         from fleetwatch.records.dataset import describe
 
-        data = _dataset(records, max_rows=None, skip_bad=skip_bad)
+        data = _dataset(records, max_rows=None, skip_bad=skip_bad, where=where)
         report = detect_by_model(
             data.frame,
             config,
@@ -179,6 +216,11 @@ def tail(
     target: str = typer.Option("e2e", help="Latency to attribute: e2e or ttft."),
     max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", help=MAX_ROWS_HELP),
     skip_bad: bool = _SKIP_BAD,
+    since: str | None = _SINCE,
+    until: str | None = _UNTIL,
+    model: list[str] | None = _MODEL,
+    traffic_class: list[str] | None = _TRAFFIC_CLASS,
+    replica: list[str] | None = _REPLICA,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Attribute the latency tail to queueing, prompt length, preemption, interference, replica.
@@ -190,8 +232,9 @@ def tail(
 
     if target not in ("e2e", "ttft"):
         raise AnalysisError(f"--target must be e2e or ttft, got {target!r}")
+    where = filter_from_options(since, until, model, traffic_class, replica)
     report = attribute_tail_by_model(
-        _dataset(records, max_rows=max_rows, skip_bad=skip_bad).frame,
+        _dataset(records, max_rows=max_rows, skip_bad=skip_bad, where=where).frame,
         percentile=percentile,
         target="e2e" if target == "e2e" else "ttft",
     )
@@ -219,6 +262,11 @@ def compare(
     seed: int = typer.Option(0, help="Bootstrap seed (intervals only; verdicts are exact)."),
     max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", help=MAX_ROWS_HELP + " Per run."),
     skip_bad: bool = _SKIP_BAD,
+    since: str | None = _SINCE,
+    until: str | None = _UNTIL,
+    model: list[str] | None = _MODEL,
+    traffic_class: list[str] | None = _TRAFFIC_CLASS,
+    replica: list[str] | None = _REPLICA,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Compare two runs: one verdict per latency metric at a stated family-wise error rate.
@@ -239,12 +287,13 @@ def compare(
 
     if draws < 100:
         raise AnalysisError(f"--draws must be at least 100, got {draws}")
+    where = filter_from_options(since, until, model, traffic_class, replica)
     for run in (before, after):  # both refused or not before either is read
         files = resolve([run])
         check_rows(describe([run], files), files, max_rows)
     report = compare_runs_by_model(
-        _dataset([before], max_rows=None, skip_bad=skip_bad).frame,
-        _dataset([after], max_rows=None, skip_bad=skip_bad).frame,
+        _dataset([before], max_rows=None, skip_bad=skip_bad, where=where).frame,
+        _dataset([after], max_rows=None, skip_bad=skip_bad, where=where).frame,
         alpha=alpha,
         min_effect=min_effect,
         confidence=confidence,

@@ -28,6 +28,8 @@ from fleetwatch.core.records.write import JSONL_SUFFIXES, PARQUET_SUFFIXES
 if TYPE_CHECKING:
     import pandas as pd
 
+    from fleetwatch.records.filters import RecordFilter
+
 __all__ = [
     "DATASET_SUFFIXES",
     "MAX_LINE_BYTES",
@@ -135,31 +137,47 @@ def describe(paths: Sequence[str | os.PathLike[str]], files: Sequence[Path] = ()
 
 @dataclass(frozen=True, slots=True)
 class Dataset:
-    """A dataset read whole: its rows, the files they came from, and the files skipped as bad
-    (each with the one line that says why; empty unless ``skip_bad``)."""
+    """A dataset read whole: its rows (those a filter kept, when one was given), the files they
+    came from, the files skipped as bad (each with the one line that says why; empty unless
+    ``skip_bad``), and how many rows the files held before the filter (so a command can say
+    "N of M records match"; None when no filter was given)."""
 
     frame: pd.DataFrame
     files: tuple[Path, ...]
     skipped: tuple[tuple[Path, str], ...] = ()
+    rows_before_filter: int | None = None
 
     @property
     def rows(self) -> int:
         return len(self.frame)
 
 
-def _read_one(path: Path) -> pd.DataFrame:
+def _read_one(path: Path, where: RecordFilter | None) -> tuple[pd.DataFrame, int]:
+    """One file's (matching) rows, and how many rows it holds before the filter."""
     from fleetwatch.records.io import read_records
 
     try:
-        return read_records(path)
+        if where is None or path.suffix.lower() not in PARQUET_SUFFIXES:
+            frame = read_records(path)
+            return (frame, len(frame)) if where is None else (where.apply(frame), len(frame))
+        frame = read_records(path, where=where)  # pushed down: the footer counts the rows
+        return frame, file_rows(path, 0) or len(frame)
     except UnicodeDecodeError:
         raise RecordError("not UTF-8 text, so not JSON lines", path=str(path)) from None
 
 
-def read_dataset(paths: Sequence[str | os.PathLike[str]], *, skip_bad: bool = False) -> Dataset:
+def read_dataset(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    skip_bad: bool = False,
+    where: RecordFilter | None = None,
+) -> Dataset:
     """Read every file ``paths`` name into one checked frame (the schema ``read_records`` gives;
     zero rows when every file is empty). A bad file raises its ``RecordError``, or with
-    ``skip_bad`` is left out and listed in ``Dataset.skipped``."""
+    ``skip_bad`` is left out and listed in ``Dataset.skipped``.
+
+    With ``where``, each file is filtered as it is read (memory: the matching rows and one
+    file); records that the filter leaves none of are a ``RecordError`` naming the filter."""
     import pandas as pd
 
     from fleetwatch.records.io import to_frame
@@ -168,14 +186,17 @@ def read_dataset(paths: Sequence[str | os.PathLike[str]], *, skip_bad: bool = Fa
     frames: list[pd.DataFrame] = []
     read: list[Path] = []
     skipped: list[tuple[Path, str]] = []
+    before = 0
     for p in files:
         try:
-            frames.append(_read_one(p))
+            frame, held = _read_one(p, where)
         except RecordError as exc:
             if not skip_bad:
                 raise
             skipped.append((p, str(exc)))
             continue
+        frames.append(frame)
+        before += held
         read.append(p)
     if not frames:
         frame = to_frame([])
@@ -183,7 +204,15 @@ def read_dataset(paths: Sequence[str | os.PathLike[str]], *, skip_bad: bool = Fa
         frame = frames[0]
     else:
         frame = pd.concat(frames, ignore_index=True)
-    return Dataset(frame, tuple(read), tuple(skipped))
+    if where is None:
+        return Dataset(frame, tuple(read), tuple(skipped))
+    if before and not len(frame):
+        raise RecordError(
+            f"no records match {where.describe()} (of {before:,} read"
+            + ("; times are the records' finished_s)" if "finished_s" in where.columns() else ")"),
+            path=describe(paths, files) if len(paths) == 1 else f"{len(files):,} record files",
+        )
+    return Dataset(frame, tuple(read), tuple(skipped), rows_before_filter=before)
 
 
 def _jsonl_rows(path: Path, stop_after: int) -> int:

@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,9 @@ from fleetwatch.core.records.schema import (
 from fleetwatch.core.records.write import JSONL_SUFFIXES, PARQUET_SUFFIXES
 from fleetwatch.core.records.write import write_records as write_record_list
 from fleetwatch.records.validate import validate_frame
+
+if TYPE_CHECKING:
+    from fleetwatch.records.filters import RecordFilter
 
 __all__ = [
     "STATUS_DTYPE",
@@ -141,15 +144,25 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     return _columns_frame(columns, row)
 
 
-def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+def _read_parquet(
+    path: Path, where: RecordFilter | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The file's columns, and the rows of each floating-point column that hold NaN (not null):
-    pandas shows both as NaN, and JSON lines refuse NaN, so the check must see them apart."""
+    pandas shows both as NaN, and JSON lines refuse NaN, so the check must see them apart.
+
+    With ``where``, the filter is pushed into the read (row groups outside it are skipped) when
+    the file stores every column it reads; the rows read are checked as ever."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        filters = None
+        if where is not None:
+            stored = set(pq.read_schema(path).names)
+            if set(where.columns()) <= stored:
+                filters = where.parquet_filters()
+        table = pq.read_table(path, filters=filters)
     except Exception as exc:
         message = " ".join(str(exc).split())[:200]
         raise RecordError(f"not a readable Parquet file ({message})", path=str(path)) from None
@@ -163,8 +176,12 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     return table.to_pandas(), nan_rows
 
 
-def read_records(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read a ``.jsonl`` or ``.parquet`` record file into a checked DataFrame."""
+def read_records(
+    path: str | os.PathLike[str], *, where: RecordFilter | None = None
+) -> pd.DataFrame:
+    """Read a ``.jsonl`` or ``.parquet`` record file into a checked DataFrame; with ``where``,
+    only its matching rows (pushed into the read for Parquet; JSON lines are checked whole, then
+    filtered)."""
     p = Path(path)
     name = str(p)
     if not p.exists():
@@ -173,12 +190,14 @@ def read_records(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise RecordError("is a directory, not a record file", path=name)
     suffix = p.suffix.lower()
     if suffix in JSONL_SUFFIXES:
-        return _read_jsonl(p)
-    if suffix in PARQUET_SUFFIXES:
-        raw, nan_rows = _read_parquet(p)
+        frame = _read_jsonl(p)
+    elif suffix in PARQUET_SUFFIXES:
+        raw, nan_rows = _read_parquet(p, where)
         validate_frame(raw, path=name, nan_rows=nan_rows)
-        return _normalise(raw)
-    raise RecordError("unknown record format: use .jsonl or .parquet", path=name)
+        frame = _normalise(raw)
+    else:
+        raise RecordError("unknown record format: use .jsonl or .parquet", path=name)
+    return frame if where is None else where.apply(frame)
 
 
 def write_records(

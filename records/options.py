@@ -10,17 +10,80 @@ values are.
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperCommand
 
-__all__ = ["SKIP_BAD_HELP", "OnceEach", "single_value_repeats"]
+if TYPE_CHECKING:
+    from fleetwatch.records.filters import RecordFilter
+
+__all__ = [
+    "FILTER_OPTIONS",
+    "SKIP_BAD_HELP",
+    "OnceEach",
+    "filter_from_options",
+    "single_value_repeats",
+]
 
 SKIP_BAD_HELP = (
     "Leave out a record file that cannot be read (corrupt, or not records) and say how many "
     "were left out, instead of stopping at the first."
 )
+
+
+_TIME_HELP = (
+    "records whose finished_s (the records' clock, Unix s) is {rel} this: Unix seconds "
+    "(1733000000), an ISO-8601 time with a zone (2026-12-01T10:00:00Z) or a duration back "
+    "from now (-1h, -10m, -90s, -1d)."
+)
+FILTER_OPTIONS: dict[str, Any] = {
+    "since": typer.Option(
+        None, "--since", metavar="TIME", help="Read only " + _TIME_HELP.format(rel="at or after")
+    ),
+    "until": typer.Option(
+        None, "--until", metavar="TIME", help="Read only " + _TIME_HELP.format(rel="before")
+    ),
+    "model": typer.Option(
+        None, "--model", help="Read only this model's records; repeat it for any of several."
+    ),
+    "traffic_class": typer.Option(
+        None,
+        "--traffic-class",
+        help="Read only this traffic class's records; repeat it for any of several.",
+    ),
+    "replica": typer.Option(
+        None, "--replica", help="Read only this replica's records; repeat it for any of several."
+    ),
+}
+"""The dataset filter's options, one default each for a command's parameters (``since``,
+``until``, ``model``, ``traffic_class``, ``replica``); ``filter_from_options`` builds the filter."""
+
+
+def filter_from_options(
+    since: str | None,
+    until: str | None,
+    model: list[str] | None,
+    traffic_class: list[str] | None,
+    replica: list[str] | None,
+    *,
+    now: Callable[[], float] = time.time,
+) -> RecordFilter | None:
+    """The ``RecordFilter`` the options give (None: read every record); ``now`` is read only
+    when a bound is a duration back from now."""
+    from fleetwatch.records.filters import record_filter
+
+    relative = any(v is not None and v.strip().startswith("-") for v in (since, until))
+    return record_filter(
+        since=since,
+        until=until,
+        models=model or (),
+        traffic_classes=traffic_class or (),
+        replicas=replica or (),
+        now=now() if relative else 0.0,
+    )
 
 
 def single_value_repeats(command: Any, ctx: Any, args: list[str]) -> list[tuple[Any, int]]:

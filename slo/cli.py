@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from fleetwatch.records.options import SKIP_BAD_HELP, OnceEach
+from fleetwatch.records.options import (
+    FILTER_OPTIONS,
+    SKIP_BAD_HELP,
+    OnceEach,
+    filter_from_options,
+)
 
 if TYPE_CHECKING:
     from fleetwatch.core.profiles import Profile
@@ -41,17 +46,25 @@ _GOODPUT = typer.Option(
 )
 
 
-def _records(spec: Any, paths: list[Path], *, skip_bad: bool = False) -> Any:
-    """The records ``paths`` name (one dataset), refused when empty or when an SLO's selector
-    matches none. A dataset of one Parquet file stays a path (streamed in row batches by the
-    commands; only the distinct selector values are read to check it); any other is read whole."""
+_SINCE = FILTER_OPTIONS["since"]
+_UNTIL = FILTER_OPTIONS["until"]
+_MODEL = FILTER_OPTIONS["model"]
+_TRAFFIC_CLASS = FILTER_OPTIONS["traffic_class"]
+_REPLICA = FILTER_OPTIONS["replica"]
+
+
+def _records(spec: Any, paths: list[Path], *, skip_bad: bool = False, where: Any = None) -> Any:
+    """The records ``paths`` name (one dataset; only those ``where`` keeps), refused when empty
+    or when an SLO's selector matches none. A dataset of one Parquet file and no filter stays a
+    path (streamed in row batches by the commands; only the distinct selector values are read to
+    check it); any other is read whole, a filter pushed into each Parquet file's read."""
     from fleetwatch.records.dataset import describe, read_dataset, resolve
     from fleetwatch.slo.checks import check_selectors
     from fleetwatch.slo.errors import SLOSpecError
 
     files = resolve(paths)
     path = files[0]
-    if len(files) == 1 and path.suffix.lower() in (".parquet", ".pq"):
+    if where is None and len(files) == 1 and path.suffix.lower() in (".parquet", ".pq"):
         from fleetwatch.slo.stream import distinct_rows
 
         selected = {
@@ -63,11 +76,17 @@ def _records(spec: Any, paths: list[Path], *, skip_bad: bool = False) -> Any:
         check_selectors(spec, seen, where=str(path), records=rows)
         return path
     name = describe(paths, files)
-    data = read_dataset(files, skip_bad=skip_bad)
+    data = read_dataset(files, skip_bad=skip_bad, where=where)
     if data.skipped:
         typer.echo(
             f"warning: {name}: skipped {len(data.skipped)} bad record file(s) of {len(files)} "
             f"(first: {data.skipped[0][1]})",
+            err=True,
+        )
+    if where is not None and data.rows_before_filter is not None:
+        typer.echo(
+            f"note: {name}: {data.rows:,} of {data.rows_before_filter:,} records match "
+            f"{where.describe()}",
             err=True,
         )
     frame = data.frame
@@ -185,14 +204,20 @@ def report(
     as_json: bool = _JSON,
     at: float | None = typer.Option(None, "--at", help="Report time (records' clock, s)."),
     skip_bad: bool = _SKIP_BAD,
+    since: str | None = _SINCE,
+    until: str | None = _UNTIL,
+    model: list[str] | None = _MODEL,
+    traffic_class: list[str] | None = _TRAFFIC_CLASS,
+    replica: list[str] | None = _REPLICA,
 ) -> None:
     """SLI, error budget left and current burn rates over request records (one Parquet file is
-    streamed, so a file larger than memory works; several files are read whole)."""
+    streamed, so a file larger than memory works; several files, or a filter, read whole)."""
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.report import report_json, report_spec, report_text
 
+    where = filter_from_options(since, until, model, traffic_class, replica)
     parsed = read_spec(spec)
-    frame = _records(parsed, records, skip_bad=skip_bad)
+    frame = _records(parsed, records, skip_bad=skip_bad, where=where)
     reports = report_spec(parsed, frame, at_s=at)
     if as_json:
         typer.echo(json.dumps({"service": parsed.service, "slos": report_json(reports)}, indent=2))
@@ -206,15 +231,21 @@ def backtest(
     records: list[Path] = _RECORDS,
     as_json: bool = _JSON,
     skip_bad: bool = _SKIP_BAD,
+    since: str | None = _SINCE,
+    until: str | None = _UNTIL,
+    model: list[str] | None = _MODEL,
+    traffic_class: list[str] | None = _TRAFFIC_CLASS,
+    replica: list[str] | None = _REPLICA,
 ) -> None:
     """When each burn-rate alert would have fired over the records, with delay and reset (one
-    Parquet file is streamed in row batches, so a file larger than memory works; several files
-    are read whole)."""
+    Parquet file is streamed in row batches, so a file larger than memory works; several files,
+    or a filter, read whole)."""
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.report import backtest_json, backtest_spec, backtest_text
 
+    where = filter_from_options(since, until, model, traffic_class, replica)
     parsed = read_spec(spec)
-    results = backtest_spec(parsed, _records(parsed, records, skip_bad=skip_bad))
+    results = backtest_spec(parsed, _records(parsed, records, skip_bad=skip_bad, where=where))
     if as_json:
         typer.echo(
             json.dumps({"service": parsed.service, "slos": backtest_json(results)}, indent=2)

@@ -104,6 +104,9 @@ def _rows() -> list[Row]:
         )
         # a selector that matches nothing names itself and the values present
         add(c, "empty", c + " {SPEC} --records {T}/good.jsonl", "values present: 'default'")
+        # a dataset filter: a malformed time, and one that keeps no record
+        add(c, "range", c + " {SPEC} --records {T}/good.jsonl --since -1x", "--since '-1x'")
+        add(c, "empty", c + " {SPEC} --records {T}/good.jsonl --model nope", "no records match")
     # fleet outliers
     c = "fleet outliers"
     add(c, "missing", "fleet outliers {T}/missing.jsonl", "missing.jsonl")
@@ -114,6 +117,8 @@ def _rows() -> list[Row]:
     add(c, "garbage", "fleet outliers {T}", "garbage.jsonl, row 1: not valid JSON")
     add(c, "file-for-dir", "fleet outliers --metrics-dir {T}/file.txt", "not a directory")
     add(c, "empty", "fleet outliers {T}/empty.jsonl", "no records")
+    add(c, "range", "fleet outliers {T}/good.jsonl --until 2026-12-01T10:00", "needs a zone")
+    add(c, "empty", "fleet outliers {T}/good.jsonl --replica nope", "no records match")
     add(c, "garbage", "fleet outliers {T}/garbage.jsonl", "not valid JSON")
     add(c, "garbage", "fleet outliers {T}/good.jsonl --fingerprints {T}/garbage.json", "JSON")
     add(c, "range", "fleet outliers {T}/good.jsonl --min-requests -5", "-5")
@@ -133,6 +138,9 @@ def _rows() -> list[Row]:
     add(c, "range", "fleet tail {T}/good.jsonl --percentile 90 --percentile 99", "given 2 times")
     add(c, "empty", "fleet tail {T}/empty.jsonl", "got 0")
     add(c, "garbage", "fleet tail {T}/garbage.jsonl", "not valid JSON")
+    add(c, "range", "fleet tail {T}/good.jsonl --since yesterday", "--since 'yesterday'")
+    add(c, "range", "fleet tail {T}/good.jsonl --since 2000 --until 1000", "is after --until")
+    add(c, "empty", "fleet tail {T}/good.jsonl --model nope", "no records match --model nope")
     add(c, "range", "fleet tail {T}/good.jsonl --percentile 150", "percentile")
     c = "fleet compare"
     add(c, "missing", "fleet compare {T}/good.jsonl {T}/missing.jsonl", "no such file")
@@ -141,6 +149,7 @@ def _rows() -> list[Row]:
     add(c, "garbage", "fleet compare {T}/good.jsonl {T}", "garbage.jsonl, row 1: not valid")
     add(c, "empty", "fleet compare {T}/empty.jsonl {T}/good.jsonl", "no usable records")
     add(c, "garbage", "fleet compare {T}/good.jsonl {T}/garbage.jsonl", "not valid JSON")
+    add(c, "empty", "fleet compare {T}/good.jsonl {T}/good.jsonl --traffic-class x", "match")
     add(c, "range", "fleet compare {T}/good.jsonl {T}/good.jsonl --draws 5", "5")
     add(c, "range", "fleet compare {T}/good.jsonl {T}/good.jsonl --confidence 2", "2")
     # fleet rules
