@@ -21,6 +21,7 @@ from fleetwatch.records.options import (
     SKIP_BAD_HELP,
     OnceEach,
     filter_from_options,
+    say_what_was_read,
 )
 
 if TYPE_CHECKING:
@@ -96,18 +97,7 @@ def _dataset(
     if max_rows is not None:
         check_rows(describe(paths, files), files, max_rows)
     data = read_dataset(files, skip_bad=skip_bad, where=where)
-    if data.skipped:
-        typer.echo(
-            f"warning: {describe(paths, files)}: skipped {len(data.skipped)} bad record "
-            f"file(s) of {len(files)} (first: {data.skipped[0][1]})",
-            err=True,
-        )
-    if where is not None and data.rows_before_filter is not None:
-        typer.echo(
-            f"note: {describe(paths, files)}: {data.rows:,} of {data.rows_before_filter:,} "
-            f"records match {where.describe()}",
-            err=True,
-        )
+    say_what_was_read(data, describe(paths, files), where)
     return data
 
 

@@ -18,6 +18,7 @@ import typer
 from typer.core import TyperCommand
 
 if TYPE_CHECKING:
+    from fleetwatch.records.dataset import Dataset
     from fleetwatch.records.filters import RecordFilter
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "SKIP_BAD_HELP",
     "OnceEach",
     "filter_from_options",
+    "say_what_was_read",
     "single_value_repeats",
 ]
 
@@ -84,6 +86,23 @@ def filter_from_options(
         replicas=replica or (),
         now=now() if relative else 0.0,
     )
+
+
+def say_what_was_read(data: Dataset, name: str, where: RecordFilter | None) -> None:
+    """On stderr: the bad files a dataset left out (``--skip-bad``), and how many of its records
+    a filter kept; nothing when neither applies."""
+    if data.skipped:
+        typer.echo(
+            f"warning: {name}: skipped {len(data.skipped)} bad record file(s) of "
+            f"{len(data.files) + len(data.skipped)} (first: {data.skipped[0][1]})",
+            err=True,
+        )
+    if where is not None and data.rows_before_filter is not None:
+        typer.echo(
+            f"note: {name}: {data.rows:,} of {data.rows_before_filter:,} records match "
+            f"{where.describe()}",
+            err=True,
+        )
 
 
 def single_value_repeats(command: Any, ctx: Any, args: list[str]) -> list[tuple[Any, int]]:

@@ -17,6 +17,7 @@ from fleetwatch.records.options import (
     SKIP_BAD_HELP,
     OnceEach,
     filter_from_options,
+    say_what_was_read,
 )
 
 if TYPE_CHECKING:
@@ -77,18 +78,7 @@ def _records(spec: Any, paths: list[Path], *, skip_bad: bool = False, where: Any
         return path
     name = describe(paths, files)
     data = read_dataset(files, skip_bad=skip_bad, where=where)
-    if data.skipped:
-        typer.echo(
-            f"warning: {name}: skipped {len(data.skipped)} bad record file(s) of {len(files)} "
-            f"(first: {data.skipped[0][1]})",
-            err=True,
-        )
-    if where is not None and data.rows_before_filter is not None:
-        typer.echo(
-            f"note: {name}: {data.rows:,} of {data.rows_before_filter:,} records match "
-            f"{where.describe()}",
-            err=True,
-        )
+    say_what_was_read(data, name, where)
     frame = data.frame
     if len(frame) == 0:
         empty = "the file is empty" if len(files) == 1 else "every file is empty"
