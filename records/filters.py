@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-__all__ = ["RecordFilter", "parse_time", "record_filter"]
+__all__ = ["RecordFilter", "parse_time", "record_filter", "sql_string"]
 
 _SETS = (("models", "model"), ("traffic_classes", "traffic_class"), ("replicas", "replica"))
 _FLAGS = {"models": "--model", "traffic_classes": "--traffic-class", "replicas": "--replica"}
@@ -117,6 +117,20 @@ class RecordFilter:
         out = ["finished_s"] if self.since_s is not None or self.until_s is not None else []
         return (*out, *(column for name, column in _SETS if getattr(self, name)))
 
+    def sql(self) -> str:
+        """The filter as a portable SQL condition over the ``records`` view (``TRUE`` when it
+        keeps everything): string literals quoted, floats written exactly (``repr``)."""
+        out: list[str] = []
+        if self.since_s is not None:
+            out.append(f"finished_s >= {self.since_s!r}")
+        if self.until_s is not None:
+            out.append(f"finished_s < {self.until_s!r}")
+        for name, column in _SETS:
+            values = getattr(self, name)
+            if values:
+                out.append(f"{column} IN ({', '.join(sql_string(v) for v in sorted(values))})")
+        return " AND ".join(out) or "TRUE"
+
     def parquet_filters(self) -> list[tuple[str, str, Any]]:
         """The filter in ``pyarrow.parquet.read_table(filters=...)`` form (a conjunction), so a
         Parquet file's row groups outside it are never decoded."""
@@ -130,6 +144,13 @@ class RecordFilter:
             if values:
                 out.append((column, "in", sorted(values)))
         return out
+
+
+def sql_string(value: str) -> str:
+    """``value`` as a SQL string literal (quotes doubled), the same in DuckDB and Spark SQL."""
+    if "\\" in value or "\x00" in value:
+        raise RecordError(f"{brief(value)}: a backslash or NUL cannot be matched in a filter")
+    return "'" + value.replace("'", "''") + "'"
 
 
 def record_filter(
