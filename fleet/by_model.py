@@ -15,11 +15,9 @@ from typing import Any, Generic, Protocol, TypeVar
 import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.records.engine.reductions import UNNAMED
 
-__all__ = ["UNNAMED", "ByModel", "Report", "by_model", "per_model", "split_models"]
-
-UNNAMED = "(no model)"
-"""The group of records whose ``model`` is missing."""
+__all__ = ["UNNAMED", "ByModel", "Report", "by_model", "gathered", "per_model", "split_models"]
 
 
 class Report(Protocol):
@@ -87,10 +85,10 @@ def by_model(df: pd.DataFrame, analyse: Callable[[str, pd.DataFrame], R]) -> R |
     groups = split_models(df)
     if len(groups) == 1:
         return analyse(*groups[0])
-    return _gathered([(m, partial(analyse, m, part)) for m, part in groups], [])
+    return gathered([(m, partial(analyse, m, part)) for m, part in groups], [])
 
 
-def _gathered(runs: list[tuple[str, Callable[[], R]]], notes: list[str]) -> ByModel[R]:
+def gathered(runs: list[tuple[str, Callable[[], R]]], notes: list[str]) -> ByModel[R]:
     """Each model's report; a model its analysis refuses is a note, unless every model is."""
     done: list[tuple[str, R]] = []
     for m, run in runs:
@@ -120,4 +118,4 @@ def per_model(
         for m in sorted(b.keys() ^ a.keys())
     ]
     both = sorted(b.keys() & a.keys())
-    return _gathered([(m, partial(analyse, m, b[m], a[m])) for m in both], notes)
+    return gathered([(m, partial(analyse, m, b[m], a[m])) for m in both], notes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +18,10 @@ import typer
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.rowcap import DEFAULT_MAX_ROWS
 from fleetwatch.records.options import (
+    ENGINE_OPTION,
     FILTER_OPTIONS,
     SKIP_BAD_HELP,
+    SPARK_MASTER_OPTION,
     OnceEach,
     filter_from_options,
     say_what_was_read,
@@ -101,6 +104,70 @@ def _dataset(
     return data
 
 
+def _frame(
+    paths: list[Path],
+    engine: str,
+    spark_master: str | None,
+    *,
+    max_rows: int | None,
+    skip_bad: bool,
+    where: RecordFilter | None,
+) -> Any:
+    """The columns of ``paths``' records that tail and compare read, as one DataFrame: through
+    the query ``engine`` (refused over ``max_rows`` records kept, default ``ENGINE_MAX_ROWS``),
+    or read whole (``memory``, refused over ``max_rows`` before reading)."""
+    if engine == "memory":
+        return _dataset(
+            paths,
+            max_rows=DEFAULT_MAX_ROWS if max_rows is None else max_rows,
+            skip_bad=skip_bad,
+            where=where,
+        ).frame
+    from fleetwatch.fleet.rowcap import ENGINE_MAX_ROWS
+    from fleetwatch.records.dataset import describe
+    from fleetwatch.records.engine.reductions import DERIVED
+    from fleetwatch.records.engine.scan import open_scan
+
+    cap = ENGINE_MAX_ROWS if max_rows is None else max_rows
+    if cap < 1:
+        raise AnalysisError(f"--max-rows must be at least 1, got {cap}")
+    with open_scan(
+        paths,
+        engine=engine,
+        where=where,
+        skip_bad=skip_bad,
+        columns=FRAME_COLUMNS,
+        spark_master=spark_master,
+    ) as scan:
+        name = describe(paths, scan.files)
+        say_what_was_read(scan, name, where)
+        if scan.rows > cap:
+            raise AnalysisError(
+                f"{name}: {scan.rows:,} rows, over the cap --max-rows {cap:,} (every request "
+                "is analysed in memory, about 150 bytes a row); raise --max-rows, or narrow the "
+                "records with --since/--until, --model or --replica"
+            )
+        return scan.engine.frame([*FRAME_COLUMNS, *DERIVED])  # type: ignore[attr-defined]
+
+
+FRAME_COLUMNS = (
+    "request_id",
+    "replica",
+    "model",
+    "status",
+    "arrival_s",
+    "scheduled_s",
+    "first_token_s",
+    "finished_s",
+    "prompt_tokens",
+    "output_tokens",
+    "cached_prompt_tokens",
+    "preemptions",
+    "preemption_stall_s",
+)
+"""The stored columns ``fleet tail`` and ``fleet compare`` read."""
+
+
 @app.command("outliers", cls=OnceEach)
 def outliers(
     records: list[Path] | None = typer.Argument(None, help=RECORDS_HELP),
@@ -129,6 +196,8 @@ def outliers(
     model: list[str] | None = _MODEL,
     traffic_class: list[str] | None = _TRAFFIC_CLASS,
     replica: list[str] | None = _REPLICA,
+    engine: str = ENGINE_OPTION,
+    spark_master: str | None = SPARK_MASTER_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
 ) -> None:
@@ -163,7 +232,7 @@ def outliers(
         )
     config = DetectorConfig(min_requests=min_requests, noise_shape=noise_shape)
     report: OutlierReport | OutliersByModel
-    if records:
+    if records and engine == "memory":
         from fleetwatch.records.dataset import describe
 
         data = _dataset(records, max_rows=None, skip_bad=skip_bad, where=where)
@@ -174,6 +243,27 @@ def outliers(
             fingerprint=_fingerprints(fingerprints),
             where=describe(records, data.files),
         )
+    elif records:
+        from fleetwatch.fleet.outliers.by_model import detect_tables
+        from fleetwatch.fleet.outliers.sources.engine import NEEDS, tables_from_engine
+        from fleetwatch.records.dataset import describe
+        from fleetwatch.records.engine.scan import open_scan
+
+        prints = _fingerprints(fingerprints)
+        with open_scan(
+            records,
+            engine=engine,
+            where=where,
+            skip_bad=skip_bad,
+            columns=NEEDS,
+            spark_master=spark_master,
+        ) as scan:
+            name = describe(records, scan.files)
+            say_what_was_read(scan, name, where)
+            tables = tables_from_engine(
+                scan.engine, quantile=quantile, fingerprint=prints, where=name
+            )
+        report = detect_tables(tables, config)
     elif prometheus is not None:
         table = table_from_prometheus(
             prometheus,
@@ -204,27 +294,30 @@ def tail(
     records: list[Path] = typer.Argument(..., help=RECORDS_HELP),
     percentile: float = typer.Option(99.0, help="Tail cohort: at or above this percentile."),
     target: str = typer.Option("e2e", help="Latency to attribute: e2e or ttft."),
-    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", help=MAX_ROWS_HELP),
+    max_rows: int | None = typer.Option(None, "--max-rows", help=MAX_ROWS_HELP),
     skip_bad: bool = _SKIP_BAD,
     since: str | None = _SINCE,
     until: str | None = _UNTIL,
     model: list[str] | None = _MODEL,
     traffic_class: list[str] | None = _TRAFFIC_CLASS,
     replica: list[str] | None = _REPLICA,
+    engine: str = ENGINE_OPTION,
+    spark_master: str | None = SPARK_MASTER_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Attribute the latency tail to queueing, prompt length, preemption, interference, replica.
 
-    RECORDS are one dataset: any number of files, directories and quoted globs. Memory bound:
-    the records are read whole, about 1.1 KB a row; records over --max-rows in all (2,000,000,
-    so about 2.2 GB) are refused before reading."""
+    RECORDS are one dataset: any number of files, directories and quoted globs. The engine reads
+    them and hands over only the columns the fit uses (about 150 bytes of memory a request); the
+    fit needs every request, so records over --max-rows in all (10,000,000 with an engine,
+    2,000,000 read whole with --engine memory, about 1.1 KB a row) are refused."""
     from fleetwatch.fleet.tail import attribute_tail_by_model
 
     if target not in ("e2e", "ttft"):
         raise AnalysisError(f"--target must be e2e or ttft, got {target!r}")
     where = filter_from_options(since, until, model, traffic_class, replica)
     report = attribute_tail_by_model(
-        _dataset(records, max_rows=max_rows, skip_bad=skip_bad, where=where).frame,
+        _frame(records, engine, spark_master, max_rows=max_rows, skip_bad=skip_bad, where=where),
         percentile=percentile,
         target="e2e" if target == "e2e" else "ttft",
     )
@@ -250,13 +343,15 @@ def compare(
     confidence: float = typer.Option(0.95, help="Confidence level of the bootstrap intervals."),
     draws: int = typer.Option(2000, help="Bootstrap replicates (intervals only)."),
     seed: int = typer.Option(0, help="Bootstrap seed (intervals only; verdicts are exact)."),
-    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", help=MAX_ROWS_HELP + " Per run."),
+    max_rows: int | None = typer.Option(None, "--max-rows", help=MAX_ROWS_HELP + " Per run."),
     skip_bad: bool = _SKIP_BAD,
     since: str | None = _SINCE,
     until: str | None = _UNTIL,
     model: list[str] | None = _MODEL,
     traffic_class: list[str] | None = _TRAFFIC_CLASS,
     replica: list[str] | None = _REPLICA,
+    engine: str = ENGINE_OPTION,
+    spark_master: str | None = SPARK_MASTER_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Compare two runs: one verdict per latency metric at a stated family-wise error rate.
@@ -268,8 +363,9 @@ def compare(
     Mann-Whitney, which component moved, the workload check.
 
     BEFORE and AFTER are each one file, directory (every *.jsonl and *.parquet under it) or
-    quoted glob. Memory bound: both runs are read whole, about 1.1 KB a row; a run over
-    --max-rows (2,000,000 each) is refused before either is read.
+    quoted glob. The engine reads them and hands over only the columns the tests use (about 150
+    bytes of memory a request); a run over --max-rows (10,000,000 each with an engine, 2,000,000
+    read whole with --engine memory) is refused.
     """
     from fleetwatch.fleet.compare import compare_runs_by_model
     from fleetwatch.fleet.rowcap import check_rows
@@ -278,12 +374,20 @@ def compare(
     if draws < 100:
         raise AnalysisError(f"--draws must be at least 100, got {draws}")
     where = filter_from_options(since, until, model, traffic_class, replica)
-    for run in (before, after):  # both refused or not before either is read
-        files = resolve([run])
-        check_rows(describe([run], files), files, max_rows)
+    if engine == "memory":
+        for run in (before, after):  # both refused or not before either is read
+            files = resolve([run])
+            check_rows(
+                describe([run], files),
+                files,
+                DEFAULT_MAX_ROWS if max_rows is None else max_rows,
+            )
+    read = partial(
+        _frame, engine=engine, spark_master=spark_master, max_rows=max_rows, skip_bad=skip_bad
+    )
     report = compare_runs_by_model(
-        _dataset([before], max_rows=None, skip_bad=skip_bad, where=where).frame,
-        _dataset([after], max_rows=None, skip_bad=skip_bad, where=where).frame,
+        read([before], where=where),
+        read([after], where=where),
         alpha=alpha,
         min_effect=min_effect,
         confidence=confidence,

@@ -27,6 +27,7 @@ from fleetwatch.records.dataset import MAX_LINE_BYTES, data_bytes, file_bytes, f
 __all__ = [
     "BYTES_PER_ROW",
     "DEFAULT_MAX_ROWS",
+    "ENGINE_MAX_ROWS",
     "MAX_LINE_BYTES",
     "check_rows",
     "count_rows",
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_ROWS = 2_000_000
+ENGINE_MAX_ROWS = 10_000_000
+"""The cap when a query engine reads the records and hands over only the columns analysed."""
 BYTES_PER_ROW = 1_100
 """Peak memory per row read from JSON lines and analysed (Parquet: about half)."""
 

@@ -19,6 +19,7 @@ from typer.core import TyperCommand
 
 if TYPE_CHECKING:
     from fleetwatch.records.dataset import Dataset
+    from fleetwatch.records.engine.scan import Scan
     from fleetwatch.records.filters import RecordFilter
 
 __all__ = [
@@ -64,6 +65,21 @@ FILTER_OPTIONS: dict[str, Any] = {
 ``until``, ``model``, ``traffic_class``, ``replica``); ``filter_from_options`` builds the filter."""
 
 
+ENGINE_OPTION = typer.Option(
+    "duckdb",
+    "--engine",
+    help="Where the records are reduced: duckdb (in process, out of core: any number of rows in "
+    "bounded memory), spark (a cluster: --spark-master), or memory (every record read into "
+    "pandas; exact order statistics, memory grows with the rows).",
+)
+SPARK_MASTER_OPTION = typer.Option(
+    None,
+    "--spark-master",
+    help="With --engine spark: spark://HOST:7077 (standalone), local[N], or a Spark Connect URL "
+    "sc://HOST:15002 (Databricks, EMR, Dataproc). Record paths must be readable by the cluster.",
+)
+
+
 def filter_from_options(
     since: str | None,
     until: str | None,
@@ -88,7 +104,7 @@ def filter_from_options(
     )
 
 
-def say_what_was_read(data: Dataset, name: str, where: RecordFilter | None) -> None:
+def say_what_was_read(data: Dataset | Scan, name: str, where: RecordFilter | None) -> None:
     """On stderr: the bad files a dataset left out (``--skip-bad``), and how many of its records
     a filter kept; nothing when neither applies."""
     if data.skipped:

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from fleetwatch.records.options import (
+    ENGINE_OPTION,
     FILTER_OPTIONS,
     SKIP_BAD_HELP,
+    SPARK_MASTER_OPTION,
     OnceEach,
     filter_from_options,
     say_what_was_read,
@@ -54,15 +56,29 @@ _TRAFFIC_CLASS = FILTER_OPTIONS["traffic_class"]
 _REPLICA = FILTER_OPTIONS["replica"]
 
 
-def _records(spec: Any, paths: list[Path], *, skip_bad: bool = False, where: Any = None) -> Any:
+def _records(
+    spec: Any,
+    paths: list[Path],
+    *,
+    skip_bad: bool = False,
+    where: Any = None,
+    engine: str = "memory",
+    spark_master: str | None = None,
+) -> Any:
     """The records ``paths`` name (one dataset; only those ``where`` keeps), refused when empty
-    or when an SLO's selector matches none. A dataset of one Parquet file and no filter stays a
-    path (streamed in row batches by the commands; only the distinct selector values are read to
-    check it); any other is read whole, a filter pushed into each Parquet file's read."""
+    or when an SLO's selector matches none. With a query ``engine`` (and no ITL SLO, whose gap
+    counts the engines do not read) every SLO's events are binned from the engine's rows, a
+    batch at a time (``StreamedCounts``). Else a dataset of one Parquet file and no filter stays
+    a path (streamed in row batches by the commands; only the distinct selector values are read
+    to check it); any other is read whole, a filter pushed into each Parquet file's read."""
     from fleetwatch.records.dataset import describe, read_dataset, resolve
     from fleetwatch.slo.checks import check_selectors
     from fleetwatch.slo.errors import SLOSpecError
+    from fleetwatch.slo.events import needed_columns
 
+    itl = any("itl_buckets" in needed_columns(slo) for slo in spec.slos)
+    if engine != "memory" and not itl:
+        return _engine_counts(spec, paths, skip_bad, where, engine, spark_master)
     files = resolve(paths)
     path = files[0]
     if where is None and len(files) == 1 and path.suffix.lower() in (".parquet", ".pq"):
@@ -85,6 +101,45 @@ def _records(spec: Any, paths: list[Path], *, skip_bad: bool = False, where: Any
         raise SLOSpecError(f"{name}: no records to evaluate ({empty})")
     check_selectors(spec, frame, where=name)
     return frame
+
+
+def _engine_counts(
+    spec: Any,
+    paths: list[Path],
+    skip_bad: bool,
+    where: Any,
+    engine: str,
+    spark_master: str | None,
+) -> Any:
+    """Every SLO's events binned in a query engine over the dataset (``engine_counts``)."""
+    from fleetwatch.records.dataset import describe
+    from fleetwatch.records.engine.scan import open_scan
+    from fleetwatch.slo.checks import check_selectors
+    from fleetwatch.slo.errors import SLOSpecError
+    from fleetwatch.slo.events import needed_columns
+    from fleetwatch.slo.stream import engine_counts
+
+    columns = sorted({"arrival_s", *(c for slo in spec.slos for c in needed_columns(slo))})
+    selected = sorted(
+        {c for slo in spec.slos for c in ("traffic_class", "model") if getattr(slo.selector, c)}
+    )
+    with open_scan(
+        paths,
+        engine=engine,
+        where=where,
+        skip_bad=skip_bad,
+        columns=columns,
+        spark_master=spark_master,
+    ) as scan:
+        name = describe(paths, scan.files)
+        say_what_was_read(scan, name, where)
+        if scan.rows == 0:
+            empty = "the file is empty" if len(scan.files) == 1 else "every file is empty"
+            raise SLOSpecError(f"{name}: no records to evaluate ({empty})")
+        if selected:
+            seen = scan.engine.query(f"SELECT DISTINCT {', '.join(selected)} FROM records")
+            check_selectors(spec, seen, where=name, records=scan.rows)
+        return engine_counts(spec, scan.engine)
 
 
 def _goodput(text: str | None) -> tuple[float, float] | None:
@@ -199,15 +254,25 @@ def report(
     model: list[str] | None = _MODEL,
     traffic_class: list[str] | None = _TRAFFIC_CLASS,
     replica: list[str] | None = _REPLICA,
+    engine: str = ENGINE_OPTION,
+    spark_master: str | None = SPARK_MASTER_OPTION,
 ) -> None:
-    """SLI, error budget left and current burn rates over request records (one Parquet file is
-    streamed, so a file larger than memory works; several files, or a filter, read whole)."""
+    """SLI, error budget left and current burn rates over request records (binned in the query
+    engine a batch at a time, so any number of records works; --engine memory reads them whole,
+    as an ITL SLO does)."""
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.report import report_json, report_spec, report_text
 
     where = filter_from_options(since, until, model, traffic_class, replica)
     parsed = read_spec(spec)
-    frame = _records(parsed, records, skip_bad=skip_bad, where=where)
+    frame = _records(
+        parsed,
+        records,
+        skip_bad=skip_bad,
+        where=where,
+        engine=engine,
+        spark_master=spark_master,
+    )
     reports = report_spec(parsed, frame, at_s=at)
     if as_json:
         typer.echo(json.dumps({"service": parsed.service, "slos": report_json(reports)}, indent=2))
@@ -226,16 +291,26 @@ def backtest(
     model: list[str] | None = _MODEL,
     traffic_class: list[str] | None = _TRAFFIC_CLASS,
     replica: list[str] | None = _REPLICA,
+    engine: str = ENGINE_OPTION,
+    spark_master: str | None = SPARK_MASTER_OPTION,
 ) -> None:
-    """When each burn-rate alert would have fired over the records, with delay and reset (one
-    Parquet file is streamed in row batches, so a file larger than memory works; several files,
-    or a filter, read whole)."""
+    """When each burn-rate alert would have fired over the records, with delay and reset (binned
+    in the query engine a batch at a time, so any number of records works; --engine memory reads
+    them whole, as an ITL SLO does)."""
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.report import backtest_json, backtest_spec, backtest_text
 
     where = filter_from_options(since, until, model, traffic_class, replica)
     parsed = read_spec(spec)
-    results = backtest_spec(parsed, _records(parsed, records, skip_bad=skip_bad, where=where))
+    frame = _records(
+        parsed,
+        records,
+        skip_bad=skip_bad,
+        where=where,
+        engine=engine,
+        spark_master=spark_master,
+    )
+    results = backtest_spec(parsed, frame)
     if as_json:
         typer.echo(
             json.dumps({"service": parsed.service, "slos": backtest_json(results)}, indent=2)

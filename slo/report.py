@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 
 from fleetwatch.core.duration import format_duration
-from fleetwatch.slo.backtest import Backtest, backtest
+from fleetwatch.slo.backtest import Backtest, backtest, backtest_counts
 from fleetwatch.slo.spec import ServiceLevelObjective, SLOSpec
+from fleetwatch.slo.stream import StreamedCounts
 
 __all__ = [
     "SLOReport",
@@ -86,7 +87,7 @@ def _report(slo: ServiceLevelObjective, bt: Backtest, data_start: float) -> SLOR
     )
 
 
-Records = pd.DataFrame | str | os.PathLike[str]
+Records = pd.DataFrame | str | os.PathLike[str] | StreamedCounts
 
 
 def backtest_spec(
@@ -94,6 +95,17 @@ def backtest_spec(
 ) -> list[Backtest]:
     """A backtest per SLO over one grid (the spec's evaluation interval). ``frame`` is a records
     frame, or a record file: Parquet is streamed (``fleetwatch.slo.stream``), JSON lines read whole."""
+    if isinstance(frame, StreamedCounts):
+        return [
+            backtest_counts(
+                slo,
+                bins,
+                spec.evaluation_interval_s,
+                frame.first_finish_s if start_s is None else start_s,
+                frame.last_finish_s if end_s is None else end_s,
+            )
+            for slo, bins in zip(spec.slos, frame.counts, strict=True)
+        ]
     if not isinstance(frame, pd.DataFrame):
         if str(frame).lower().endswith((".parquet", ".pq")):
             from fleetwatch.slo.stream import backtest_parquet
@@ -116,11 +128,10 @@ def report_spec(spec: SLOSpec, frame: Records, *, at_s: float | None = None) -> 
     """One report per SLO at ``at_s`` (default: the last finish time in the records); ``frame``
     as for ``backtest_spec``."""
     if not isinstance(frame, pd.DataFrame):
-        if str(frame).lower().endswith((".parquet", ".pq")):
-            from fleetwatch.slo.backtest import backtest_counts
+        if isinstance(frame, StreamedCounts) or str(frame).lower().endswith((".parquet", ".pq")):
             from fleetwatch.slo.stream import stream_counts
 
-            streamed = stream_counts(spec, frame)
+            streamed = frame if isinstance(frame, StreamedCounts) else stream_counts(spec, frame)
             end = streamed.last_finish_s if at_s is None else at_s
             backtests = [
                 backtest_counts(slo, bins, spec.evaluation_interval_s, streamed.first_finish_s, end)

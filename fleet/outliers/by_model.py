@@ -8,17 +8,19 @@ dataset of several models, reports them grouped by model, every finding naming i
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
-from fleetwatch.fleet.by_model import ByModel, by_model
+from fleetwatch.fleet.by_model import ByModel, by_model, gathered
 from fleetwatch.fleet.outliers.config import DetectorConfig
 from fleetwatch.fleet.outliers.detect import detect
 from fleetwatch.fleet.outliers.report import Finding, OutlierReport
 from fleetwatch.fleet.outliers.sources.records import table_from_records
+from fleetwatch.fleet.outliers.table import FleetTable
 
-__all__ = ["OutliersByModel", "detect_by_model", "findings_of"]
+__all__ = ["OutliersByModel", "detect_by_model", "detect_tables", "findings_of"]
 
 
 class OutliersByModel(ByModel[OutlierReport]):
@@ -72,4 +74,15 @@ def detect_by_model(
     report = by_model(df, judge)
     if isinstance(report, OutlierReport):
         return report
+    return OutliersByModel(report.reports, report.notes)
+
+
+def detect_tables(
+    tables: list[tuple[str, FleetTable]], config: DetectorConfig | None = None
+) -> OutlierReport | OutliersByModel:
+    """``detect`` over one table per model (``tables_from_engine``): the one report of a single
+    model, else one per model, a model the detector refuses being a note."""
+    if len(tables) == 1:
+        return detect(tables[0][1], config)
+    report = gathered([(m, partial(detect, t, config)) for m, t in tables], [])
     return OutliersByModel(report.reports, report.notes)

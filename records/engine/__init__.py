@@ -16,9 +16,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
     import pandas as pd
 
-__all__ = ["COLUMNS", "ENGINES", "Engine"]
+__all__ = ["COLUMNS", "ENGINES", "REQUIRED", "Engine", "view_columns"]
 
 ENGINES = ("duckdb", "spark", "memory")
 """What ``--engine`` accepts: ``memory`` reads every record into pandas (the reference path)."""
@@ -47,6 +49,26 @@ COLUMNS: dict[str, str] = {
 """The columns of the ``records`` view and their SQL types (``itl_buckets`` is not read)."""
 
 
+REQUIRED = ("request_id", "replica", "arrival_s", "finished_s")
+"""Columns every record has: a row without one is not a record (a foreign file)."""
+
+
+def view_columns(columns: Sequence[str]) -> str:
+    """The select list of the ``records`` view: each column, a value a file left out read as
+    the record schema's default (as ``records.io.read_records`` fills it)."""
+    from fleetwatch.core.records.schema import DEFAULTS
+
+    out = []
+    for c in columns:
+        if c in DEFAULTS:
+            d = DEFAULTS[c]
+            literal = f"'{d}'" if isinstance(d, str) else repr(d)
+            out.append(f"coalesce({c}, CAST({literal} AS {COLUMNS[c]})) AS {c}")
+        else:
+            out.append(c)
+    return ", ".join(out)
+
+
 class Engine(Protocol):
     """A query engine holding the ``records`` view of one dataset."""
 
@@ -54,6 +76,19 @@ class Engine(Protocol):
 
     def query(self, sql: str) -> pd.DataFrame:
         """The result of ``sql`` (portable SQL over the view ``records``) as a DataFrame."""
+        ...
+
+    def batches(self, sql: str, rows: int) -> Iterator[pd.DataFrame]:
+        """The result of ``sql``, about ``rows`` rows at a time (memory: one batch)."""
+        ...
+
+    def scalar(self, sql: str) -> object:
+        """The one value ``sql`` returns."""
+        ...
+
+    def check(self) -> tuple[int, int]:
+        """Rows in the dataset and rows the filter keeps; a file whose rows are not records is a
+        ``RecordError`` naming it."""
         ...
 
     def close(self) -> None:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetwatch.core.records.schema import RecordError
 from fleetwatch.core.records.write import PARQUET_SUFFIXES
-from fleetwatch.records.engine import COLUMNS
+from fleetwatch.records.engine import COLUMNS, REQUIRED, view_columns
 from fleetwatch.records.filters import sql_string
 
 if TYPE_CHECKING:
@@ -31,12 +31,10 @@ if TYPE_CHECKING:
 
     from fleetwatch.records.filters import RecordFilter
 
-__all__ = ["MEMORY_LIMIT", "DuckEngine", "REQUIRED"]
+__all__ = ["MEMORY_LIMIT", "DuckEngine"]
 
 MEMORY_LIMIT = os.environ.get("FLEETWATCH_DUCKDB_MEMORY", "512MB")
 """DuckDB's own memory limit (it spills past it); the process adds Python and pandas."""
-REQUIRED = ("request_id", "replica", "arrival_s", "finished_s", "status")
-"""Columns every record has: a row without one is not a record (a foreign file)."""
 
 
 def _list(files: Sequence[Path]) -> str:
@@ -65,22 +63,31 @@ class DuckEngine:
             config={
                 "memory_limit": MEMORY_LIMIT,
                 "temp_directory": self._tmp.name,
-                "preserve_insertion_order": False,
+                "preserve_insertion_order": True,  # rows in file order: analyses repeat exactly
                 "threads": threads or max(os.cpu_count() or 1, 1),
             }
         )
-        wanted = list(COLUMNS) if columns is None else list(dict.fromkeys([*REQUIRED, *columns]))
+        filtered = () if where is None else where.columns()
+        wanted = (
+            list(COLUMNS)
+            if columns is None
+            else list(dict.fromkeys([*REQUIRED, *columns, *filtered]))
+        )
         self.columns = tuple(wanted)
         jsonl = [p for p in self.files if p.suffix.lower() not in PARQUET_SUFFIXES]
         parquet = [p for p in self.files if p.suffix.lower() in PARQUET_SUFFIXES]
         parts = []
-        if jsonl:
-            spec = "{" + ", ".join(f"{sql_string(c)}: '{COLUMNS[c]}'" for c in wanted) + "}"
-            parts.append(
-                f"SELECT {', '.join(wanted)}, filename FROM read_json({_list(jsonl)}, "
-                f"format='newline_delimited', columns={spec}, filename=true, "
-                "maximum_object_size=1048576)"
-            )
+        try:
+            if jsonl:  # read first, so a bad JSON-lines file is named before any Parquet file
+                spec = "{" + ", ".join(f"{sql_string(c)}: '{COLUMNS[c]}'" for c in wanted) + "}"
+                self.con.execute(
+                    f"CREATE TEMP TABLE scanned AS SELECT {', '.join(wanted)}, filename "
+                    f"FROM read_json({_list(jsonl)}, format='newline_delimited', "
+                    f"columns={spec}, filename=true, maximum_object_size=1048576)"
+                )
+                parts.append("SELECT * FROM scanned")
+        except duckdb.Error as exc:
+            raise _record_error(exc, jsonl) from None
         if parquet:
             have = self._parquet_columns(parquet)
             cols = [
@@ -92,21 +99,17 @@ class DuckEngine:
                 "union_by_name=true, filename=true, hive_partitioning=false)"
             )
         if not parts:
-            cols = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in wanted)
-            parts.append(f"SELECT {cols}, NULL::VARCHAR AS filename WHERE FALSE")
-        source = " UNION ALL ".join(parts)
+            nulls = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in wanted)
+            parts.append(f"SELECT {nulls}, NULL::VARCHAR AS filename WHERE FALSE")
         cond = "TRUE" if where is None else where.sql()
         try:
-            if jsonl:
-                self.con.execute(f"CREATE TEMP TABLE scanned AS {source}")
-                source = "SELECT * FROM scanned"
-            self.con.execute(f"CREATE TEMP VIEW everything AS {source}")
+            self.con.execute(f"CREATE TEMP VIEW everything AS {' UNION ALL '.join(parts)}")
             self.con.execute(
-                f"CREATE TEMP VIEW records AS SELECT {', '.join(wanted)} FROM everything "
-                f"WHERE {cond}"
+                f"CREATE TEMP VIEW records AS SELECT * FROM (SELECT {view_columns(wanted)} "
+                f"FROM everything) AS filled WHERE {cond}"
             )
         except duckdb.Error as exc:
-            raise _record_error(exc) from None
+            raise _record_error(exc, self.files) from None
 
     def _parquet_columns(self, files: Sequence[Path]) -> set[str]:
         import duckdb
@@ -117,7 +120,7 @@ class DuckEngine:
                 "hive_partitioning=false)"
             ).fetchall()
         except duckdb.Error as exc:
-            raise _record_error(exc) from None
+            raise _record_error(exc, self.files) from None
         return {str(r[0]) for r in rows}
 
     def query(self, sql: str) -> pd.DataFrame:
@@ -126,8 +129,47 @@ class DuckEngine:
         try:
             frame: pd.DataFrame = self.con.execute(sql).df()
         except duckdb.Error as exc:
-            raise _record_error(exc) from None
+            raise _record_error(exc, self.files, search=False) from None
         return frame
+
+    def batches(self, sql: str, rows: int) -> Iterator[pd.DataFrame]:
+        """The result of ``sql``, ``rows`` rows at a time (memory: one batch)."""
+        import duckdb
+
+        try:
+            reader = self.con.sql(sql).to_arrow_reader(rows)
+            for batch in reader:
+                yield batch.to_pandas()
+        except duckdb.Error as exc:
+            raise _record_error(exc, self.files, search=False) from None
+
+    def frame(self, columns: Sequence[str]) -> pd.DataFrame:
+        """``records``' ``columns`` (stored or ``DERIVED``) as one DataFrame, the label columns
+        categorical (a code a row, not a string): about 8 bytes a row per column."""
+        import duckdb
+
+        from fleetwatch.records.engine.reductions import DERIVED
+
+        labels = [c for c in columns if c in ("replica", "model", "status", "traffic_class")]
+        try:
+            for c in labels:
+                self.con.execute(f"DROP TYPE IF EXISTS fw_{c}")
+                self.con.execute(
+                    f"CREATE TYPE fw_{c} AS ENUM (SELECT DISTINCT {c} FROM records "
+                    f"WHERE {c} IS NOT NULL ORDER BY 1)"
+                )
+            select = ", ".join(
+                f"CAST({c} AS fw_{c}) AS {c}"
+                if c in labels
+                else f"{DERIVED[c]} AS {c}"
+                if c in DERIVED
+                else c
+                for c in columns
+            )
+            out: pd.DataFrame = self.con.sql(f"SELECT {select} FROM records").df()
+        except duckdb.Error as exc:
+            raise _record_error(exc, self.files, search=False) from None
+        return out
 
     def scalar(self, sql: str) -> Any:
         """The one value ``sql`` returns."""
@@ -163,9 +205,29 @@ class DuckEngine:
         self.close()
 
 
-def _record_error(exc: Exception) -> RecordError:
-    """DuckDB's error as one line (it names the file where a file is at fault)."""
+def _record_error(exc: Exception, files: Sequence[Path], *, search: bool = True) -> RecordError:
+    """DuckDB's error as one line naming the file at fault: the file's own reading
+    (``records.io.read_records``, its row and field) where DuckDB names it or where a file of
+    the dataset is found at fault, else DuckDB's message."""
     text = " ".join(str(exc).split())
     for prefix in ("Invalid Input Error: ", "IO Error: ", "Conversion Error: "):
         text = text.replace(prefix, "")
+    named = [p for p in files if str(p) in text]
+    for path in named or (files if search else ()):
+        own = _own_reading(path)
+        if own is not None:
+            return own
     return RecordError(f"records could not be read: {text[:400]}")
+
+
+def _own_reading(path: Path) -> RecordError | None:
+    """The error the project's own reader gives ``path``, if any."""
+    from fleetwatch.records.io import read_records
+
+    try:
+        read_records(path)
+    except RecordError as exc:
+        return exc
+    except Exception as exc:  # unreadable in another way: still this file's fault
+        return RecordError(f"not readable ({type(exc).__name__}: {exc})", path=str(path))
+    return None

@@ -1,4 +1,4 @@
-"""`fleet tail` and `fleet compare` read record files whole, so their memory is bounded by a row
+"""`fleet tail` and `fleet compare` read whole (`--engine memory`) bound their memory by a row
 cap (`--max-rows`) that is checked before anything is read: a file over it is refused in one line
 with exit 2, naming the cap and the flag; the check reads a Parquet footer or scans JSON lines only
 until the cap is passed."""
@@ -51,7 +51,9 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 def test_tail_refuses_a_file_over_the_cap_before_reading_it(
     files: Path, name: str, capsys: pytest.CaptureFixture[str], nothing_read: None
 ) -> None:
-    assert main(["fleet", "tail", str(files / name), "--max-rows", "199"]) == 2
+    assert (
+        main(["fleet", "tail", "--engine", "memory", str(files / name), "--max-rows", "199"]) == 2
+    )
     line = _one_line_error(capsys)
     assert name in line and "over the cap --max-rows 199" in line
     assert "raise --max-rows" in line
@@ -60,15 +62,32 @@ def test_tail_refuses_a_file_over_the_cap_before_reading_it(
 def test_compare_refuses_either_file_over_the_cap(
     files: Path, capsys: pytest.CaptureFixture[str], nothing_read: None
 ) -> None:
-    args = ["fleet", "compare", str(files / "a.parquet"), str(files / "b.parquet")]
+    args = [
+        "fleet",
+        "compare",
+        "--engine",
+        "memory",
+        str(files / "a.parquet"),
+        str(files / "b.parquet"),
+    ]
     assert main([*args, "--max-rows", "150"]) == 2
     line = _one_line_error(capsys)
     assert "a.parquet: 200 rows, over the cap --max-rows 150" in line
 
 
 def test_at_the_cap_the_analyses_run(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "200"]) == 0
-    args = ["fleet", "compare", str(files / "a.parquet"), str(files / "b.parquet")]
+    assert (
+        main(["fleet", "tail", "--engine", "memory", str(files / "a.jsonl"), "--max-rows", "200"])
+        == 0
+    )
+    args = [
+        "fleet",
+        "compare",
+        "--engine",
+        "memory",
+        str(files / "a.parquet"),
+        str(files / "b.parquet"),
+    ]
     assert main([*args, "--max-rows", "200", "--draws", "100"]) == 0
 
 
@@ -110,7 +129,10 @@ def test_a_line_longer_than_any_record_is_refused_without_reading_it_whole(
 
 
 def test_a_non_positive_cap_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "0"]) == 2
+    assert (
+        main(["fleet", "tail", "--engine", "memory", str(files / "a.jsonl"), "--max-rows", "0"])
+        == 2
+    )
     assert "--max-rows must be at least 1" in _one_line_error(capsys)
 
 
@@ -120,7 +142,7 @@ def test_files_the_reader_refuses_are_left_to_its_message(
     bad = tmp_path / "bad.parquet"
     bad.write_text("not parquet")
     check_rows(str(bad), [bad], 1)  # not counted: the reader names the problem
-    assert main(["fleet", "tail", str(bad), "--max-rows", "1"]) == 2
+    assert main(["fleet", "tail", "--engine", "memory", str(bad), "--max-rows", "1"]) == 2
     assert "not a readable Parquet file" in _one_line_error(capsys)
     check_rows("missing.jsonl", [tmp_path / "missing.jsonl"], 1)
 
@@ -133,12 +155,12 @@ def test_few_huge_rows_are_refused_by_their_bytes_before_reading(
 
     jsonl = tmp_path / "huge.jsonl"
     jsonl.write_bytes((b'{"request_id": "' + b"x" * 500_000 + b'"}\n') * 5)  # 5 rows, 2.5 MB
-    assert main(["fleet", "tail", str(jsonl), "--max-rows", "100"]) == 2
+    assert main(["fleet", "tail", "--engine", "memory", str(jsonl), "--max-rows", "100"]) == 2
     line = _one_line_error(capsys)
     assert "huge.jsonl" in line and "over the 110,000 bytes the cap --max-rows 100" in line
     parquet = tmp_path / "huge.parquet"
     pq.write_table(pa.table({"request_id": ["y" * 50_000] * 10}), parquet)  # 10 rows, 0.5 MB
-    assert main(["fleet", "tail", str(parquet), "--max-rows", "20"]) == 2
+    assert main(["fleet", "tail", "--engine", "memory", str(parquet), "--max-rows", "20"]) == 2
     line = _one_line_error(capsys)
     assert "uncompressed bytes, over the 22,000 bytes the cap --max-rows 20" in line
     assert "raise --max-rows" in line
@@ -149,9 +171,25 @@ def test_the_cap_is_on_the_dataset_total_and_names_the_dataset(
 ) -> None:
     """Two Parquet files of 200 rows each: under a cap of 300 apiece, over it together."""
     pattern = str(files / "*.parquet")
-    assert main(["fleet", "tail", pattern, "--max-rows", "300"]) == 2
+    assert main(["fleet", "tail", "--engine", "memory", pattern, "--max-rows", "300"]) == 2
     line = _one_line_error(capsys)
     assert f"{pattern} (2 files): 400 rows, over the cap --max-rows 300" in line
-    args = ["fleet", "tail", str(files / "a.parquet"), str(files / "a.jsonl"), "--max-rows", "300"]
+    args = ["fleet", "tail", "--engine", "memory", str(files / "a.parquet"), str(files / "a.jsonl"),
+            "--max-rows", "300"]  # fmt: skip
     assert main(args) == 2
     assert "(2 files): more than 300 rows, over the cap --max-rows 300" in _one_line_error(capsys)
+
+
+def test_through_the_engine_the_cap_is_on_the_records_kept(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine counts the rows a filter keeps: a dataset over the cap is refused, the same
+    dataset narrowed under it is analysed."""
+    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "150"]) == 2
+    line = _one_line_error(capsys)
+    assert "a.jsonl: 200 rows, over the cap --max-rows 150" in line and "--replica" in line
+    narrowed = ["--replica", "replica-0", "--replica", "replica-1", "--replica", "replica-2"]
+    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "150", *narrowed]) == 0
+    assert "replica" in capsys.readouterr().out
+    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "0"]) == 2
+    assert "--max-rows must be at least 1" in _one_line_error(capsys)

@@ -83,3 +83,15 @@ def test_a_dataset_of_empty_files_is_refused_as_an_empty_file_is(
     (tmp_path / "b.jsonl").write_text("")
     assert main(["slo", "backtest", SPEC, "--records", str(tmp_path)]) == 2
     assert "no records to evaluate (every file is empty)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["report", "backtest"])
+def test_the_query_engine_gives_what_reading_the_records_whole_gives(
+    tree: PluginTree, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = _json(["slo", command, SPEC, "--records", str(tree.root), "--json"], capsys)
+    memory = ["slo", command, SPEC, "--records", str(tree.root), "--engine", "memory", "--json"]
+    assert _json(memory, capsys) == engine
+    since = ["--since", str(T0 + 2 * H), "--replica", "r1"]
+    engine = _json(["slo", command, SPEC, "--records", str(tree.root), *since, "--json"], capsys)
+    assert _json([*memory, *since], capsys) == engine

@@ -115,6 +115,9 @@ def _requests(samples: pd.DataFrame | None, replica: str, signal: str) -> float:
         return math.nan
     mine = samples["replica"].astype(str).to_numpy() == replica
     values = samples[signal].to_numpy(dtype=np.float64)[mine]
+    if "weight" in samples.columns:
+        weights = samples["weight"].to_numpy(dtype=np.float64)[mine]
+        return float(weights[~np.isnan(values)].sum())
     return float(np.count_nonzero(~np.isnan(values)))
 
 

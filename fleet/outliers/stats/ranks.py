@@ -35,7 +35,14 @@ import numpy as np
 import pandas as pd
 from scipy import special as _sp
 
-__all__ = ["SAMPLE_COLUMNS", "p_values", "rank_p_values", "rank_z", "rank_z_columns"]
+__all__ = [
+    "SAMPLE_COLUMNS",
+    "p_values",
+    "rank_p_values",
+    "rank_z",
+    "rank_z_columns",
+    "rank_z_weighted",
+]
 
 SAMPLE_COLUMNS = ("ttft", "tpot", "e2e")
 """Signals a per-request sample frame may carry (seconds, one row per ok request)."""
@@ -98,6 +105,36 @@ def rank_z(values: Array, groups: np.ndarray[Any, Any], k: int) -> tuple[Array, 
     return rank_z_columns(v[:, None], g, k)[:, 0], count
 
 
+def rank_z_weighted(
+    values: Array, groups: np.ndarray[Any, Any], weights: Array, k: int
+) -> tuple[Array, Array]:
+    """``rank_z`` of a sample given as values with counts (``weights``: how many requests hold
+    each value; NaN values dropped): equal to ``rank_z`` on the expanded sample, in time and memory
+    of the distinct rows. Equal values tie, so binned latencies are tested as binned."""
+    values = np.asarray(values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    keep = ~np.isnan(values) & (w > 0)
+    v, g, w = values[keep], np.asarray(groups, dtype=np.int64)[keep], w[keep]
+    count = np.bincount(g, weights=w, minlength=k).astype(np.float64)
+    big = float(w.sum())
+    if big < 2:
+        return np.full(k, np.nan), count
+    uniq, inverse = np.unique(v, return_inverse=True)
+    t = np.bincount(inverse, weights=w, minlength=len(uniq))
+    before = np.concatenate(([0.0], np.cumsum(t)[:-1]))
+    avg = before + (t + 1.0) / 2.0
+    r = np.bincount(g, weights=w * avg[inverse], minlength=k)
+    ties = float(np.sum(t**3 - t))
+    c, m = count, big - count
+    u = r - c * (c + 1.0) / 2.0
+    mu = c * m / 2.0
+    var = c * m / 12.0 * ((big + 1.0) - ties / (big * (big - 1.0)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = u - mu
+        z = np.sign(d) * np.maximum(np.abs(d) - 0.5, 0.0) / np.sqrt(var)
+    return np.asarray(np.where((c > 0) & (m > 0) & (var > 0), z, np.nan)), count
+
+
 def p_values(z: Array, sign: float) -> Array:
     """P-values of rank z: one-sided in the bad direction (``sign`` +1 higher is worse, −1
     lower is worse) or two-sided (``sign`` 0). Equal to scipy's asymptotic ``mannwhitneyu``
@@ -114,7 +151,8 @@ def rank_p_values(
 
     ``samples``: one row per request, a ``replica`` column and signal columns; only rows of
     ``replicas`` count (the replicas judged together). ``signs``: per column +1 (higher is worse,
-    one-sided), −1 (lower is worse) or 0 (two-sided). NaN where a column has no samples.
+    one-sided), −1 (lower is worse) or 0 (two-sided). NaN where a column has no samples. A
+    ``weight`` column, where present, says how many requests each row stands for.
     """
     out = np.full((len(replicas), len(columns)), np.nan)
     if samples is None or samples.empty:
@@ -125,6 +163,11 @@ def rank_p_values(
     for j, c in enumerate(columns):
         if c not in samples.columns:
             continue
-        z, _ = rank_z(samples[c].to_numpy(dtype=np.float64)[mine], codes[mine], len(replicas))
+        col = samples[c].to_numpy(dtype=np.float64)[mine]
+        if "weight" in samples.columns:
+            w = samples["weight"].to_numpy(dtype=np.float64)[mine]
+            z, _ = rank_z_weighted(col, codes[mine], w, len(replicas))
+        else:
+            z, _ = rank_z(col, codes[mine], len(replicas))
         out[:, j] = p_values(z, float(signs[j]))
     return out

@@ -1,0 +1,279 @@
+"""Request records in a query engine -> one ``FleetTable`` per model, from reduced tables only.
+
+The engine (DuckDB in process, or Spark) reduces the dataset to three small tables, whatever its
+rows: per replica its counts and sums (volume, errors, tokens, active span); per model and signal
+the distribution of uncached prompt tokens (for the like-with-like buckets' edges); and per
+replica, signal, prompt bucket and latency bucket the count of ok requests (2 % latency buckets,
+``records.engine.reductions``). Everything ``table_from_records`` computes from every request is
+computed here from those counts: the quantiles and their sampling errors (within 1 % of the
+sample's), the like-with-like ratios, and each replica's requests for the rank test, given as
+weighted samples (one row per latency bucket; requests in one bucket tie).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.table import FleetTable
+from fleetwatch.records.engine import Engine
+from fleetwatch.records.engine.reductions import (
+    DERIVED,
+    MODEL,
+    bucket_sql,
+    bucket_values,
+    weighted_quantile,
+)
+from fleetwatch.records.filters import sql_string
+
+__all__ = ["NEEDS", "tables_from_engine"]
+
+_LATENCY = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
+NEEDS = (
+    "model",
+    "replica",
+    "status",
+    "arrival_s",
+    "first_token_s",
+    "finished_s",
+    "prompt_tokens",
+    "output_tokens",
+    "cached_prompt_tokens",
+)
+"""The stored columns the reductions read."""
+_UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
+_OK = "status = 'ok'"
+
+
+def _summary(engine: Engine) -> pd.DataFrame:
+    ok = f"CASE WHEN {_OK} THEN 1 ELSE 0 END"
+    return engine.query(
+        f"""SELECT {MODEL} AS model, replica,
+            count(*) AS n,
+            sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS n_error,
+            min(arrival_s) AS first_s, max(finished_s) AS last_s,
+            sum(CAST(output_tokens AS DOUBLE) * {ok}) AS out_ok,
+            sum(CAST(output_tokens AS DOUBLE)) AS out_sum,
+            sum(CAST(output_tokens AS DOUBLE) * CAST(output_tokens AS DOUBLE)) AS out_sq,
+            sum(CAST(prompt_tokens AS DOUBLE)) AS prompt_sum,
+            sum(CAST(coalesce(cached_prompt_tokens, 0) AS DOUBLE)) AS cached_sum
+        FROM records GROUP BY 1, 2"""
+    )
+
+
+_SIGNAL_VALUE = (
+    "(CASE s.signal "
+    + " ".join(f"WHEN '{name}' THEN {DERIVED[col]}" for name, col in _LATENCY.items())
+    + " END)"
+)
+"""The latency of the signal a row of ``_PER_SIGNAL`` stands for."""
+_PER_SIGNAL = (
+    "records CROSS JOIN (VALUES " + ", ".join(f"('{name}')" for name in _LATENCY) + ") AS s(signal)"
+)
+"""Each record once per latency signal: one scan feeds every signal's counts."""
+
+
+def _uncached_counts(engine: Engine) -> pd.DataFrame:
+    return engine.query(
+        f"""SELECT {MODEL} AS model, s.signal AS signal, {_UNCACHED} AS u, count(*) AS n
+            FROM {_PER_SIGNAL} WHERE {_OK} AND {_SIGNAL_VALUE} IS NOT NULL GROUP BY 1, 2, 3"""
+    )
+
+
+def _edges(counts: pd.DataFrame, buckets: int) -> dict[tuple[str, str], np.ndarray[Any, Any]]:
+    """Per (model, signal) the inner quantile edges of uncached tokens, as ``matched_ratios``."""
+    out = {}
+    qs = np.linspace(0.0, 1.0, buckets + 1)
+    for (model, signal), g in counts.groupby(["model", "signal"], sort=False):
+        q = weighted_quantile(g["u"].to_numpy(np.float64), g["n"].to_numpy(np.float64), qs)
+        out[(str(model), str(signal))] = np.unique(q[1:-1])
+    return out
+
+
+def _prompt_bucket(edges: Mapping[tuple[str, str], np.ndarray[Any, Any]], signal: str) -> str:
+    """SQL: the number of the (model, ``signal``) edges at or below a request's uncached tokens
+    (``searchsorted(edges, u, side="right")``)."""
+    cases = []
+    for (model, sig), e in edges.items():
+        if sig != signal or not len(e):
+            continue
+        count = " + ".join(f"(CASE WHEN {_UNCACHED} >= {float(x)!r} THEN 1 ELSE 0 END)" for x in e)
+        cases.append(f"WHEN {MODEL} = {sql_string(model)} THEN {count}")
+    return f"(CASE {' '.join(cases)} ELSE 0 END)" if cases else "0"
+
+
+def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]) -> pd.DataFrame:
+    pb = (
+        "(CASE s.signal "
+        + " ".join(f"WHEN '{name}' THEN {_prompt_bucket(edges, name)}" for name in _LATENCY)
+        + " END)"
+    )
+    cells = engine.query(
+        f"""SELECT {MODEL} AS model, replica, s.signal AS signal, {pb} AS pb,
+                {bucket_sql(_SIGNAL_VALUE)} AS b, count(*) AS n
+            FROM {_PER_SIGNAL} WHERE {_OK} AND {_SIGNAL_VALUE} IS NOT NULL
+            GROUP BY 1, 2, 3, 4, 5"""
+    )
+    cells["v"] = bucket_values(cells["b"].to_numpy())
+    return cells
+
+
+def _quantile_with_se(
+    v: np.ndarray[Any, Any], c: np.ndarray[Any, Any], q: float
+) -> tuple[float, float]:
+    """As ``records._quantile_with_se``, on bucket values with counts."""
+    n = float(c.sum())
+    if n == 0:
+        return math.nan, math.nan
+    if n == 1:
+        return float(v[c > 0][0]), math.nan
+    z = 1.959964
+    half = z * math.sqrt(q * (1.0 - q) / n)
+    est, lo, hi = weighted_quantile(v, c, [q, max(0.0, q - half), min(1.0, q + half)])
+    return float(est), float(hi - lo) / (2.0 * z)
+
+
+def _matched(
+    cells: pd.DataFrame, volume: pd.Index, min_bucket: int, min_coverage: float = 0.5
+) -> pd.Series:
+    """``matched_ratios`` on the cells of one signal: per (replica, prompt bucket) medians over
+    the fleet's per bucket, weighted by the replica's requests."""
+    med: dict[tuple[str, int], tuple[float, float]] = {}
+    for key, g in cells.groupby(["replica", "pb"], sort=False):
+        rep, pb = key  # type: ignore[misc]
+        v, c = g["v"].to_numpy(), g["n"].to_numpy(np.float64)
+        med[(str(rep), int(str(pb)))] = (float(weighted_quantile(v, c, 0.5)[0]), float(c.sum()))
+    fleet: dict[int, tuple[float, float]] = {}
+    for pb, g in cells.groupby("pb", sort=False):
+        v, c = g["v"].to_numpy(), g["n"].to_numpy(np.float64)
+        fleet[int(str(pb))] = (float(weighted_quantile(v, c, 0.5)[0]), float(c.sum()))
+    w: dict[str, float] = {}
+    wr: dict[str, float] = {}
+    total: dict[str, float] = {}
+    for (rep, pb), (m, own) in med.items():
+        fm, fn = fleet[pb]
+        ok = own >= min_bucket and fn - own >= min_bucket and fm > 0
+        total[rep] = total.get(rep, 0.0) + own
+        w[rep] = w.get(rep, 0.0) + (own if ok else 0.0)
+        wr[rep] = wr.get(rep, 0.0) + (m / fm * own if ok else 0.0)
+    out = pd.Series(
+        {
+            r: (wr[r] / w[r] if w[r] > 0 and w[r] >= min_coverage * total[r] else math.nan)
+            for r in total
+        },
+        dtype="float64",
+    )
+    return out.reindex(volume)
+
+
+def _table(
+    model: str,
+    summary: pd.DataFrame,
+    cells: pd.DataFrame,
+    *,
+    quantile: float,
+    min_bucket: int,
+    fingerprint: pd.DataFrame | None,
+    where: str,
+) -> FleetTable:
+    s = summary.assign(replica=summary["replica"].astype(str)).set_index("replica").sort_index()
+    index = s.index
+    volume = s["n"].astype("float64")
+    values = pd.DataFrame(index=index)
+    stderr = pd.DataFrame(index=index)
+    per_replica = cells.groupby(["signal", "replica", "b"], sort=False, as_index=False).agg(
+        n=("n", "sum"), v=("v", "first")
+    )
+    for name in _LATENCY:
+        est: dict[str, tuple[float, float]] = {}
+        for rep, g in per_replica[per_replica["signal"] == name].groupby("replica", sort=False):
+            est[str(rep)] = _quantile_with_se(
+                g["v"].to_numpy(), g["n"].to_numpy(np.float64), quantile
+            )
+        values[name] = pd.Series({k: e[0] for k, e in est.items()}, dtype="float64")
+        stderr[name] = pd.Series({k: e[1] for k, e in est.items()}, dtype="float64")
+    values["error_rate"] = s["n_error"] / s["n"]
+    pooled = float(s["n_error"].sum() / s["n"].sum())
+    stderr["error_rate"] = np.sqrt(max(pooled * (1 - pooled), 0.0) / volume)
+    span = (s["last_s"] - s["first_s"]).where(lambda x: x > 0)
+    values["throughput"] = s["out_ok"] / span
+    mean_out = s["out_sum"] / s["n"]
+    var_out = (s["out_sq"] / s["n"] - mean_out**2).clip(lower=0.0)
+    cv2 = (var_out / mean_out.pow(2)).fillna(0.0)
+    stderr["throughput"] = values["throughput"] * np.sqrt((1.0 + cv2) / volume)
+    workload = pd.DataFrame(
+        {
+            "mean_prompt_tokens": s["prompt_sum"] / s["n"],
+            "cache_hit_rate": s["cached_sum"] / s["prompt_sum"].where(lambda x: x > 0),
+            "mean_output_tokens": mean_out,
+            "request_rate": volume / span,
+        },
+        index=index,
+    )
+    matched = pd.DataFrame(
+        {name: _matched(cells[cells["signal"] == name], index, min_bucket) for name in _LATENCY},
+        index=index,
+    )
+    samples = pd.DataFrame({"replica": per_replica["replica"].astype(str).to_numpy()})
+    for name in _LATENCY:
+        samples[name] = np.where(per_replica["signal"] == name, per_replica["v"], np.nan)
+    samples["weight"] = per_replica["n"].to_numpy(np.float64)
+    return FleetTable(
+        values=values,
+        volume=volume,
+        stderr=stderr,
+        matched=matched,
+        workload=workload,
+        fingerprint=fingerprint,
+        host=None,
+        samples=samples,
+        counted=frozenset({"error_rate"}),
+        source=where,
+        notes=(
+            f"model {model}: latency quantiles from 2 % buckets of every ok request "
+            "(within 1 % of the exact sample quantile)",
+        ),
+    )
+
+
+def tables_from_engine(
+    engine: Engine,
+    *,
+    quantile: float = 0.5,
+    buckets: int = 8,
+    min_bucket: int = 3,
+    fingerprint: pd.DataFrame | None = None,
+    where: str = "records",
+) -> list[tuple[str, FleetTable]]:
+    """One ``FleetTable`` per model of the engine's ``records``, models sorted by name."""
+    if not 0.0 < quantile < 1.0:
+        raise AnalysisError(f"quantile must be in (0, 1), got {quantile}")
+    summary = _summary(engine)
+    if summary.empty:
+        raise AnalysisError(f"{where}: no records")
+    if summary["replica"].isna().any():
+        raise AnalysisError(f"{where}: records lack column(s) replica")
+    edges = _edges(_uncached_counts(engine), buckets)
+    cells = _cells(engine, edges)
+    out = []
+    for model in sorted(summary["model"].astype(str).unique()):
+        out.append(
+            (
+                model,
+                _table(
+                    model,
+                    summary[summary["model"] == model],
+                    cells[cells["model"] == model],
+                    quantile=quantile,
+                    min_bucket=min_bucket,
+                    fingerprint=fingerprint,
+                    where=where,
+                ),
+            )
+        )
+    return out

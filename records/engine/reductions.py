@@ -1,0 +1,93 @@
+"""Portable reductions: SQL both engines run the same way, and the arithmetic on their results.
+
+Only exact aggregates are pushed into an engine: counts, sums, minima and maxima, grouped by keys
+that include fixed histogram buckets. A latency's bucket is ``floor(ln(v) / ln(RATIO))``: buckets
+``RATIO`` wide (2 %), each read back at its geometric middle, so any quantile computed from the
+counts is within ``RELATIVE_ERROR`` (1 %) of the sample's own, whatever the rows. The constant
+``ln(RATIO)`` is written out as a literal so no engine computes it its own way; a value at or below
+zero goes to ``ZERO_BUCKET`` and reads back as 0.
+
+``weighted_quantile`` is ``numpy.quantile``'s default (linear) method over values given with
+counts, equal to it on the expanded sample, without expanding it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "DERIVED",
+    "MODEL",
+    "RATIO",
+    "RELATIVE_ERROR",
+    "UNNAMED",
+    "ZERO_BUCKET",
+    "bucket_sql",
+    "bucket_values",
+    "weighted_quantile",
+]
+
+RATIO = 1.02
+"""Each histogram bucket's upper edge over its lower edge."""
+RELATIVE_ERROR = math.sqrt(RATIO) - 1.0
+"""The most a bucket's middle is off any value in it, relatively (0.995 %)."""
+_LN_RATIO = repr(math.log(RATIO))
+ZERO_BUCKET = -(10**6)
+"""The bucket of values at or below 0 (read back as 0.0)."""
+UNNAMED = "(no model)"
+"""The model of records that name none (as ``fleet.by_model.UNNAMED``)."""
+MODEL = f"coalesce(model, '{UNNAMED}')"
+"""The model a record counts under."""
+
+DERIVED: dict[str, str] = {
+    "queue_s": "(scheduled_s - arrival_s)",
+    "prefill_s": "(first_token_s - scheduled_s)",
+    "decode_s": "(finished_s - first_token_s)",
+    "ttft_s": "(first_token_s - arrival_s)",
+    "e2e_s": "(finished_s - arrival_s)",
+    "tpot_s": (
+        "(CASE WHEN output_tokens >= 2 THEN (finished_s - first_token_s) "
+        "/ CAST(output_tokens - 1 AS DOUBLE) END)"
+    ),
+}
+"""The derived durations as SQL over the ``records`` view (as ``records.io.add_derived``)."""
+
+
+def bucket_sql(expr: str) -> str:
+    """The histogram bucket of the value of ``expr`` (NULL stays NULL)."""
+    return (
+        f"(CASE WHEN {expr} > 0 THEN CAST(floor(ln({expr}) / {_LN_RATIO}) AS BIGINT) "
+        f"WHEN {expr} IS NOT NULL THEN {ZERO_BUCKET} END)"
+    )
+
+
+def bucket_values(buckets: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """Each bucket's value read back: its geometric middle (0 for ``ZERO_BUCKET``)."""
+    b = np.asarray(buckets, dtype=np.float64)
+    out: np.ndarray[Any, np.dtype[np.float64]] = np.where(b == ZERO_BUCKET, 0.0, RATIO ** (b + 0.5))
+    return out
+
+
+def weighted_quantile(values: Any, counts: Any, q: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """``numpy.quantile(np.repeat(values, counts), q)`` (linear interpolation) without the
+    repeat; NaN for an empty sample."""
+    v = np.asarray(values, dtype=np.float64)
+    c = np.asarray(counts, dtype=np.float64)
+    qs = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    keep = c > 0
+    v, c = v[keep], c[keep]
+    if not len(v):
+        return np.full(qs.shape, np.nan)
+    order = np.argsort(v, kind="stable")
+    v, c = v[order], c[order]
+    upto = np.cumsum(c)  # rows 0 .. upto[i]-1 hold values[0..i]
+    n = upto[-1]
+    h = (n - 1.0) * qs
+    lo = np.floor(h)
+    i_lo = np.searchsorted(upto, lo, side="right")
+    i_hi = np.searchsorted(upto, np.minimum(lo + 1.0, n - 1.0), side="right")
+    out: np.ndarray[Any, np.dtype[np.float64]] = v[i_lo] + (h - lo) * (v[i_hi] - v[i_lo])
+    return out

@@ -1,0 +1,128 @@
+"""A dataset opened in a query engine: its files resolved, its bad files left out (``--skip-bad``)
+or named, its rows counted before and after the filter, so every row is accounted for.
+
+``open_scan`` is what a command calls: the engine named by ``--engine`` over the paths given.
+``Scan`` answers what ``records.options.say_what_was_read`` asks of a dataset (``files``,
+``skipped``, ``rows``, ``rows_before_filter``), so a command reports a scan as it does a read.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fleetwatch.core.records.schema import RecordError
+from fleetwatch.records.engine import ENGINES, Engine
+
+if TYPE_CHECKING:
+    from fleetwatch.records.filters import RecordFilter
+
+__all__ = ["Scan", "open_engine", "open_scan"]
+
+_MAX_RETRIES = 1000
+
+
+@dataclass
+class Scan:
+    """An engine holding the ``records`` view of a dataset, and what went into it."""
+
+    engine: Engine
+    files: tuple[Path, ...]
+    skipped: tuple[tuple[Path, str], ...] = ()
+    rows: int = 0
+    """Records the filter kept (every record when there is no filter)."""
+    rows_before_filter: int | None = None
+    """Records in the files before the filter; None when no filter was given."""
+    notes: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def __enter__(self) -> Scan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_engine(
+    name: str,
+    files: Sequence[Path],
+    *,
+    where: RecordFilter | None = None,
+    columns: Sequence[str] | None = None,
+    spark_master: str | None = None,
+) -> Engine:
+    """The engine ``name`` (``duckdb`` or ``spark``) over ``files``."""
+    if name == "duckdb":
+        from fleetwatch.records.engine.duck import DuckEngine
+
+        return DuckEngine(files, where=where, columns=columns)
+    if name == "spark":
+        if not spark_master:
+            raise RecordError(
+                "--engine spark needs --spark-master: spark://HOST:7077, local[N], or a Spark "
+                "Connect URL sc://HOST:15002"
+            )
+        spark = importlib.import_module("fleetwatch.records.engine.spark")
+        engine: Engine = spark.SparkEngine(files, where=where, columns=columns, master=spark_master)
+        return engine
+    raise RecordError(f"--engine {name!r}: give one of {', '.join(ENGINES)}")
+
+
+def _named(message: str, files: Sequence[Path]) -> list[Path]:
+    return [p for p in files if str(p) in message]
+
+
+def open_scan(
+    paths: Sequence[Path],
+    *,
+    engine: str = "duckdb",
+    where: RecordFilter | None = None,
+    skip_bad: bool = False,
+    columns: Sequence[str] | None = None,
+    spark_master: str | None = None,
+) -> Scan:
+    """``paths`` resolved and opened in ``engine``; a file the engine cannot read, or whose rows
+    are not records, is a ``RecordError`` naming it, or with ``skip_bad`` left out and counted.
+    A filter that keeps no record is a ``RecordError`` naming the filter."""
+    from fleetwatch.records.dataset import describe, resolve
+
+    files = list(resolve(paths))
+    skipped: list[tuple[Path, str]] = []
+    for _ in range(_MAX_RETRIES):
+        opened = None
+        try:
+            opened = open_engine(
+                engine, files, where=where, columns=columns, spark_master=spark_master
+            )
+            total, kept = opened.check()
+        except RecordError as exc:
+            if opened is not None:
+                opened.close()
+            bad = _named(str(exc), files) if skip_bad else []
+            if not bad:
+                raise
+            skipped.extend((p, str(exc)) for p in bad)
+            files = [p for p in files if p not in bad]
+            continue
+        break
+    else:  # pragma: no cover - a thousand bad files, one by one
+        raise RecordError(f"more than {_MAX_RETRIES} bad record files", path=describe(paths, files))
+    if where is not None and total and not kept:
+        opened.close()
+        raise RecordError(
+            f"no records match {where.describe()} (of {total:,} read"
+            + ("; times are the records' finished_s)" if "finished_s" in where.columns() else ")"),
+            path=describe(paths, files) if len(paths) == 1 else f"{len(files):,} record files",
+        )
+    return Scan(
+        opened,
+        tuple(files),
+        tuple(skipped),
+        rows=kept,
+        rows_before_filter=None if where is None else total,
+    )

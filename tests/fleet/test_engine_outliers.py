@@ -1,0 +1,93 @@
+"""`fleet outliers` through the query engine: the verdicts of the in-memory path on the same
+files, every record counted, one fleet per model, quantiles within the stated 1 %."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleetwatch.cli import main
+from fleetwatch.fleet.outliers import Side, table_from_records
+from fleetwatch.fleet.outliers.sources.engine import NEEDS, tables_from_engine
+from fleetwatch.records.dataset import read_dataset
+from fleetwatch.records.engine.reductions import RELATIVE_ERROR
+from fleetwatch.records.engine.scan import open_scan
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
+from tests.fleet.test_by_model import BIG, SMALL, two_models
+from tests.records.plugin_tree import write_tree
+
+
+def _outliers(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    code = main(["fleet", "outliers", *argv, "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def _verdicts(doc: dict) -> tuple[str, set[tuple[str, str, str, str]]]:
+    """The verdict and each finding as (model, replica, signal, side)."""
+    groups = doc.get("models", [{"model": "", **doc}])
+    found = {
+        (g["model"], f["replica"], f["signal"], f["side"]) for g in groups for f in g["findings"]
+    }
+    return doc["verdict"], found
+
+
+FLEETS = {
+    "one slow replica": lambda: synthetic_fleet(6, 240, seed=7, slowdown={2: 1.6}),
+    "healthy": lambda: synthetic_fleet(6, 240, seed=11),
+    "two healthy models": lambda: two_models(seed=1),
+    "a slow small-model replica": lambda: two_models(seed=2, small={1: 1.7}),
+    "a slow big-model replica": lambda: two_models(seed=3, big={0: 1.7}),
+}
+
+
+@pytest.mark.parametrize("name", FLEETS)
+def test_the_engine_gives_the_in_memory_verdicts(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = write_tree(tmp_path / "fleet", FLEETS[name]())
+    engine = _verdicts(_outliers([str(tree.root)], capsys))
+    memory = _verdicts(_outliers([str(tree.root), "--engine", "memory"], capsys))
+    assert engine == memory
+    if name.startswith("healthy") or name.startswith("two healthy"):
+        assert engine[0] == "no outlier"
+    else:
+        assert engine[0] == "outliers"
+
+
+def test_two_models_blame_only_the_planted_replica(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for seed, small, big, planted in ((4, {2: 1.8}, None, (SMALL, "small-2")),
+                                      (5, None, {1: 1.8}, (BIG, "big-1"))):  # fmt: skip
+        tree = write_tree(tmp_path / f"fleet-{seed}", two_models(seed=seed, small=small, big=big))
+        _, found = _verdicts(_outliers([str(tree.root)], capsys))
+        blamed = {(m, r) for m, r, _, side in found if side == Side.REPLICA.value}
+        assert blamed == {planted}
+
+
+def test_every_record_is_counted_and_quantiles_are_within_one_percent(tmp_path: Path) -> None:
+    frame = two_models(seed=6)
+    tree = write_tree(tmp_path / "fleet", frame)
+    with open_scan([tree.root], columns=NEEDS) as scan:
+        tables = dict(tables_from_engine(scan.engine))
+        assert scan.rows == len(frame)
+    assert sum(float(t.volume.sum()) for t in tables.values()) == len(frame)
+    whole = read_dataset([tree.root]).frame
+    for model, table in tables.items():
+        exact = table_from_records(whole[whole["model"] == model])
+        for signal in ("ttft", "tpot", "e2e"):
+            got = table.values[signal].to_numpy()
+            want = exact.values[signal].reindex(table.values.index).to_numpy()
+            assert np.all(np.abs(got / want - 1.0) <= RELATIVE_ERROR + 1e-12), (model, signal)
+        for col in ("error_rate", "throughput"):
+            want = exact.values[col].reindex(table.values.index)
+            pd.testing.assert_series_equal(table.values[col], want, check_names=False, rtol=1e-9)
+        pd.testing.assert_series_equal(
+            table.volume, exact.volume.astype("float64"), check_names=False
+        )

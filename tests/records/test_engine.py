@@ -1,0 +1,152 @@
+"""The DuckDB engine's ``records`` view of a dataset: every row read and counted, typed and
+filled as the project's own reader fills it, filters as the in-memory filter keeps, bad files
+named; and the portable histogram reductions equal to the same counts computed in numpy."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleetwatch.core.records.schema import RecordError
+from fleetwatch.records.dataset import read_dataset, resolve
+from fleetwatch.records.engine.duck import DuckEngine
+from fleetwatch.records.engine.reductions import (
+    DERIVED,
+    RATIO,
+    RELATIVE_ERROR,
+    ZERO_BUCKET,
+    bucket_sql,
+    bucket_values,
+    weighted_quantile,
+)
+from fleetwatch.records.engine.scan import open_scan
+from fleetwatch.records.filters import RecordFilter
+from tests.records.plugin_tree import PluginTree, plugin_tree
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> PluginTree:
+    return plugin_tree(tmp_path_factory.mktemp("engine") / "fleet")
+
+
+def test_every_row_of_a_mixed_dataset_is_read_once(tree: PluginTree) -> None:
+    files = resolve([tree.root])
+    with DuckEngine(files) as engine:
+        assert engine.check() == (tree.rows, tree.rows)
+        got = engine.query("SELECT request_id, finished_s FROM records")
+    whole = read_dataset([tree.whole]).frame
+    assert len(got) == tree.rows and got["request_id"].is_unique
+    assert set(got["request_id"]) == set(whole["request_id"])
+    mine = got.set_index("request_id")["finished_s"].sort_index()
+    theirs = whole.set_index("request_id")["finished_s"].sort_index()
+    assert mine.to_numpy().tolist() == theirs.to_numpy().tolist()
+
+
+def test_the_filter_keeps_what_the_in_memory_filter_keeps(tree: PluginTree) -> None:
+    whole = read_dataset([tree.whole]).frame
+    mid = float(np.median(whole["finished_s"]))
+    where = RecordFilter(since_s=mid, replicas=frozenset({"replica-1", "replica-4"}))
+    with DuckEngine(resolve([tree.root]), where=where) as engine:
+        total, kept = engine.check()
+        ids = set(engine.query("SELECT request_id FROM records")["request_id"])
+    assert total == tree.rows
+    assert ids == set(whole.loc[where.mask(whole), "request_id"])
+    assert kept == len(ids) > 0
+
+
+def test_a_value_a_file_leaves_out_reads_as_the_schema_default(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    path.write_text(
+        '{"request_id": "a", "replica": "r", "model": "m", "arrival_s": 1.0, '
+        '"finished_s": 2.0, "scheduled_s": 1.1, "first_token_s": 1.5}\n'
+    )
+    with DuckEngine([path]) as engine:
+        row = engine.query("SELECT * FROM records").iloc[0]
+        only = RecordFilter(traffic_classes=frozenset({"default"}))
+    assert (row["traffic_class"], row["status"], row["output_tokens"]) == ("default", "ok", 0)
+    with DuckEngine([path], where=only) as engine:
+        assert engine.check() == (1, 1)
+    frame = read_dataset([path]).frame.iloc[0]
+    assert (frame["traffic_class"], frame["status"]) == ("default", "ok")
+
+
+def test_a_foreign_json_file_is_named(tree: PluginTree, tmp_path: Path) -> None:
+    foreign = tmp_path / "metrics.jsonl"
+    foreign.write_text('{"cpu": 0.5}\n{"cpu": 0.7}\n')
+    with pytest.raises(RecordError, match=r"metrics\.jsonl: 2 row\(s\) lack one of request_id"):
+        open_scan([tree.root, foreign])
+    with open_scan([tree.root, foreign], skip_bad=True) as scan:
+        assert [p for p, _ in scan.skipped] == [foreign]
+        assert scan.rows == tree.rows
+
+
+def test_a_line_that_is_not_json_is_named_as_the_reader_names_it(
+    tree: PluginTree, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    with pytest.raises(RecordError, match=r"bad\.jsonl, row 1: not valid JSON"):
+        open_scan([tree.root, bad])
+    with open_scan([tree.root, bad], skip_bad=True) as scan:
+        assert len(scan.skipped) == 1 and scan.rows == tree.rows
+
+
+def test_a_filter_that_keeps_nothing_is_refused(tree: PluginTree) -> None:
+    where = RecordFilter(models=frozenset({"no-such-model"}))
+    with pytest.raises(RecordError, match="no records match --model no-such-model"):
+        open_scan([tree.root], where=where)
+
+
+def _numpy_bucket(v: np.ndarray) -> np.ndarray:
+    out = np.full(v.shape, ZERO_BUCKET, dtype=np.int64)
+    pos = v > 0
+    out[pos] = np.floor(np.log(v[pos]) / math.log(RATIO)).astype(np.int64)
+    return out
+
+
+@pytest.mark.parametrize("signal", ["ttft_s", "tpot_s", "e2e_s"])
+def test_the_histogram_reduction_counts_what_numpy_counts(tree: PluginTree, signal: str) -> None:
+    whole = read_dataset([tree.whole]).frame
+    ok = whole[(whole["status"] == "ok") & whole[signal].notna()]
+    expect = (
+        pd.DataFrame(
+            {"replica": ok["replica"].astype(str), "b": _numpy_bucket(ok[signal].to_numpy())}
+        )
+        .value_counts()
+        .sort_index()
+    )
+    with DuckEngine(resolve([tree.root])) as engine:
+        got = engine.query(
+            f"SELECT replica, {bucket_sql(DERIVED[signal])} AS b, count(*) AS n FROM records "
+            f"WHERE status = 'ok' AND {DERIVED[signal]} IS NOT NULL GROUP BY 1, 2"
+        )
+    got = got.set_index(["replica", "b"])["n"].sort_index()
+    assert got.index.tolist() == expect.index.tolist()
+    assert got.tolist() == expect.tolist()
+
+
+def test_quantiles_from_buckets_are_within_the_stated_error() -> None:
+    rng = np.random.default_rng(3)
+    v = rng.lognormal(-1.0, 1.2, 50_000)
+    b = _numpy_bucket(v)
+    keys, counts = np.unique(b, return_counts=True)
+    for q in (0.01, 0.5, 0.9, 0.99, 0.999):
+        est = float(weighted_quantile(bucket_values(keys), counts, q)[0])
+        exact = float(np.quantile(v, q))
+        assert abs(est / exact - 1.0) <= RELATIVE_ERROR + 1e-12
+
+
+def test_weighted_quantile_is_numpy_quantile_of_the_expanded_sample() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        k = int(rng.integers(1, 8))
+        v = rng.choice(rng.normal(size=30), k, replace=False)
+        c = rng.integers(0, 5, k)
+        if not c.sum():
+            continue
+        q = np.concatenate(([0.0, 1.0], rng.uniform(0, 1, 5)))
+        assert np.allclose(weighted_quantile(v, c, q), np.quantile(np.repeat(v, c), q))
