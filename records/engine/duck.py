@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from fleetwatch.records.filters import RecordFilter
 
-__all__ = ["MEMORY_LIMIT", "DuckEngine", "REQUIRED"]
+__all__ = ["MEMORY_LIMIT", "REQUIRED", "DuckEngine"]
 
 MEMORY_LIMIT = os.environ.get("FLEETWATCH_DUCKDB_MEMORY", "512MB")
 """DuckDB's own memory limit (it spills past it); the process adds Python and pandas."""
@@ -92,8 +92,8 @@ class DuckEngine:
                 "union_by_name=true, filename=true, hive_partitioning=false)"
             )
         if not parts:
-            cols = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in wanted)
-            parts.append(f"SELECT {cols}, NULL::VARCHAR AS filename WHERE FALSE")
+            nulls = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in wanted)
+            parts.append(f"SELECT {nulls}, NULL::VARCHAR AS filename WHERE FALSE")
         source = " UNION ALL ".join(parts)
         cond = "TRUE" if where is None else where.sql()
         try:
