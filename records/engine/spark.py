@@ -176,7 +176,7 @@ def _session_class() -> type[SparkSession]:
         from pyspark.sql import SparkSession
     except ImportError:
         raise RecordError(f"the spark engine needs PySpark: {INSTALL_HINT}") from None
-    return SparkSession
+    return SparkSession  # type: ignore[no-any-return]  # Any where PySpark is not installed
 
 
 def _running(master: str) -> SparkSession | None:
