@@ -6,8 +6,9 @@ STAMP  := $(VENV)/.installed
 OUT    ?= demo-out
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
+SPARK_STAMP := $(VENV)/.spark-installed
 
-.PHONY: demo test test-vllm abuse floors lint bench dashboards docs promtool browser bytecode clean
+.PHONY: demo test test-vllm test-spark spark java abuse floors lint bench dashboards docs promtool browser bytecode clean
 PACKAGES := fleetwatch core telemetry records slo fleet resilience dashboards engine_probe
 
 # Two distributions from one checkout: fleetwatch-telemetry (telemetry/ and core/, the serving side)
@@ -29,8 +30,9 @@ demo: $(STAMP) bytecode
 	$(BIN)/fleetwatch demo --out $(OUT)
 
 ## test: install what the tests need (Debian's prometheus for promtool, chromium for the report
-## screenshot when root, and the vLLM lane's own venv), lint, run all tests (the vLLM lane included)
-test: $(STAMP) bytecode promtool browser $(VLLM_STAMP) lint
+## screenshot when root, PySpark and Java for the Spark lane, and the vLLM lane's own venv), lint,
+## run all tests (the Spark and vLLM lanes included)
+test: $(STAMP) bytecode promtool browser spark $(VLLM_STAMP) lint
 	$(BIN)/python -m pytest
 
 ## abuse: only the abuse suite (slow clients, kills, black-hole collectors, hostile input);
@@ -45,6 +47,31 @@ $(VLLM_STAMP): telemetry/pyproject.toml constraints.txt tests/vllm/setup_lane.sh
 
 test-vllm: $(STAMP) promtool $(VLLM_STAMP)
 	$(BIN)/python -m pytest -m vllm tests/vllm
+
+## spark: the spark extra (PySpark and its Spark Connect client, pinned in constraints.txt) into
+## .venv, and Java when there is none (Debian's default-jre-headless, when root). PyPI has only
+## PySpark's source, ~456 MB: the first install builds its wheel (~35 s here), later ones reuse it
+$(SPARK_STAMP): $(STAMP) constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[spark]'
+	@touch $@
+
+spark: $(SPARK_STAMP) java
+
+java:
+	@if ! command -v java >/dev/null 2>&1 && [ -z "$$JAVA_HOME" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's default-jre-headless (Java for the Spark lane)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends default-jre-headless >/dev/null; } \
+	      || echo "default-jre-headless could not be installed: the Spark lane will be skipped (a failure in CI)"; \
+	  else \
+	    echo "java not found: install Java 17+ (sudo apt-get install default-jre-headless); the Spark lane will be skipped"; \
+	  fi; \
+	fi
+
+## test-spark: only the Spark lane: a standalone cluster on loopback (master, one worker, a Spark
+## Connect server), the spark engine's tables against DuckDB's over the same dataset
+test-spark: $(STAMP) spark
+	$(BIN)/python -m pytest -m spark tests/spark
 
 ## floors: every direct dependency at the lowest version pyproject.toml allows, in a throwaway
 ## venv (FLOORS_VENV, default /tmp/fleetwatch-floors), then the tests against it (not in `make test`)

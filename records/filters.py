@@ -147,10 +147,18 @@ class RecordFilter:
 
 
 def sql_string(value: str) -> str:
-    """``value`` as a SQL string literal (quotes doubled), the same in DuckDB and Spark SQL."""
+    """``value`` as a SQL string expression that DuckDB and every Spark release read alike: a
+    quoted literal, or for a value holding ``'`` its pieces joined around ``chr(39)``. A doubled
+    quote (``'it''s'``) is not portable: Spark 4.0 and earlier (and later releases with
+    ``spark.sql.legacy.consecutiveStringLiterals.enabled``) read it as two adjacent literals and
+    join them (``its``). A backslash (an escape in Spark, a character in DuckDB) and NUL are
+    refused. ``${...}`` is text in DuckDB, and in Spark where variable substitution is off (the
+    spark engine turns it off)."""
     if "\\" in value or "\x00" in value:
         raise RecordError(f"{brief(value)}: a backslash or NUL cannot be matched in a filter")
-    return "'" + value.replace("'", "''") + "'"
+    if "'" not in value:
+        return f"'{value}'"
+    return "(" + " || chr(39) || ".join(f"'{piece}'" for piece in value.split("'")) + ")"
 
 
 def record_filter(

@@ -34,7 +34,15 @@ FOLDERS = (
 ANALYSIS = ("pandas", "scipy", "pyarrow", "duckdb", "matplotlib")
 # Neither a dependency of fleetwatch-telemetry nor needed to import it.
 NOT_SERVING = (*ANALYSIS, "typer", "rich", "yaml", "aiohttp", "grafana_foundation_sdk", "tenacity")
-HEAVY_FOR_THE_COMMAND = ("pandas", "pyarrow", "aiohttp", "scipy", "torch", "opentelemetry.sdk")
+HEAVY_FOR_THE_COMMAND = (
+    "pandas",
+    "pyarrow",
+    "aiohttp",
+    "scipy",
+    "torch",
+    "opentelemetry.sdk",
+    "pyspark",
+)
 SERVING, TOOLKIT = "fleetwatch_telemetry", "fleetwatch"
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-__all__ = ["COLUMNS", "ENGINES", "REQUIRED", "Engine", "view_columns"]
+__all__ = ["COLUMNS", "ENGINES", "LABELS", "REQUIRED", "Engine", "view_columns"]
 
 ENGINES = ("duckdb", "spark", "memory")
 """What ``--engine`` accepts: ``memory`` reads every record into pandas (the reference path)."""
@@ -49,6 +49,8 @@ COLUMNS: dict[str, str] = {
 """The columns of the ``records`` view and their SQL types (``itl_buckets`` is not read)."""
 
 
+LABELS = ("replica", "model", "status", "traffic_class")
+"""The string columns an analysis groups by (categorical in a frame)."""
 REQUIRED = ("request_id", "replica", "arrival_s", "finished_s")
 """Columns every record has: a row without one is not a record (a foreign file)."""
 
@@ -63,7 +65,7 @@ def view_columns(columns: Sequence[str]) -> str:
         if c in DEFAULTS:
             d = DEFAULTS[c]
             literal = f"'{d}'" if isinstance(d, str) else repr(d)
-            out.append(f"coalesce({c}, CAST({literal} AS {COLUMNS[c]})) AS {c}")
+            out.append(f"coalesce({c}, {literal}) AS {c}")
         else:
             out.append(c)
     return ", ".join(out)
@@ -80,6 +82,11 @@ class Engine(Protocol):
 
     def batches(self, sql: str, rows: int) -> Iterator[pd.DataFrame]:
         """The result of ``sql``, about ``rows`` rows at a time (memory: one batch)."""
+        ...
+
+    def frame(self, columns: Sequence[str]) -> pd.DataFrame:
+        """``records``' ``columns`` (stored, or derived: ``reductions.DERIVED``) as one
+        DataFrame in this process, the ``LABELS`` columns categorical."""
         ...
 
     def scalar(self, sql: str) -> object:

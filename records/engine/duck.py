@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetwatch.core.records.schema import RecordError
 from fleetwatch.core.records.write import PARQUET_SUFFIXES
-from fleetwatch.records.engine import COLUMNS, REQUIRED, view_columns
+from fleetwatch.records.engine import COLUMNS, LABELS, REQUIRED, view_columns
 from fleetwatch.records.filters import sql_string
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class DuckEngine:
 
         from fleetwatch.records.engine.reductions import DERIVED
 
-        labels = [c for c in columns if c in ("replica", "model", "status", "traffic_class")]
+        labels = [c for c in columns if c in LABELS]
         try:
             for c in labels:
                 self.con.execute(f"DROP TYPE IF EXISTS fw_{c}")

@@ -1,6 +1,7 @@
 """Dataset filters: parsing ``--since``/``--until`` against an injected now, filtering a mixed
 JSON-lines and Parquet dataset as pandas filters the same rows, the Parquet pushdown reading the
-rows a post-filter keeps, and the commands refusing a filter that keeps nothing."""
+rows a post-filter keeps, the commands refusing a filter that keeps nothing, and the filter's SQL
+literals reading back as themselves."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from fleetwatch.cli import main
 from fleetwatch.core.records.schema import RecordError
 from fleetwatch.records import read_records, write_records
 from fleetwatch.records.dataset import read_dataset
-from fleetwatch.records.filters import RecordFilter, parse_time, record_filter
+from fleetwatch.records.engine.duck import DuckEngine
+from fleetwatch.records.filters import RecordFilter, parse_time, record_filter, sql_string
 from fleetwatch.records.options import filter_from_options
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
@@ -176,3 +178,33 @@ def test_slo_on_one_parquet_file_filtered_is_slo_on_the_rows_kept(
     assert main([*argv, "--records", str(path), "--since", f"{since:.0f}"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out) == expected, captured.err
+
+
+AWKWARD = ["it's", "'", "''", "a'b'c", "", 'say "hi"', "${env:HOME}", "-- x", "/* */", "naïve 💡"]
+
+
+def test_a_literal_reads_back_as_itself_and_never_holds_a_doubled_quote() -> None:
+    """Spark 4.0 and earlier read ``'it''s'`` as ``its``: a quote is written as ``chr(39)``
+    (Spark reading the same literals: tests/spark)."""
+    import duckdb
+
+    sql = "SELECT " + ", ".join(f"{sql_string(v)} AS v{i}" for i, v in enumerate(AWKWARD))
+    row = duckdb.connect().execute(sql).fetchone()
+    assert row is not None and list(row) == AWKWARD
+    assert "''" not in sql_string("it's") and sql_string("plain") == "'plain'"
+
+
+@pytest.mark.parametrize("value", ["back\\slash", "nul\x00"])
+def test_a_backslash_or_nul_is_refused_in_a_literal(value: str) -> None:
+    with pytest.raises(RecordError, match="backslash or NUL"):
+        sql_string(value)
+
+
+def test_a_filter_on_a_name_holding_a_quote_keeps_its_rows_in_duckdb(tmp_path: Path) -> None:
+    frame = synthetic_fleet(2, 30, seed=5)
+    frame["model"] = ["it's-8b" if i % 2 else "llama" for i in range(len(frame))]
+    path = tmp_path / "records.jsonl"
+    write_records(path, frame)
+    where = RecordFilter(models=frozenset({"it's-8b"}))
+    with DuckEngine([path], where=where) as engine:
+        assert engine.check() == (60, 30)

@@ -9,7 +9,6 @@ engine-core process it left behind); nothing is matched by name.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.child_processes import free_port, stop_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 LANE_VENV = Path(os.environ.get("VLLM_VENV", ROOT / ".venv-vllm"))
@@ -57,48 +58,6 @@ def tiny_model(lane_python: Path, tmp_path_factory: pytest.TempPathFactory) -> P
         capture_output=True,
     )
     return out
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _children(pid: int) -> list[int]:
-    """PIDs whose parent is ``pid`` (read from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1 and int(fields[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
-def _descendants(pid: int) -> list[int]:
-    out: list[int] = []
-    for child in _children(pid):
-        out.append(child)
-        out.extend(_descendants(child))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @dataclass
@@ -208,22 +167,8 @@ class VllmServer:
         """SIGTERM the API server (vLLM shuts its engine core down and the plugin writes its
         last records), then SIGKILL whatever of its process tree is left, by PID."""
         proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        tree = _descendants(proc.pid)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        deadline = time.monotonic() + 10
-        for pid in tree:
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        if proc is not None:
+            stop_tree(proc, timeout_s)
 
 
 @pytest.fixture(scope="session")
