@@ -141,7 +141,7 @@ def compact(
 
 @app.command("prune", cls=OnceEach)
 def prune(
-    dataset: Path = typer.Argument(
+    dataset: str = typer.Argument(
         ...,
         metavar="DEST",
         help="A record dataset folder: one that compact writes, or a folder of sealed segments.",

@@ -479,44 +479,86 @@ def compact(
         state_dir = Path(where) / STATE_DIR if state is None else Path(state)
     candidates, too_new = _candidates(args, now, min_age_s)
     target = open_destination(where)
-    with writer_lock(state_dir, dataset=target.name, command="compact"):
-        recovered = _settle(state_dir, target, checkpoint)
-        compacted = _manifest(state_dir)
-        fresh = [s for s in candidates if s not in compacted]
-        done = [s for s in candidates if s in compacted]
-        removed_done = 0
-        if delete_sources:
-            for src in done:  # kept by an earlier run, compacted already: only removed now
-                src.path.unlink(missing_ok=True)
-                removed_done += 1
-        run = _Run(target, state_dir, not delete_sources, checkpoint)
-        bad: list[tuple[Path, str]] = []
-        changed = 0
-        for src in fresh:
-            if Source.of(src.path) is None:
-                continue  # removed since it was listed (by finishing a stopped batch)
-            rows = _read(src, skip_bad, bad)
-            if rows is None:
-                continue
-            if Source.of(src.path) != src:
-                changed += 1  # written to since listed: the next run takes it as it is then
-                continue
-            run.add(src, rows)
-            if run.rows >= target_rows:
-                run.commit()
-        run.commit()
+    made = [p for p in (state_dir, Path(where)) if not is_url(str(p)) and not p.exists()]
+    try:
+        with writer_lock(state_dir, dataset=target.name, command="compact"):
+            return _locked(
+                candidates,
+                too_new,
+                target,
+                state_dir,
+                delete_sources=delete_sources,
+                target_rows=target_rows,
+                skip_bad=skip_bad,
+                checkpoint=checkpoint,
+            )
+    except BaseException:
+        _forget(made)
+        raise
+
+
+def _locked(
+    candidates: list[Source],
+    too_new: int,
+    target: Destination,
+    state_dir: Path,
+    *,
+    delete_sources: bool,
+    target_rows: int,
+    skip_bad: bool,
+    checkpoint: Checkpoint,
+) -> Compacted:
+    """The run itself, under the lock: settle, skip what is compacted, then batch by batch."""
+    recovered = _settle(state_dir, target, checkpoint)
+    compacted = _manifest(state_dir)
+    fresh = [s for s in candidates if s not in compacted]
+    done = [s for s in candidates if s in compacted]
+    if delete_sources:
+        for src in done:  # kept by an earlier run, compacted already: only removed now
+            src.path.unlink(missing_ok=True)
+    run = _Run(target, state_dir, not delete_sources, checkpoint)
+    bad: list[tuple[Path, str]] = []
+    changed = 0
+    for src in fresh:
+        if Source.of(src.path) is None:
+            continue  # removed since it was listed (by finishing a stopped batch)
+        rows = _read(src, skip_bad, bad)
+        if rows is None:
+            continue
+        if Source.of(src.path) != src:
+            changed += 1  # written to since listed: the next run takes it as it is then
+            continue
+        run.add(src, rows)
+        if run.rows >= target_rows:
+            run.commit()
+    run.commit()
     return Compacted(
         files_in=run.files_in,
         records_in=run.records_in,
         files_out=run.files_out,
         partitions=len(run.partitions),
-        sources_removed=run.removed + removed_done,
+        sources_removed=run.removed + (len(done) if delete_sources else 0),
         too_new=too_new,
         already_compacted=len(done),
         changed=changed + run.kept_changed,
         skipped=tuple(bad),
         recovered=tuple(recovered),
     )
+
+
+def _forget(made: list[Path]) -> None:
+    """Remove the folders a failed run made (its state folder, then the destination) while they
+    hold nothing but the lock: bad input leaves no trace. Anything a batch wrote (a journal, an
+    output) keeps a folder from being empty, so it stays for the next run."""
+    for folder in made:
+        try:
+            for name in ("journal", "done"):
+                if (folder / name).is_dir():
+                    (folder / name).rmdir()
+            (folder / "lock").unlink(missing_ok=True)
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def describe_run(result: Compacted, dest: str, *, min_age: str, kept: bool) -> str:

@@ -8,8 +8,13 @@ visible to a reader:
 - ``LocalFolder`` writes each file to a hidden temporary beside its final name (``.<name>.tmp``,
   which readers skip), fsyncs it, and ``publish`` renames it into place; ``sync`` fsyncs the
   folders so the renames survive a power cut.
-- ``ObjectStore`` has no rename: ``write`` puts the object under its final name (an object
-  appears whole when its upload completes, never half), and ``publish`` and ``sync`` do nothing.
+- ``ObjectStore`` has no rename: ``write`` encodes the file in memory (one batch's compressed
+  files at most) and ``publish`` uploads it under its final name, where it appears whole once
+  the upload completes, never half; ``sync`` has nothing to do.
+
+An object store is opened with ``pyarrow.fs.FileSystem.from_uri``: credentials come from the
+usual places (``AWS_ACCESS_KEY_ID``, ``~/.aws``, an instance role), and options ride in the URL's
+query (``s3://bucket/prefix?region=eu-west-1&endpoint_override=minio:9000&scheme=http``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from fleetwatch.core.atomic import fsync_directory
+from fleetwatch.core.records.schema import RecordError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -124,21 +130,33 @@ class ObjectStore:
     def __init__(self, url: str) -> None:
         import pyarrow.fs as pafs
 
-        fs, root = pafs.FileSystem.from_uri(url)
+        try:
+            fs, root = pafs.FileSystem.from_uri(url)
+        except (ValueError, OSError) as exc:
+            raise RecordError(
+                f"cannot open this object storage ({' '.join(str(exc).split())[:200]})",
+                path=url.split("?", 1)[0],
+            ) from None
         self._fs = fs
         self._root = root.rstrip("/")
+        self._staged: dict[str, bytes] = {}
         self.name = url.split("?", 1)[0]
 
     def _path(self, rel: str) -> str:
         return f"{self._root}/{rel}"
 
     def write(self, rel: str, table: pa.Table) -> None:
-        """Put ``rel`` under its final name: visible, whole, once the upload completes."""
-        with self._fs.open_output_stream(self._path(rel)) as out:
-            _write_parquet(table, out)
+        """Encode ``rel`` in memory, for ``publish`` to upload."""
+        import pyarrow as pa
+
+        out = pa.BufferOutputStream()
+        _write_parquet(table, out)
+        self._staged[rel] = out.getvalue().to_pybytes()
 
     def publish(self, rel: str) -> None:
-        return None
+        """Upload ``rel`` under its final name: visible, whole, once the upload completes."""
+        with self._fs.open_output_stream(self._path(rel)) as out:
+            out.write(self._staged.pop(rel))
 
     def sync(self, rels: Iterable[str]) -> None:
         return None
@@ -149,6 +167,7 @@ class ObjectStore:
         return bool(self._fs.get_file_info(self._path(rel)).type == pafs.FileType.File)
 
     def discard(self, rel: str) -> None:
+        self._staged.pop(rel, None)
         if self.exists(rel):
             self._fs.delete_file(self._path(rel))
 

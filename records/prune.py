@@ -112,11 +112,11 @@ def _remove_tree(folder: Path, checkpoint: Checkpoint) -> None:
 
 
 def _leftovers(root: Path) -> list[Path]:
-    """Hidden partitions a killed prune left, at the levels partitions live (root, date=)."""
+    """Hidden partitions a killed prune left (``.pruning-*``, wherever partitions are)."""
     found: list[Path] = []
-    levels = [root, *(p for p in root.iterdir() if p.is_dir() and p.name.startswith("date="))]
-    for level in levels:
-        found.extend(p for p in level.iterdir() if p.name.startswith(HIDDEN_PREFIX))
+    for top, dirs, _ in os.walk(root):
+        found.extend(Path(top) / d for d in dirs if d.startswith(HIDDEN_PREFIX))
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("hour=")]
     return sorted(found)
 
 
@@ -175,6 +175,13 @@ def prune(
 ) -> Pruned:
     """Remove what in ``dataset`` (a folder) holds only records that finished before
     ``now - older_than_s``; with ``dry_run``, only say what that would be."""
+    if "://" in os.fspath(dataset):
+        raise RecordError(
+            "prune removes from a local folder; in object storage, expire old partitions with "
+            "the bucket's lifecycle rule (their objects are as old as their records, give or "
+            "take a compaction interval)",
+            path=os.fspath(dataset),
+        )
     root = Path(dataset)
     if not root.exists():
         raise RecordError("no such folder", path=str(root))
