@@ -21,14 +21,14 @@ folder), with the stage names the kill hook (``KILL_AT_ENV``) knows:
 A run starts by settling every journal a killed run left: when all its outputs are in place, the
 batch is finished (step 3 and 4: its outputs hold every record of its inputs); otherwise the
 outputs that are there are removed and the journal dropped, and the inputs, never touched before
-step 3, are compacted again. So a record is at every moment in its source or in a visible output
-a journal names, and in both only while that journal says which to drop. Output names are fixed
-by the batch, so doing a batch again replaces its files; a source changed since the journal named
-it is left in place and reported. One process at a time holds ``<state>/lock``.
+step 3, are compacted again. So at every moment each record is in its source or in a visible
+output, and in both only while a journal names the two and says which one goes. Output names are
+fixed by the batch, so doing a batch again replaces its files; a source changed since the journal
+named it is left in place and reported. One process at a time holds ``<state>/lock``.
 
-With object storage (``s3://…``) outputs are written under their final names after the journal
-(no rename exists there; an object appears whole or not at all) and the state lives in a local
-folder given as ``state``; the same recovery applies.
+With object storage (``s3://…``) each output is uploaded under its final name after the journal
+(there is no rename; an object appears whole or not at all) and the state lives in a local folder
+given as ``state``; the same recovery applies.
 """
 
 from __future__ import annotations

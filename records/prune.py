@@ -13,7 +13,8 @@ A partition is renamed to a hidden ``.pruning-<name>`` beside it (one rename: re
 from then on), the rename is made durable, and only then are its files removed; a run finds any
 ``.pruning-*`` a killed run left and finishes removing it. A file goes with one unlink. The kill
 hook (``KILL_AT_ENV``) stops the process after a rename (``after-hide``) or after a partition's
-first file is removed (``mid-delete``).
+first file is removed (``mid-delete``). Object storage has no rename to hide a partition with:
+its retention is the bucket's lifecycle rule, and a URL is refused.
 """
 
 from __future__ import annotations
