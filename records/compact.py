@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from fleetwatch.core.atomic import atomic_write_text, fsync_directory
 from fleetwatch.core.records.schema import RecordError
 from fleetwatch.core.records.write import JSONL_SUFFIXES
-from fleetwatch.records.dest import Destination, is_url, open_destination
+from fleetwatch.records.dest import Destination, identity, is_url, open_destination
 from fleetwatch.records.hive import STATE_DIR, partition_dir, writer_lock
 
 if TYPE_CHECKING:
@@ -130,10 +130,12 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class Journal:
-    """A batch in flight: its id, inputs, outputs (paths relative to the destination, with their
-    rows) and whether its inputs are kept."""
+    """A batch in flight: its id, the destination it writes (``dest.identity``; ``.`` for the
+    folder the state is in, wherever it is moved), its inputs, outputs (paths relative to the
+    destination, with their rows) and whether its inputs are kept."""
 
     batch: str
+    destination: str
     inputs: tuple[Source, ...]
     outputs: tuple[tuple[str, int], ...]
     keep_sources: bool
@@ -143,6 +145,7 @@ class Journal:
             {
                 "version": _JOURNAL_VERSION,
                 "batch": self.batch,
+                "destination": self.destination,
                 "keep_sources": self.keep_sources,
                 "inputs": [s.to_json() for s in self.inputs],
                 "outputs": [{"path": rel, "rows": rows} for rel, rows in self.outputs],
@@ -156,6 +159,7 @@ class Journal:
             obj = json.loads(path.read_text(encoding="utf-8"))
             return cls(
                 str(obj["batch"]),
+                str(obj["destination"]),
                 tuple(Source.from_json(s) for s in obj["inputs"]),
                 tuple((str(o["path"]), int(o["rows"])) for o in obj["outputs"]),
                 bool(obj["keep_sources"]),
@@ -241,8 +245,10 @@ def _refuse_overlap(paths: Sequence[str], dest: Path) -> None:
                 )
 
 
-def _settle(state: Path, dest: Destination, checkpoint: Checkpoint) -> list[str]:
-    """Finish or roll back every batch a killed run left; a line for each."""
+def _settle(state: Path, dest: Destination, dest_id: str, checkpoint: Checkpoint) -> list[str]:
+    """Finish or roll back every batch a killed run left; a line for each. A batch of another
+    destination (a state folder given to two) is a ``RecordError``: only its own destination
+    can tell whether its outputs are in place."""
     folder = state / "journal"
     if not folder.is_dir():
         return []
@@ -251,6 +257,13 @@ def _settle(state: Path, dest: Destination, checkpoint: Checkpoint) -> list[str]
     lines: list[str] = []
     for path in sorted(folder.glob("*.json")):
         journal = Journal.load(path)
+        if journal.destination != dest_id:
+            raise RecordError(
+                f"holds a stopped batch for {journal.destination}: finish it there first "
+                f"(compact --out {journal.destination} --state {state}); a state folder serves "
+                "one destination",
+                path=str(path),
+            )
         present = sum(dest.exists(rel) for rel, _ in journal.outputs)
         if present == len(journal.outputs):
             removed, kept = _finish(journal, path, state, checkpoint)
@@ -307,9 +320,9 @@ def _finish(
     return removed, kept
 
 
-def _manifest(state: Path) -> set[Source]:
-    """The kept sources already compacted (``done/``); an entry none of whose sources is still
-    there as it was is dropped, so the manifest does not outgrow the sources."""
+def _manifest(state: Path, dest_id: str) -> set[Source]:
+    """The kept sources already compacted into this destination (``done/``); an entry none of
+    whose sources is still there as it was is dropped, so the manifest does not outgrow them."""
     done = state / "done"
     if not done.is_dir():
         return set()
@@ -317,8 +330,10 @@ def _manifest(state: Path) -> set[Source]:
         tmp.unlink(missing_ok=True)
     found: set[Source] = set()
     for path in sorted(done.glob("*.json")):
-        inputs = Journal.load(path).inputs
-        there = {s for s in inputs if Source.of(s.path) == s}
+        entry = Journal.load(path)
+        if entry.destination != dest_id:
+            continue
+        there = {s for s in entry.inputs if Source.of(s.path) == s}
         if there:
             found |= there
         else:
@@ -353,6 +368,7 @@ class _Run:
     framed once per batch: a frame per small segment would cost more than reading it."""
 
     dest: Destination
+    dest_id: str
     state: Path
     keep_sources: bool
     checkpoint: Checkpoint
@@ -396,7 +412,7 @@ class _Run:
         table = parquet_table(frame)
         batch = _batch_id(self.inputs)
         outputs = tuple((f"{folder}/part-{batch}.parquet", len(rows)) for folder, rows in parts)
-        journal = Journal(batch, tuple(self.inputs), outputs, self.keep_sources)
+        journal = Journal(batch, self.dest_id, tuple(self.inputs), outputs, self.keep_sources)
         path = self.state / "journal" / f"{batch}.json"
         atomic_write_text(path, journal.dumps())
         self.checkpoint("after-journal")
@@ -486,6 +502,7 @@ def compact(
                 candidates,
                 too_new,
                 target,
+                identity(where) if state is not None or is_url(where) else ".",
                 state_dir,
                 delete_sources=delete_sources,
                 target_rows=target_rows,
@@ -501,6 +518,7 @@ def _locked(
     candidates: list[Source],
     too_new: int,
     target: Destination,
+    dest_id: str,
     state_dir: Path,
     *,
     delete_sources: bool,
@@ -509,14 +527,14 @@ def _locked(
     checkpoint: Checkpoint,
 ) -> Compacted:
     """The run itself, under the lock: settle, skip what is compacted, then batch by batch."""
-    recovered = _settle(state_dir, target, checkpoint)
-    compacted = _manifest(state_dir)
+    recovered = _settle(state_dir, target, dest_id, checkpoint)
+    compacted = _manifest(state_dir, dest_id)
     fresh = [s for s in candidates if s not in compacted]
     done = [s for s in candidates if s in compacted]
     if delete_sources:
         for src in done:  # kept by an earlier run, compacted already: only removed now
             src.path.unlink(missing_ok=True)
-    run = _Run(target, state_dir, not delete_sources, checkpoint)
+    run = _Run(target, dest_id, state_dir, not delete_sources, checkpoint)
     bad: list[tuple[Path, str]] = []
     changed = 0
     for src in fresh:

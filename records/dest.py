@@ -30,7 +30,15 @@ from fleetwatch.core.records.schema import RecordError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["COMPRESSION", "Destination", "LocalFolder", "ObjectStore", "is_url", "open_destination"]
+__all__ = [
+    "COMPRESSION",
+    "Destination",
+    "LocalFolder",
+    "ObjectStore",
+    "identity",
+    "is_url",
+    "open_destination",
+]
 
 COMPRESSION = "zstd"
 """The Parquet codec of compacted files."""
@@ -39,6 +47,12 @@ COMPRESSION = "zstd"
 def is_url(dest: str) -> bool:
     """Whether ``dest`` names object storage (``s3://…``, ``gs://…``) rather than a folder."""
     return "://" in dest
+
+
+def identity(dest: str) -> str:
+    """What names a destination whatever way it is written: a folder's absolute path (links
+    resolved), a URL without its query."""
+    return dest.split("?", 1)[0] if is_url(dest) else str(Path(dest).resolve())
 
 
 class Destination(Protocol):

@@ -370,6 +370,19 @@ def test_a_kill_while_finishing_a_stopped_batch_is_survived_too(
     assert not any(p.exists() for p in tree.files)
 
 
+def test_a_state_folder_refuses_a_second_destination_while_a_batch_is_stopped(
+    scratch: Path, fleetwatch_process: Runs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = segment_tree(scratch / "src", replicas=2, segments=3, parquet_every=0)
+    state, first, other = scratch / "state", scratch / "a", scratch / "b"
+    argv = _compact_argv(tree.root, first, "--state", str(state))
+    assert fleetwatch_process(argv, env={KILL_AT_ENV: "mid-delete"}).status == -9
+    err = _fails(_compact_argv(tree.root, other, "--state", str(state)), capsys)
+    assert f"stopped batch for {first}" in err and not other.exists()
+    assert fleetwatch_process(argv).status == 0
+    assert count_ids(first, tree.root) == {i: 1 for i in tree.ids}
+
+
 @pytest.fixture(scope="module")
 def many_segments(tmp_path_factory: pytest.TempPathFactory) -> SegmentTree:
     """6 replicas x 20 JSON-lines segments of 3 records over 3 hours: the tree each random kill
