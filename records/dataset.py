@@ -88,11 +88,11 @@ def _matching(pattern: str) -> list[Path]:
     return found
 
 
-def _expand(arg: str) -> list[Path]:
+def _expand(arg: str, allow_empty: bool) -> list[Path]:
     p = Path(arg)
     if p.is_dir():
         files = _in_directory(p)
-        if not files:
+        if not files and not allow_empty:
             raise RecordError(
                 "is a directory holding no record files (*.jsonl, *.parquet)", path=arg
             )
@@ -103,22 +103,25 @@ def _expand(arg: str) -> list[Path]:
         return [p]
     if _MAGIC & set(arg):
         files = _matching(arg)
-        if not files:
+        if not files and not allow_empty:
             raise RecordError("no record files (*.jsonl, *.parquet) match this pattern", path=arg)
         return files
     raise RecordError("no such file or directory", path=arg)
 
 
-def resolve(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+def resolve(paths: Sequence[str | os.PathLike[str]], *, allow_empty: bool = False) -> list[Path]:
     """The record files ``paths`` name, in order: each path a file, a directory (recursive) or
     a glob; a file named twice is read once. ``RecordError`` names the first path that names no
-    record file (missing, an empty directory, a pattern matching nothing, another format)."""
+    record file (missing, an empty directory, a pattern matching nothing, another format).
+
+    With ``allow_empty``, a directory holding no record files and a pattern matching none give
+    no files (a folder a job has emptied before); a path that does not exist is still an error."""
     if not paths:
         raise RecordError("no record paths given")
     seen: set[Path] = set()
     out: list[Path] = []
     for arg in paths:
-        for p in _expand(os.fspath(arg)):
+        for p in _expand(os.fspath(arg), allow_empty):
             key = p.resolve()
             if key not in seen:
                 seen.add(key)
@@ -156,14 +159,11 @@ def _read_one(path: Path, where: RecordFilter | None) -> tuple[pd.DataFrame, int
     """One file's (matching) rows, and how many rows it holds before the filter."""
     from fleetwatch.records.io import read_records
 
-    try:
-        if where is None or path.suffix.lower() not in PARQUET_SUFFIXES:
-            frame = read_records(path)
-            return (frame, len(frame)) if where is None else (where.apply(frame), len(frame))
-        frame = read_records(path, where=where)  # pushed down: the footer counts the rows
-        return frame, file_rows(path, 0) or len(frame)
-    except UnicodeDecodeError:
-        raise RecordError("not UTF-8 text, so not JSON lines", path=str(path)) from None
+    if where is None or path.suffix.lower() not in PARQUET_SUFFIXES:
+        frame = read_records(path)
+        return (frame, len(frame)) if where is None else (where.apply(frame), len(frame))
+    frame = read_records(path, where=where)  # pushed down: the footer counts the rows
+    return frame, file_rows(path, 0) or len(frame)
 
 
 def read_dataset(

@@ -33,12 +33,17 @@ from fleetwatch.core.records.write import write_records as write_record_list
 from fleetwatch.records.validate import validate_frame
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from fleetwatch.records.filters import RecordFilter
 
 __all__ = [
     "STATUS_DTYPE",
     "add_derived",
+    "columns_frame",
     "from_frame",
+    "parquet_table",
+    "read_columns",
     "read_records",
     "to_frame",
     "validate_frame",
@@ -115,33 +120,44 @@ def _normalise(df: pd.DataFrame) -> pd.DataFrame:
     return _columns_frame(present, len(df))
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
+def columns_frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
+    """The frame of checked column values (``read_columns``; several files' lists may be joined
+    first): one frame for many small files costs far less than a frame each."""
+    return _columns_frame(columns, len(next(iter(columns.values()), [])))
+
+
+def read_columns(path: str | os.PathLike[str]) -> dict[str, list[Any]]:
+    """A JSON-lines record file's values, checked as ``read_records`` checks them, as one list
+    per stored field (every field of ``FIELDS``, defaults filled in)."""
     name = str(path)
     columns: dict[str, list[Any]] = {spec.name: [] for spec in FIELDS}
-    row = 0
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            row += 1
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RecordError(f"not valid JSON ({exc.msg})", path=name, row=lineno) from None
-            if not isinstance(obj, dict):
-                raise RecordError("not a JSON object", path=name, row=lineno)
-            for spec in FIELDS:
-                if spec.name not in obj and not spec.optional and spec.name not in DEFAULTS:
-                    raise RecordError("is missing", path=name, row=lineno, field=spec.name)
-                value = obj.get(spec.name, DEFAULTS.get(spec.name))
-                message = check_type(spec, value)
-                if message is not None:
-                    raise RecordError(message, path=name, row=lineno, field=spec.name)
-                columns[spec.name].append(value)
-            problem = check_values({k: v[-1] for k, v in columns.items()})
-            if problem is not None:
-                raise RecordError(problem[1], path=name, row=lineno, field=problem[0])
-    return _columns_frame(columns, row)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise RecordError(
+                        f"not valid JSON ({exc.msg})", path=name, row=lineno
+                    ) from None
+                if not isinstance(obj, dict):
+                    raise RecordError("not a JSON object", path=name, row=lineno)
+                for spec in FIELDS:
+                    if spec.name not in obj and not spec.optional and spec.name not in DEFAULTS:
+                        raise RecordError("is missing", path=name, row=lineno, field=spec.name)
+                    value = obj.get(spec.name, DEFAULTS.get(spec.name))
+                    message = check_type(spec, value)
+                    if message is not None:
+                        raise RecordError(message, path=name, row=lineno, field=spec.name)
+                    columns[spec.name].append(value)
+                problem = check_values({k: v[-1] for k, v in columns.items()})
+                if problem is not None:
+                    raise RecordError(problem[1], path=name, row=lineno, field=problem[0])
+    except UnicodeDecodeError:
+        raise RecordError("not UTF-8 text, so not JSON lines", path=name) from None
+    return columns
 
 
 def _read_parquet(
@@ -190,7 +206,7 @@ def read_records(
         raise RecordError("is a directory, not a record file", path=name)
     suffix = p.suffix.lower()
     if suffix in JSONL_SUFFIXES:
-        frame = _read_jsonl(p)
+        frame = columns_frame(read_columns(p))
     elif suffix in PARQUET_SUFFIXES:
         raw, nan_rows = _read_parquet(p, where)
         validate_frame(raw, path=name, nan_rows=nan_rows)
@@ -216,15 +232,25 @@ def write_records(
         raise RecordError("unknown record format: use .jsonl or .parquet", path=str(p))
     with atomic_path(p) as tmp:
         if suffix in PARQUET_SUFFIXES:
-            out = stored.copy()
-            out["status"] = out["status"].astype("string")
-            out.to_parquet(tmp, index=False)
+            import pyarrow.parquet as pq
+
+            pq.write_table(parquet_table(stored), tmp)
         else:
             with open(tmp, "w", encoding="utf-8") as fh:
                 for row in _json_rows(stored):
                     fh.write(json.dumps(row, separators=(",", ":")))
                     fh.write("\n")
     return len(stored)
+
+
+def parquet_table(df: pd.DataFrame) -> pa.Table:
+    """A checked frame's stored columns as the Arrow table a Parquet record file holds (status
+    as a string, not a category; derived columns left out: they are computed on read)."""
+    import pyarrow as pa
+
+    out = df[[spec.name for spec in FIELDS if spec.name in df.columns]].copy()
+    out["status"] = out["status"].astype("string")
+    return pa.Table.from_pandas(out, preserve_index=False)
 
 
 def _json_rows(df: pd.DataFrame) -> Iterable[dict[str, Any]]:

@@ -60,6 +60,23 @@ def _rows() -> list[Row]:
     add(c, "empty", "records validate {T}/empty.jsonl", "--allow-empty")
     add(c, "garbage", "records validate {T}/garbage.jsonl", "not valid JSON")
     add(c, "garbage", "records validate {T}/garbage.parquet", "not a readable Parquet")
+    # records compact (--min-age 0s: the tree's files were written just now)
+    c = "records compact"
+    add(c, "missing", "records compact {T}/missing --out {T}/out", "missing: no such file")
+    add(c, "file-for-dir", "records compact {T}/good.jsonl --out {T}/file.txt", "a folder")
+    add(c, "unwritable", "records compact {T}/good.jsonl --out {T}/file.txt/o", "not a directory")
+    add(c, "garbage", c + " {T}/garbage.jsonl --out {T}/out --min-age 0s", "not valid JSON")
+    add(c, "garbage", c + " {T}/garbage.parquet --out {T}/out --min-age 0s", "not a readable")
+    add(c, "range", "records compact {T}/good.jsonl --out {T}/out --target-rows 0", "--target-rows")
+    add(c, "range", "records compact {T}/good.jsonl --out {T}/out --min-age soon", "--min-age")
+    add(c, "url", "records compact {T}/good.jsonl --out s3://bucket/records", "give --state")
+    add(c, "url", c + " {T}/good.jsonl --out nosuch://x --state {T}/st", "cannot open this")
+    # records prune
+    c = "records prune"
+    add(c, "missing", "records prune {T}/missing --older-than 7d", "missing: no such folder")
+    add(c, "file-for-dir", "records prune {T}/file.txt --older-than 7d", "this is a file")
+    add(c, "range", "records prune {T} --older-than 7x", "--older-than must be a duration")
+    add(c, "url", "records prune s3://bucket/records --older-than 7d", "lifecycle rule")
     # telemetry gpu
     c = "telemetry gpu"
     add(c, "range", "telemetry gpu --interval 0", "--interval")
@@ -285,6 +302,9 @@ ROWS = _rows()
 # no output, no folder, no URL, no number) or does not need torch.
 NOT_APPLICABLE: dict[str, str] = {
     "records validate": "file-for-dir unwritable range url extra",
+    # sources are folders too, and an empty segment (or folder) is compacted like any other
+    "records compact": "dir-for-file empty extra",
+    "records prune": "dir-for-file unwritable empty garbage extra",
     "telemetry gpu": "missing dir-for-file file-for-dir unwritable empty garbage url extra",
     "slo validate": "file-for-dir unwritable url extra",
     "slo rules": "file-for-dir url extra",
