@@ -8,7 +8,6 @@ or named, its rows counted before and after the filter, so every row is accounte
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,9 +66,9 @@ def open_engine(
                 "--engine spark needs --spark-master: spark://HOST:7077, local[N], or a Spark "
                 "Connect URL sc://HOST:15002"
             )
-        spark = importlib.import_module("fleetwatch.records.engine.spark")
-        engine: Engine = spark.SparkEngine(files, where=where, columns=columns, master=spark_master)
-        return engine
+        from fleetwatch.records.engine.spark import SparkEngine
+
+        return SparkEngine(files, where=where, columns=columns, master=spark_master)
     raise RecordError(f"--engine {name!r}: give one of {', '.join(ENGINES)}")
 
 
