@@ -39,6 +39,7 @@ __all__ = [
     "describe",
     "file_bytes",
     "file_rows",
+    "pruned_or_refused",
     "read_dataset",
     "resolve",
 ]
@@ -182,7 +183,7 @@ def read_dataset(
 
     from fleetwatch.records.io import to_frame
 
-    files = resolve(paths)
+    files = pruned_or_refused(paths, resolve(paths), where)
     frames: list[pd.DataFrame] = []
     read: list[Path] = []
     skipped: list[tuple[Path, str]] = []
@@ -213,6 +214,23 @@ def read_dataset(
             path=describe(paths, files) if len(paths) == 1 else f"{len(files):,} record files",
         )
     return Dataset(frame, tuple(read), tuple(skipped), rows_before_filter=before)
+
+
+def pruned_or_refused(
+    paths: Sequence[str | os.PathLike[str]], files: Sequence[Path], where: RecordFilter | None
+) -> list[Path]:
+    """``files`` less the partitions ``where`` cannot match (``records.hive.pruned``); a
+    ``RecordError`` naming the filter when it leaves none."""
+    from fleetwatch.records.hive import pruned
+
+    kept = pruned(files, where)
+    if files and not kept and where is not None:
+        raise RecordError(
+            f"no records match {where.describe()}: every partition folder of the "
+            f"{len(files):,} record files lies outside it",
+            path=describe(paths, files),
+        )
+    return kept
 
 
 def _jsonl_rows(path: Path, stop_after: int) -> int:

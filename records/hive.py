@@ -27,15 +27,19 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from fleetwatch.core.records.schema import RecordError
+
+if TYPE_CHECKING:
+    from fleetwatch.records.filters import RecordFilter
 
 __all__ = [
     "MAX_REPLICA_CHARS",
     "STATE_DIR",
     "hour_span",
     "partition_dir",
+    "pruned",
     "replica_value",
     "writer_lock",
 ]
@@ -112,6 +116,30 @@ def hour_span(parts: Sequence[str]) -> tuple[float, float] | None:
         return None
     start = float(calendar.timegm((*day, hour or 0, 0, 0)))
     return (start, start + 3600.0) if hour is not None else (start, start + 86400.0)
+
+
+def pruned(files: Sequence[Path], where: RecordFilter | None) -> list[Path]:
+    """``files`` less those in partition folders ``where`` cannot match: a ``date=``/``hour=``
+    span wholly outside its window on ``finished_s``, or a ``replica=`` folder of none of its
+    replicas. Only whole folders are judged by name; the filter still reads every row kept."""
+    if where is None:
+        return list(files)
+    wanted = {replica_value(r) for r in where.replicas}
+    out = []
+    for path in files:
+        folders = path.parts[:-1]
+        span = hour_span(folders)
+        if span is not None:
+            if where.since_s is not None and span[1] <= where.since_s:
+                continue
+            if where.until_s is not None and span[0] >= where.until_s:
+                continue
+        if wanted:
+            named = [p[len("replica=") :] for p in folders if p.startswith("replica=")]
+            if named and named[-1] not in wanted:
+                continue
+        out.append(path)
+    return out
 
 
 @contextlib.contextmanager

@@ -88,9 +88,9 @@ def open_scan(
     """``paths`` resolved and opened in ``engine``; a file the engine cannot read, or whose rows
     are not records, is a ``RecordError`` naming it, or with ``skip_bad`` left out and counted.
     A filter that keeps no record is a ``RecordError`` naming the filter."""
-    from fleetwatch.records.dataset import describe, resolve
+    from fleetwatch.records.dataset import describe, pruned_or_refused, resolve
 
-    files = list(resolve(paths))
+    files = pruned_or_refused(paths, resolve(paths), where)
     skipped: list[tuple[Path, str]] = []
     for _ in range(_MAX_RETRIES):
         opened = None
