@@ -64,5 +64,5 @@ def test_a_replica_filter_reads_only_its_folders(hive: Path) -> None:
 def test_a_window_outside_every_partition_names_the_filter(hive: Path) -> None:
     where = RecordFilter(since_s=T0 + 10 * 3600.0)
     for read in (lambda: read_dataset([hive], where=where), lambda: open_scan([hive], where=where)):
-        with pytest.raises(RecordError, match="no records match --since .* every partition"):
+        with pytest.raises(RecordError, match=r"no records match --since .* every partition"):
             read()
