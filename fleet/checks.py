@@ -47,8 +47,11 @@ def check_outlier_inputs(
         input_dir(metrics_dir)
     if records is not None:
         from fleetwatch.records.dataset import resolve
+        from fleetwatch.records.remote import is_url
 
-        resolve(records)
+        local = [p for p in records if not is_url(p)]
+        if local:
+            resolve(local)  # object storage is listed when the engine opens it
     if fingerprints is not None:
         input_file(fingerprints)
     if not 0 < quantile < 1:

@@ -121,7 +121,14 @@ def resolve(paths: Sequence[str | os.PathLike[str]], *, allow_empty: bool = Fals
         raise RecordError("no record paths given")
     seen: set[Path] = set()
     out: list[Path] = []
+    from fleetwatch.records.remote import is_url, location
+
     for arg in paths:
+        if is_url(arg):
+            raise RecordError(
+                "object storage is read through the query engine (--engine duckdb), not here",
+                path=location(arg).split("?", 1)[0],
+            )
         for p in _expand(os.fspath(arg), allow_empty):
             key = p.resolve()
             if key not in seen:
@@ -133,7 +140,9 @@ def resolve(paths: Sequence[str | os.PathLike[str]], *, allow_empty: bool = Fals
 def describe(paths: Sequence[str | os.PathLike[str]], files: Sequence[Path] = ()) -> str:
     """A dataset's name for messages: the paths given, and how many files they hold when that is
     not one file named as itself."""
-    name = " ".join(os.fspath(p) for p in paths)
+    from fleetwatch.records.remote import location
+
+    name = " ".join(location(p).split("?", 1)[0] for p in paths)
     if len(files) == 1 and len(paths) == 1 and Path(os.fspath(paths[0])) == files[0]:
         return name
     return f"{name} ({len(files):,} file{'s' if len(files) != 1 else ''})" if files else name

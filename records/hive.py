@@ -26,8 +26,8 @@ import math
 import os
 import re
 from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from fleetwatch.core.records.schema import RecordError
 
@@ -118,7 +118,10 @@ def hour_span(parts: Sequence[str]) -> tuple[float, float] | None:
     return (start, start + 3600.0) if hour is not None else (start, start + 86400.0)
 
 
-def pruned(files: Sequence[Path], where: RecordFilter | None) -> list[Path]:
+P = TypeVar("P", bound=PurePath)
+
+
+def pruned(files: Sequence[P], where: RecordFilter | None) -> list[P]:
     """``files`` less those in partition folders ``where`` cannot match: a ``date=``/``hour=``
     span wholly outside its window on ``finished_s``, or a ``replica=`` folder of none of its
     replicas. Only whole folders are judged by name; the filter still reads every row kept."""

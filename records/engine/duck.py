@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from fleetwatch.records.filters import RecordFilter
+    from fleetwatch.records.remote import Remote
 
 __all__ = ["MEMORY_LIMIT", "DuckEngine"]
 
@@ -53,6 +54,7 @@ class DuckEngine:
         where: RecordFilter | None = None,
         columns: Sequence[str] | None = None,
         threads: int | None = None,
+        remote: Sequence[Remote] = (),
     ) -> None:
         import duckdb
 
@@ -97,6 +99,18 @@ class DuckEngine:
             parts.append(
                 f"SELECT {', '.join(cols)}, filename FROM read_parquet({_list(parquet)}, "
                 "union_by_name=true, filename=true, hive_partitioning=false)"
+            )
+        for i, store in enumerate(remote):
+            import pyarrow.dataset as ds
+
+            from fleetwatch.records.remote import arrow_schema
+
+            data = ds.dataset(
+                list(store.keys), filesystem=store.fs, format="parquet", schema=arrow_schema(wanted)
+            )
+            self.con.register(f"remote_{i}", data)
+            parts.append(
+                f"SELECT {', '.join(wanted)}, {sql_string(store.name)} AS filename FROM remote_{i}"
             )
         if not parts:
             nulls = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in wanted)

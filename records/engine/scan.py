@@ -18,6 +18,7 @@ from fleetwatch.records.engine import ENGINES, Engine
 
 if TYPE_CHECKING:
     from fleetwatch.records.filters import RecordFilter
+    from fleetwatch.records.remote import Remote
 
 __all__ = ["Scan", "open_engine", "open_scan"]
 
@@ -54,12 +55,14 @@ def open_engine(
     where: RecordFilter | None = None,
     columns: Sequence[str] | None = None,
     spark_master: str | None = None,
+    remote: Sequence[Remote] = (),
 ) -> Engine:
-    """The engine ``name`` (``duckdb`` or ``spark``) over ``files``."""
+    """The engine ``name`` (``duckdb`` or ``spark``) over ``files`` (and, for DuckDB, the
+    object-storage datasets ``remote``)."""
     if name == "duckdb":
         from fleetwatch.records.engine.duck import DuckEngine
 
-        return DuckEngine(files, where=where, columns=columns)
+        return DuckEngine(files, where=where, columns=columns, remote=remote)
     if name == "spark":
         if not spark_master:
             raise RecordError(
@@ -89,14 +92,28 @@ def open_scan(
     are not records, is a ``RecordError`` naming it, or with ``skip_bad`` left out and counted.
     A filter that keeps no record is a ``RecordError`` naming the filter."""
     from fleetwatch.records.dataset import describe, pruned_or_refused, resolve
+    from fleetwatch.records.remote import is_url, location, open_remote
 
-    files = pruned_or_refused(paths, resolve(paths), where)
+    urls = [location(p) for p in paths if is_url(p)]
+    local = [p for p in paths if not is_url(p)]
+    if urls and engine != "duckdb":
+        raise RecordError(
+            f"{urls[0].split('?', 1)[0]}: object storage is read by --engine duckdb; a Spark "
+            "cluster reads its own storage: give it paths it can reach (s3a://...) as files"
+        )
+    remote = [open_remote(u, where) for u in urls]
+    files = pruned_or_refused(local, resolve(local), where) if local else []
     skipped: list[tuple[Path, str]] = []
     for _ in range(_MAX_RETRIES):
         opened = None
         try:
             opened = open_engine(
-                engine, files, where=where, columns=columns, spark_master=spark_master
+                engine,
+                files,
+                where=where,
+                columns=columns,
+                spark_master=spark_master,
+                remote=remote,
             )
             total, kept = opened.check()
         except RecordError as exc:
@@ -120,7 +137,7 @@ def open_scan(
         )
     return Scan(
         opened,
-        tuple(files),
+        (*files, *(Path(k) for store in remote for k in store.keys)),
         tuple(skipped),
         rows=kept,
         rows_before_filter=None if where is None else total,
