@@ -11,7 +11,7 @@ import math
 import os
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
@@ -294,7 +294,9 @@ def tail(
     records: list[Path] = typer.Argument(..., help=RECORDS_HELP),
     percentile: float = typer.Option(99.0, help="Tail cohort: at or above this percentile."),
     target: str = typer.Option("e2e", help="Latency to attribute: e2e or ttft."),
-    max_rows: int | None = typer.Option(None, "--max-rows", help=MAX_ROWS_HELP),
+    max_rows: int | None = typer.Option(
+        None, "--max-rows", help=MAX_ROWS_HELP + " With --engine memory only."
+    ),
     skip_bad: bool = _SKIP_BAD,
     since: str | None = _SINCE,
     until: str | None = _UNTIL,
@@ -307,20 +309,40 @@ def tail(
 ) -> None:
     """Attribute the latency tail to queueing, prompt length, preemption, interference, replica.
 
-    RECORDS are one dataset: any number of files, directories and quoted globs. The engine reads
-    them and hands over only the columns the fit uses (about 150 bytes of memory a request); the
-    fit needs every request, so records over --max-rows in all (10,000,000 with an engine,
-    2,000,000 read whole with --engine memory, about 1.1 KB a row) are refused."""
+    RECORDS are one dataset: any number of files, directories and quoted globs. Through an
+    engine, memory is bounded whatever the rows: the tail's threshold and the body's medians are
+    exact order statistics in the engine, then each model's replicas are summed a group of at
+    most a million requests at a time. --engine memory reads the records whole (about 1.1 KB a
+    row) and refuses more than --max-rows (2,000,000) before reading."""
     from fleetwatch.fleet.tail import attribute_tail_by_model
 
     if target not in ("e2e", "ttft"):
         raise AnalysisError(f"--target must be e2e or ttft, got {target!r}")
     where = filter_from_options(since, until, model, traffic_class, replica)
-    report = attribute_tail_by_model(
-        _frame(records, engine, spark_master, max_rows=max_rows, skip_bad=skip_bad, where=where),
-        percentile=percentile,
-        target="e2e" if target == "e2e" else "ttft",
-    )
+    goal: Literal["e2e", "ttft"] = "e2e" if target == "e2e" else "ttft"
+    if engine == "memory":
+        report = attribute_tail_by_model(
+            _frame(
+                records, engine, spark_master, max_rows=max_rows, skip_bad=skip_bad, where=where
+            ),
+            percentile=percentile,
+            target=goal,
+        )
+    else:
+        from fleetwatch.fleet.tail.engine import NEEDS, tail_in_engine
+        from fleetwatch.records.dataset import describe
+        from fleetwatch.records.engine.scan import open_scan
+
+        with open_scan(
+            records,
+            engine=engine,
+            where=where,
+            skip_bad=skip_bad,
+            columns=NEEDS,
+            spark_master=spark_master,
+        ) as scan:
+            say_what_was_read(scan, describe(records, scan.files), where)
+            report = tail_in_engine(scan.engine, percentile=percentile, target=goal)
     _emit(report.to_dict(), report.render(), as_json)
 
 

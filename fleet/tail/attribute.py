@@ -1,5 +1,7 @@
-"""``attribute_tail``: select the tail, decompose it, score each suspect, assemble the report;
-``attribute_tail_by_model``: the same for each model's records apart."""
+"""``attribute_tail``: plan the cut, sum the requests, score each suspect, assemble the report;
+``attribute_tail_by_model``: the same for each model's records apart; ``tail_report``: the report
+from a plan and its sums, whichever way they were taken (in memory, or through a query engine:
+``fleet.tail.engine``)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,44 @@ import pandas as pd
 
 from fleetwatch.fleet.by_model import ByModel, by_model
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.tail.cohorts import Target, decompose, ok_requests, split
+from fleetwatch.fleet.tail.cohorts import Target, ok_requests
 from fleetwatch.fleet.tail.model import fit_service
 from fleetwatch.fleet.tail.report import Component, TailReport
+from fleetwatch.fleet.tail.sums import Plan, TailSums, plan_from_requests
 from fleetwatch.fleet.tail.suspects import FITTED, preemption, queueing
 
-__all__ = ["attribute_tail", "attribute_tail_by_model"]
+__all__ = ["attribute_tail", "attribute_tail_by_model", "check_options", "tail_report"]
+
+
+def check_options(percentile: float, target: str) -> None:
+    if not 50.0 <= percentile < 100.0:
+        raise AnalysisError(f"percentile must be in [50, 100), got {percentile}")
+    if target not in ("e2e", "ttft"):
+        raise AnalysisError(f"tail target must be 'e2e' or 'ttft', got {target!r}")
+
+
+def tail_report(plan: Plan, sums: TailSums) -> TailReport:
+    """The report of a plan's tail from the second pass's sums."""
+    components = tuple(
+        Component(k, *sums.means(sums.parts_tail[k], sums.parts_sum[k])) for k in sums.parts_sum
+    )
+    fit = fit_service(sums)
+    suspects = [queueing(sums), preemption(sums)]
+    suspects.extend(FITTED[name](fit, sums) for name in fit.features)
+    suspects.sort(key=lambda s: -s.explained_s)
+    tail_mean, body_mean = sums.means(sums.y_tail, sums.y_sum)
+    return TailReport(
+        target=plan.target,
+        percentile=plan.percentile,
+        threshold_s=plan.threshold,
+        n_tail=sums.n_tail,
+        n_body=sums.n_body,
+        tail_mean_s=tail_mean,
+        body_mean_s=body_mean,
+        components=components,
+        suspects=tuple(suspects),
+        unexplained_s=(tail_mean - body_mean) - sum(s.explained_s for s in suspects),
+    )
 
 
 def attribute_tail(
@@ -25,30 +59,12 @@ def attribute_tail(
     long_prompt_quantile: float = 0.9,
 ) -> TailReport:
     """Attribute the ``target`` latency tail of ok requests in ``df`` (a records frame)."""
-    if not 50.0 <= percentile < 100.0:
-        raise AnalysisError(f"percentile must be in [50, 100), got {percentile}")
-    if target not in ("e2e", "ttft"):
-        raise AnalysisError(f"tail target must be 'e2e' or 'ttft', got {target!r}")
+    check_options(percentile, target)
     req = ok_requests(df)
-    y, parts = decompose(req, target)
-    c = split(y, percentile, target)
-    components = tuple(Component(k, *c.means(v)) for k, v in parts.items())
-    fit = fit_service(req, parts, c, target, long_prompt_quantile)
-    suspects = [queueing(req, parts, c), preemption(req, parts, c)]
-    suspects.extend(FITTED[name](fit, c) for name in fit.features)
-    suspects.sort(key=lambda s: -s.explained_s)
-    return TailReport(
-        target=target,
-        percentile=percentile,
-        threshold_s=c.threshold,
-        n_tail=c.n_tail,
-        n_body=c.n_body,
-        tail_mean_s=c.tail_mean_s,
-        body_mean_s=c.body_mean_s,
-        components=components,
-        suspects=tuple(suspects),
-        unexplained_s=c.excess_s - sum(s.explained_s for s in suspects),
-    )
+    plan = plan_from_requests(req, percentile, target, long_prompt_quantile)
+    sums = TailSums(plan)
+    sums.add(req)
+    return tail_report(plan, sums)
 
 
 def _of_model(
@@ -69,10 +85,7 @@ def attribute_tail_by_model(
     """``attribute_tail`` over each model's records, each model's tail at its own
     ``percentile`` (a slower model's body is not another model's tail, nor its replicas bad
     replicas): the one report of a dataset of one model, else one per model."""
-    if not 50.0 <= percentile < 100.0:
-        raise AnalysisError(f"percentile must be in [50, 100), got {percentile}")
-    if target not in ("e2e", "ttft"):
-        raise AnalysisError(f"tail target must be 'e2e' or 'ttft', got {target!r}")
+    check_options(percentile, target)
     run = partial(
         _of_model, percentile=percentile, target=target, long_prompt_quantile=long_prompt_quantile
     )

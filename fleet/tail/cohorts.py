@@ -1,9 +1,8 @@
-"""Select the tail and the body, and split each request's latency into its components.
+"""The completed requests as arrays, and each request's latency split into its components.
 
 ``ok_requests`` keeps the completed requests of a records frame as arrays; ``decompose`` splits the
 target latency into queue, prefill, decode and preemption stall (they add up exactly: the stall is
-taken out of decode first, then prefill); ``split`` cuts the tail (at or above the percentile)
-from the body.
+taken out of decode first, then prefill).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
 
-__all__ = ["F64", "Bools", "Cohorts", "Requests", "Target", "decompose", "ok_requests", "split"]
+__all__ = ["F64", "MIN_REQUESTS", "Bools", "Requests", "Target", "decompose", "ok_requests"]
 
 F64 = np.ndarray[Any, np.dtype[np.float64]]
 Bools = np.ndarray[Any, np.dtype[np.bool_]]
@@ -61,9 +60,9 @@ def _replicas(
     return all_codes[idx], [str(u) for u in uniques]
 
 
-def ok_requests(df: pd.DataFrame) -> Requests:
+def ok_requests(df: pd.DataFrame, *, minimum: int = MIN_REQUESTS) -> Requests:
     """The requests of ``df`` that were scheduled, produced a first token and (when the records
-    carry a status) ended ok; at least ``MIN_REQUESTS`` of them."""
+    carry a status) ended ok; at least ``minimum`` of them."""
     missing = [c for c in NEEDED if c not in df.columns]
     if missing:
         raise AnalysisError(f"records lack column(s) {', '.join(missing)}")
@@ -72,8 +71,8 @@ def ok_requests(df: pd.DataFrame) -> Requests:
     ok = ~(np.isnan(scheduled) | np.isnan(first))
     if "status" in df.columns:
         ok &= (df["status"] == "ok").to_numpy(dtype=bool, na_value=False)
-    if ok.sum() < MIN_REQUESTS:
-        raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {int(ok.sum())}")
+    if ok.sum() < minimum:
+        raise AnalysisError(f"need at least {minimum} completed requests, got {int(ok.sum())}")
     idx = np.flatnonzero(ok)
     prompt = _col(df, "prompt_tokens")[idx]
     cached = np.nan_to_num(_col(df, "cached_prompt_tokens")[idx])
@@ -112,49 +111,3 @@ def decompose(req: Requests, target: Target) -> tuple[F64, dict[str, F64]]:
         "prefill": prefill - stall_prefill,
         "preemption_stall": stall_prefill,
     }
-
-
-@dataclass(frozen=True, slots=True)
-class Cohorts:
-    """The tail (``y`` at or above ``threshold``) and the body (the rest) of a latency ``y``."""
-
-    y: F64
-    threshold: float
-    tail: Bools
-    body: Bools
-    n_tail: int
-    n_body: int
-    tail_mean_s: float
-    body_mean_s: float
-    tail_weight: F64
-    """1.0 for tail requests, 0.0 for the body: tail sums as one dot product."""
-
-    def means(self, v: F64) -> tuple[float, float]:
-        """Mean of ``v`` over the tail and over the body."""
-        t_sum, all_sum = float(v @ self.tail_weight), float(v.sum())
-        return t_sum / self.n_tail, (all_sum - t_sum) / self.n_body
-
-    @property
-    def excess_s(self) -> float:
-        """How much longer the tail takes on average than the body."""
-        return self.tail_mean_s - self.body_mean_s
-
-
-def split(y: F64, percentile: float, target: str) -> Cohorts:
-    """Cut the tail at the ``percentile`` of ``y`` (linear interpolation)."""
-    threshold = float(np.percentile(y, percentile))
-    tail = y >= threshold
-    if tail.all() or not tail.any():
-        raise AnalysisError(f"{target} has no spread at p{percentile:g}: tail equals body")
-    body = ~tail
-    return Cohorts(
-        y=y,
-        threshold=threshold,
-        tail=tail,
-        body=body,
-        n_tail=int(tail.sum()),
-        n_body=int(body.sum()),
-        tail_mean_s=float(y[tail].mean()),
-        body_mean_s=float(y[body].mean()),
-        tail_weight=tail.astype(np.float64),
-    )

@@ -10,11 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-import numpy as np
-
-from fleetwatch.fleet.tail.cohorts import F64, Cohorts, Requests
 from fleetwatch.fleet.tail.model import INTERFERENCE, OUTPUT, PROMPT, REPLICA, Fit
 from fleetwatch.fleet.tail.report import Suspect
+from fleetwatch.fleet.tail.sums import TailSums
 
 __all__ = [
     "FITTED",
@@ -27,34 +25,32 @@ __all__ = [
 ]
 
 
-def _suspect(name: str, seconds: float, c: Cohorts, evidence: tuple[str, ...]) -> Suspect:
-    excess = c.excess_s
+def _suspect(name: str, seconds: float, sums: TailSums, evidence: tuple[str, ...]) -> Suspect:
+    excess = _excess(sums)
     share = seconds / excess if excess > 0 else math.nan
     return Suspect(name, seconds, share, evidence)
 
 
-def _trend(x: F64, y: F64) -> float:
-    """Least-squares slope of ``y`` on ``x`` (0 when ``x`` has no spread)."""
-    xc = x - x.mean()
-    den = float(np.dot(xc, xc))
-    return float(np.dot(xc, y - y.mean()) / den) if den > 0 else 0.0
+def _excess(sums: TailSums) -> float:
+    tail, body = sums.means(sums.y_tail, sums.y_sum)
+    return tail - body
 
 
-def queueing(req: Requests, parts: Mapping[str, F64], c: Cohorts) -> Suspect:
+def queueing(sums: TailSums) -> Suspect:
     """The tail's extra queue time; a queue that grows over the run by more than a typical
     request takes means arrivals exceed capacity."""
-    queue = parts["queue"]
-    q_t, q_b = c.means(queue)
-    growth = _trend(req.arrival, queue) * float(req.arrival.max() - req.arrival.min())
+    q_t, q_b = sums.means(sums.parts_tail["queue"], sums.parts_sum["queue"])
+    growth = sums.queue_growth()
+    body_mean = sums.means(sums.y_tail, sums.y_sum)[1]
     overload = (
         " (growing by more than a typical request takes: arrivals exceed capacity)"
-        if growth > c.body_mean_s
+        if growth > body_mean
         else ""
     )
     return _suspect(
         "queueing",
         q_t - q_b,
-        c,
+        sums,
         (
             f"queue mean {q_t:.4g} s in the tail vs {q_b:.4g} s in the body",
             f"queue time trend over the run: {growth:+.4g} s end to end" + overload,
@@ -62,14 +58,14 @@ def queueing(req: Requests, parts: Mapping[str, F64], c: Cohorts) -> Suspect:
     )
 
 
-def preemption(req: Requests, parts: Mapping[str, F64], c: Cohorts) -> Suspect:
+def preemption(sums: TailSums) -> Suspect:
     """The tail's extra preemption stall, and how much more often the tail was preempted."""
-    s_t, s_b = c.means(parts["preemption_stall"])
-    p_t, p_b = float(req.preempted[c.tail].mean()), float(req.preempted[c.body].mean())
+    s_t, s_b = sums.means(sums.parts_tail["preemption_stall"], sums.parts_sum["preemption_stall"])
+    p_t, p_b = sums.means(float(sums.preempted_tail), float(sums.preempted))
     return _suspect(
         "preemption",
         s_t - s_b,
-        c,
+        sums,
         (
             f"stall mean {s_t:.4g} s in the tail vs {s_b:.4g} s in the body",
             f"preempted: {p_t:.1%} of the tail vs {p_b:.1%} of the body",
@@ -77,52 +73,52 @@ def preemption(req: Requests, parts: Mapping[str, F64], c: Cohorts) -> Suspect:
     )
 
 
-def _explained(fit: Fit, name: str, c: Cohorts) -> tuple[float, F64, float, float, float]:
-    """Seconds the group ``name`` explains; its first column with that column's coefficient and
+def _explained(fit: Fit, name: str, sums: TailSums) -> tuple[float, float, float, float]:
+    """Seconds the group ``name`` explains; its first column's coefficient and that column's
     tail and body means."""
-    cols, coefs = fit.group(name)
     seconds = 0.0
-    for v, b in zip(cols, coefs, strict=True):
-        vt, vb = c.means(v)
-        seconds += float(b * (vt - vb))
-    vt, vb = c.means(cols[0])
-    return seconds, cols[0], float(coefs[0]), vt, vb
+    for j in fit.groups[name]:
+        vt, vb = sums.means(float(sums.col_tail[j]), float(sums.col_sum[j]))
+        seconds += float(fit.beta[j] * (vt - vb))
+    first = fit.groups[name][0]
+    vt, vb = sums.means(float(sums.col_tail[first]), float(sums.col_sum[first]))
+    return seconds, float(fit.beta[first]), vt, vb
 
 
-def prompt_length(fit: Fit, c: Cohorts) -> Suspect:
+def prompt_length(fit: Fit, sums: TailSums) -> Suspect:
     """Longer uncached prompts in the tail, at the fitted seconds per prompt token."""
-    seconds, v, b, vt, vb = _explained(fit, PROMPT, c)
+    seconds, b, vt, vb = _explained(fit, PROMPT, sums)
     return _suspect(
         PROMPT,
         seconds,
-        c,
+        sums,
         (
             f"uncached prompt tokens: tail mean {vt:.0f} vs body {vb:.0f}; "
             f"{b * 1000:.3g} ms per token",
-            f"tail max {float(v[c.tail].max()):.0f} tokens; body p99 "
-            f"{float(np.percentile(v[c.body], 99)):.0f}",
+            f"tail max {sums.tail_max_uncached:.0f} tokens; body p99 "
+            f"{sums.body_uncached_percentile(99):.0f}",
         ),
     )
 
 
-def output_length(fit: Fit, c: Cohorts) -> Suspect:
+def output_length(fit: Fit, sums: TailSums) -> Suspect:
     """Longer outputs in the tail, at the fitted seconds per output token."""
-    seconds, _, b, vt, vb = _explained(fit, OUTPUT, c)
+    seconds, b, vt, vb = _explained(fit, OUTPUT, sums)
     return _suspect(
         OUTPUT,
         seconds,
-        c,
+        sums,
         (f"output tokens: tail mean {vt:.0f} vs body {vb:.0f}; {b * 1000:.3g} ms per token",),
     )
 
 
-def prefill_interference(fit: Fit, c: Cohorts) -> Suspect:
+def prefill_interference(fit: Fit, sums: TailSums) -> Suspect:
     """More long prefills in flight beside tail requests on their replica."""
-    seconds, _, b, vt, vb = _explained(fit, INTERFERENCE, c)
+    seconds, b, vt, vb = _explained(fit, INTERFERENCE, sums)
     return _suspect(
         INTERFERENCE,
         seconds,
-        c,
+        sums,
         (
             f"prompt tokens of other long prefills (>= {fit.long_threshold:.0f} uncached tokens) "
             f"in flight on the same replica: tail mean {vt:.0f} vs body {vb:.0f}",
@@ -131,18 +127,18 @@ def prefill_interference(fit: Fit, c: Cohorts) -> Suspect:
     )
 
 
-def bad_replica(fit: Fit, c: Cohorts) -> Suspect:
+def bad_replica(fit: Fit, sums: TailSums) -> Suspect:
     """The replica over-represented in the tail, and how much slower it serves."""
-    seconds, _, _, vt, vb = _explained(fit, REPLICA, c)
+    seconds, _, vt, vb = _explained(fit, REPLICA, sums)
     return _suspect(
         REPLICA,
         seconds,
-        c,
+        sums,
         (f"replica {fit.bad_replica}: {vt:.1%} of the tail vs {vb:.1%} of the body",),
     )
 
 
-FITTED: Mapping[str, Callable[[Fit, Cohorts], Suspect]] = {
+FITTED: Mapping[str, Callable[[Fit, TailSums], Suspect]] = {
     PROMPT: prompt_length,
     OUTPUT: output_length,
     INTERFERENCE: prefill_interference,

@@ -157,9 +157,10 @@ class DuckEngine:
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
 
-    def frame(self, columns: Sequence[str]) -> pd.DataFrame:
-        """``records``' ``columns`` (stored or ``DERIVED``) as one DataFrame, the label columns
-        categorical (a code a row, not a string): about 8 bytes a row per column."""
+    def frame(self, columns: Sequence[str], where: str | None = None) -> pd.DataFrame:
+        """``records``' ``columns`` (stored or ``DERIVED``) of the rows ``where`` (SQL) keeps as
+        one DataFrame, the label columns categorical (a code a row, not a string): about 8 bytes
+        a row per column."""
         import duckdb
 
         from fleetwatch.records.engine.reductions import DERIVED
@@ -180,7 +181,8 @@ class DuckEngine:
                 else c
                 for c in columns
             )
-            out: pd.DataFrame = self.con.sql(f"SELECT {select} FROM records").df()
+            cond = "" if where is None else f" WHERE {where}"
+            out: pd.DataFrame = self.con.sql(f"SELECT {select} FROM records{cond}").df()
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
         return out

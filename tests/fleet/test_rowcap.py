@@ -183,13 +183,16 @@ def test_the_cap_is_on_the_dataset_total_and_names_the_dataset(
 def test_through_the_engine_the_cap_is_on_the_records_kept(
     files: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The engine counts the rows a filter keeps: a dataset over the cap is refused, the same
-    dataset narrowed under it is analysed."""
-    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "150"]) == 2
+    """`fleet compare` holds every request of a run: the engine counts the rows a filter keeps,
+    a run over the cap is refused, the same run narrowed under it is compared."""
+    run = str(files / "a.jsonl")
+    assert main(["fleet", "compare", run, run, "--max-rows", "150"]) == 2
     line = _one_line_error(capsys)
     assert "a.jsonl: 200 rows, over the cap --max-rows 150" in line and "--replica" in line
     narrowed = ["--replica", "replica-0", "--replica", "replica-1", "--replica", "replica-2"]
-    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "150", *narrowed]) == 0
-    assert "replica" in capsys.readouterr().out
-    assert main(["fleet", "tail", str(files / "a.jsonl"), "--max-rows", "0"]) == 2
+    assert (
+        main(["fleet", "compare", run, run, "--max-rows", "150", "--draws", "100", *narrowed]) == 0
+    )
+    assert "no latency regression found" in capsys.readouterr().out
+    assert main(["fleet", "compare", run, run, "--max-rows", "0"]) == 2
     assert "--max-rows must be at least 1" in _one_line_error(capsys)

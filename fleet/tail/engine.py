@@ -1,0 +1,181 @@
+"""The tail attribution through a query engine, in memory bounded whatever the rows.
+
+The first pass (``plan_in_engine``) is SQL over one model's ok requests: the tail's threshold and
+the body's medians per token are exact order statistics (``records.engine.reductions``), the
+long-prefill size an exact quantile of the uncached tokens' counts, the over-represented replica
+from counts per replica. The second pass takes the model's replicas a group at a time, at most
+``CHUNK_ROWS`` requests (a replica larger than that on its own), into ``TailSums``: memory is one
+chunk's columns, and the report equals the in-memory one to the last bits of float summation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import partial
+
+import numpy as np
+
+from fleetwatch.fleet.by_model import ByModel, gathered
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.tail.attribute import check_options, tail_report
+from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target, ok_requests
+from fleetwatch.fleet.tail.report import TailReport
+from fleetwatch.fleet.tail.sums import (
+    Plan,
+    TailSums,
+    check_spread,
+    long_threshold,
+    worst_replica,
+)
+from fleetwatch.records.engine import Engine
+from fleetwatch.records.engine.reductions import MODEL, exact_quantile, weighted_quantile
+from fleetwatch.records.filters import sql_string
+
+__all__ = ["CHUNK_ROWS", "NEEDS", "plan_in_engine", "tail_in_engine"]
+
+CHUNK_ROWS = 1_000_000
+"""Requests the second pass holds at once (about 150 bytes each)."""
+NEEDS = (
+    "replica",
+    "model",
+    "status",
+    "arrival_s",
+    "scheduled_s",
+    "first_token_s",
+    "finished_s",
+    "prompt_tokens",
+    "output_tokens",
+    "cached_prompt_tokens",
+    "preemptions",
+    "preemption_stall_s",
+)
+"""The stored columns the tail reads."""
+_UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
+
+
+def _exprs(target: Target) -> dict[str, str]:
+    """SQL for the target latency and the adjusted components, as ``cohorts.decompose``."""
+    stall = "coalesce(preemption_stall_s, 0.0)"
+    prefill = "(first_token_s - scheduled_s)"
+    decode = "(finished_s - first_token_s)"
+    if target == "e2e":
+        stall_decode = f"least({stall}, {decode})"
+        stall_prefill = f"least({stall} - {stall_decode}, {prefill})"
+        return {
+            "y": "(finished_s - arrival_s)",
+            "prefill": f"({prefill} - {stall_prefill})",
+            "decode": f"({decode} - {stall_decode})",
+        }
+    stall_prefill = f"least({stall}, {prefill})"
+    return {"y": "(first_token_s - arrival_s)", "prefill": f"({prefill} - {stall_prefill})"}
+
+
+def _base(model: str) -> str:
+    return (
+        f"FROM records WHERE {MODEL} = {sql_string(model)} AND status = 'ok' "
+        "AND scheduled_s IS NOT NULL AND first_token_s IS NOT NULL"
+    )
+
+
+def plan_in_engine(
+    engine: Engine, model: str, percentile: float, target: Target, long_prompt_quantile: float
+) -> tuple[Plan, dict[str, int]]:
+    """The first pass over one model's ok requests in ``engine``, and each replica's count."""
+    base = _base(model)
+    ex = _exprs(target)
+    per = engine.query(f"SELECT replica, count(*) AS n, min(arrival_s) AS a0 {base} GROUP BY 1")
+    n = int(per["n"].sum())
+    if n < MIN_REQUESTS:
+        raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {n}")
+    threshold = exact_quantile(engine, ex["y"], base, percentile / 100.0, n)
+    tails = engine.query(
+        f"SELECT replica, count(*) AS n {base} AND {ex['y']} >= {threshold!r} GROUP BY 1"
+    )
+    n_tail = int(tails["n"].sum())
+    check_spread(n_tail, n, percentile, target)
+    u = engine.query(f"SELECT {_UNCACHED} AS u, count(*) AS n {base} GROUP BY 1")
+    q_long, q_mid = weighted_quantile(u["u"], u["n"], [long_prompt_quantile, 0.5])
+    body = f"{base} AND {ex['y']} < {threshold!r}"
+    per_prompt = exact_quantile(
+        engine,
+        f"({ex['prefill']} / greatest(CAST({_UNCACHED} AS DOUBLE), 1.0))",
+        body,
+        0.5,
+        n - n_tail,
+    )
+    per_out = 0.0
+    if target == "e2e":
+        per_out = exact_quantile(
+            engine,
+            f"({ex['decode']} / greatest(CAST(output_tokens - 1 AS DOUBLE), 1.0))",
+            body,
+            0.5,
+            n - n_tail,
+        )
+    names = [str(r) for r in per["replica"]]
+    counts_tail = tails.set_index(tails["replica"].astype(str))["n"].reindex(names).fillna(0)
+    plan = Plan(
+        target=target,
+        percentile=percentile,
+        threshold=threshold,
+        long_threshold=long_threshold(float(q_long), float(q_mid)),
+        per_prompt=per_prompt,
+        per_out=per_out,
+        worst=worst_replica(per["n"].to_numpy(np.float64), counts_tail.to_numpy(np.float64), names),
+        origin=float(per["a0"].min()),
+    )
+    return plan, dict(zip(names, per["n"].astype(int).tolist(), strict=True))
+
+
+def _chunks(counts: dict[str, int], rows: int) -> Iterator[list[str]]:
+    """Replicas in groups of at most ``rows`` requests (a larger replica alone)."""
+    group: list[str] = []
+    held = 0
+    for name in sorted(counts):
+        if group and held + counts[name] > rows:
+            yield group
+            group, held = [], 0
+        group.append(name)
+        held += counts[name]
+    if group:
+        yield group
+
+
+def _model_report(
+    engine: Engine,
+    model: str,
+    percentile: float,
+    target: Target,
+    long_prompt_quantile: float,
+    chunk_rows: int,
+) -> TailReport:
+    plan, counts = plan_in_engine(engine, model, percentile, target, long_prompt_quantile)
+    sums = TailSums(plan)
+    for group in _chunks(counts, chunk_rows):
+        where = (
+            f"{MODEL} = {sql_string(model)} AND replica IN "
+            f"({', '.join(sql_string(r) for r in group)})"
+        )
+        sums.add(ok_requests(engine.frame(NEEDS, where), minimum=0))
+    return tail_report(plan, sums)
+
+
+def tail_in_engine(
+    engine: Engine,
+    *,
+    percentile: float = 99.0,
+    target: Target = "e2e",
+    long_prompt_quantile: float = 0.9,
+    chunk_rows: int = CHUNK_ROWS,
+) -> TailReport | ByModel[TailReport]:
+    """``attribute_tail_by_model`` over an engine's ``records``: each model's tail apart, the
+    one report of a dataset of one model."""
+    check_options(percentile, target)
+    models = sorted(str(m) for m in engine.query(f"SELECT DISTINCT {MODEL} AS m FROM records")["m"])
+    runs: list[tuple[str, Callable[[], TailReport]]] = [
+        (m, partial(_model_report, engine, m, percentile, target, long_prompt_quantile, chunk_rows))
+        for m in models
+    ]
+    if len(runs) == 1:
+        return runs[0][1]()
+    return gathered(runs, [])

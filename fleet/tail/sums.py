@@ -1,0 +1,284 @@
+"""The tail attribution in two passes, so a model's requests need never be in memory at once.
+
+The first pass fixes what every request is judged against (``Plan``): the tail's threshold (the
+percentile of the target latency), the size of a long prefill, the body's typical seconds per
+prompt and per output token (for the in-flight overlap), and the replica over-represented in the
+tail. It comes from the requests' arrays (``plan_from_requests``) or from exact order statistics in
+a query engine (``fleet.tail.engine``).
+
+The second pass (``TailSums.add``) takes the requests a group of whole replicas at a time (a
+replica's requests together: the overlap is counted within a replica) and keeps only sums: the
+least-squares normal equations of the service-time fit, each feature's and component's tail and
+total sums, the counts and the queue trend's moments. Whatever the number of chunks, the sums
+and so the report are those of the whole (to the last bits of float summation).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.tail.cohorts import F64, Requests, Target, decompose
+
+__all__ = [
+    "INTERFERENCE",
+    "OUTPUT",
+    "PROMPT",
+    "REPLICA",
+    "Plan",
+    "TailSums",
+    "interference",
+    "plan_from_requests",
+    "worst_replica",
+]
+
+PROMPT = "prompt-length variance"
+OUTPUT = "output length"
+INTERFERENCE = "prefill interference"
+REPLICA = "one bad replica"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the second pass judges each request against."""
+
+    target: Target
+    percentile: float
+    threshold: float
+    """Tail: the target latency at or above it."""
+    long_threshold: float
+    """A long prefill: at least this many uncached prompt tokens."""
+    per_prompt: float
+    """The body's median prefill seconds per uncached prompt token."""
+    per_out: float
+    """The body's median decode seconds per output token after the first (e2e; else 0)."""
+    worst: str | None
+    """The replica over-represented in the tail, or None."""
+    origin: float
+    """A time near the requests' arrivals: the queue trend's sums are taken from it."""
+
+    def groups(self) -> list[str]:
+        """The fit's feature groups, in the order suspects are listed before ranking."""
+        out = [PROMPT, *([OUTPUT] if self.target == "e2e" else []), INTERFERENCE]
+        return [*out, REPLICA] if self.worst is not None else out
+
+
+def interference(
+    codes: np.ndarray[Any, Any],
+    start: F64,
+    end: F64,
+    pf_end: F64,
+    uncached: F64,
+    long_mask: np.ndarray[Any, Any],
+) -> F64:
+    """Prompt tokens of other long-prompt prefills on the same replica overlapping each request.
+
+    A long prefill j overlaps request i when ``start_j < end_i`` and ``pf_end_j > start_i``;
+    counting those with ``start_j < end_i`` minus those with ``pf_end_j <= start_i`` gives the sum
+    in two sorted searches. Replicas are kept apart by offsetting each one's clock.
+    """
+    if not len(start):
+        return np.zeros(0)
+    lo = float(np.nanmin(start))
+    span = float(np.nanmax(np.fmax(end, pf_end))) - lo + 1.0
+    off = codes.astype(np.float64) * 2.0 * span - lo
+    s, e = start + off, end + off
+    ls, le = (start + off)[long_mask], (pf_end + off)[long_mask]
+    tok = uncached[long_mask]
+    o1, o2 = np.argsort(ls, kind="stable"), np.argsort(le, kind="stable")
+    ls_sorted, le_sorted = ls[o1], le[o2]
+    c1 = np.concatenate(([0.0], np.cumsum(tok[o1])))
+    c2 = np.concatenate(([0.0], np.cumsum(tok[o2])))
+    total = (
+        c1[np.searchsorted(ls_sorted, e, side="left")]
+        - c2[np.searchsorted(le_sorted, s, side="right")]
+    )
+    own = np.where(long_mask & (pf_end > start), uncached, 0.0)
+    out: F64 = np.maximum(total - own, 0.0)
+    return out
+
+
+def worst_replica(counts_all: F64, counts_tail: F64, names: list[str]) -> str | None:
+    """The replica with at least 1.5 times its share of requests in the tail (and at least two
+    tail requests), the most over-represented one; ``None`` when none is or there is one replica."""
+    if len(names) <= 1:
+        return None
+    lift = (counts_tail / counts_tail.sum()) / (counts_all / counts_all.sum())
+    worst = int(np.argmax(lift))
+    return names[worst] if lift[worst] >= 1.5 and counts_tail[worst] >= 2 else None
+
+
+def _long_threshold(uncached: F64, quantile: float) -> float:
+    """A long prompt: at or above the ``quantile`` of uncached tokens, at least twice the median."""
+    q_long, q_mid = np.quantile(uncached, [quantile, 0.5])
+    return long_threshold(float(q_long), float(q_mid))
+
+
+def long_threshold(q_long: float, q_mid: float) -> float:
+    """The long-prefill size from the uncached tokens' ``quantile`` and median."""
+    return max(q_long, 2.0 * q_mid, 1.0)
+
+
+def check_spread(n_tail: int, n: int, percentile: float, target: str) -> None:
+    if n_tail in (0, n):
+        raise AnalysisError(f"{target} has no spread at p{percentile:g}: tail equals body")
+
+
+def plan_from_requests(
+    req: Requests, percentile: float, target: Target, long_prompt_quantile: float
+) -> Plan:
+    """The first pass over requests held in memory."""
+    y, parts = decompose(req, target)
+    threshold = float(np.percentile(y, percentile))
+    tail = y >= threshold
+    check_spread(int(tail.sum()), len(y), percentile, target)
+    body = ~tail
+    per_prompt = float(np.median(parts["prefill"][body] / np.maximum(req.uncached[body], 1.0)))
+    per_out = 0.0
+    if target == "e2e":
+        per_out = float(
+            np.median(parts["decode"][body] / np.maximum(req.out_tokens[body] - 1, 1.0))
+        )
+    k = len(req.replicas)
+    counts_all = np.bincount(req.codes, minlength=k).astype(np.float64)
+    counts_tail = np.bincount(req.codes[tail], minlength=k).astype(np.float64)
+    return Plan(
+        target=target,
+        percentile=percentile,
+        threshold=threshold,
+        long_threshold=_long_threshold(req.uncached, long_prompt_quantile),
+        per_prompt=per_prompt,
+        per_out=per_out,
+        worst=worst_replica(counts_all, counts_tail, req.replicas),
+        origin=float(np.min(req.arrival)),
+    )
+
+
+def _zeros() -> F64:
+    return np.zeros(0)
+
+
+@dataclass
+class TailSums:
+    """The second pass's sums; ``add`` one chunk of whole replicas' requests at a time."""
+
+    plan: Plan
+    n: int = 0
+    n_tail: int = 0
+    y_sum: float = 0.0
+    y_tail: float = 0.0
+    parts_sum: dict[str, float] = field(default_factory=dict)
+    parts_tail: dict[str, float] = field(default_factory=dict)
+    preempted: int = 0
+    preempted_tail: int = 0
+    gram: F64 = field(default_factory=_zeros)
+    rhs: F64 = field(default_factory=_zeros)
+    col_max: F64 = field(default_factory=_zeros)
+    col_sum: F64 = field(default_factory=_zeros)
+    col_tail: F64 = field(default_factory=_zeros)
+    a_sum: float = 0.0
+    a_sq: float = 0.0
+    aq_sum: float = 0.0
+    q_sum: float = 0.0
+    a_min: float = np.inf
+    a_max: float = -np.inf
+    tail_max_uncached: float = -np.inf
+    body_uncached: Counter[float] = field(default_factory=Counter)
+
+    def _features(self, req: Requests, parts: dict[str, F64]) -> list[F64]:
+        plan = self.plan
+        uncached = req.uncached
+        long_mask = uncached >= plan.long_threshold
+        interf = np.zeros(len(req))
+        if long_mask.any():
+            nominal = req.scheduled + plan.per_prompt * uncached
+            if plan.target == "e2e":
+                nominal = nominal + plan.per_out * np.maximum(req.out_tokens - 1.0, 0.0)
+            interf = interference(req.codes, req.scheduled, nominal, req.first, uncached, long_mask)
+        groups: dict[str, list[F64]] = {PROMPT: [uncached]}
+        if plan.target == "e2e":
+            groups[OUTPUT] = [np.maximum(req.out_tokens - 1.0, 0.0)]
+        groups[INTERFERENCE] = [interf]
+        if plan.worst is not None:
+            names = np.asarray(req.replicas, dtype=object)
+            on = (names[req.codes] == plan.worst).astype(np.float64)
+            sizes = [cols[0] for cols in list(groups.values())[:2]]
+            groups[REPLICA] = [on, *(on * v for v in sizes)]
+        return [np.ones(len(req)), *(col for name in plan.groups() for col in groups[name])]
+
+    def add(self, req: Requests) -> None:
+        """Count one chunk: the requests of whole replicas."""
+        if not len(req):
+            return
+        plan = self.plan
+        y, parts = decompose(req, plan.target)
+        tail = y >= plan.threshold
+        weight = tail.astype(np.float64)
+        self.n += len(y)
+        self.n_tail += int(tail.sum())
+        self.y_sum += float(y.sum())
+        self.y_tail += float(y @ weight)
+        for name, v in parts.items():
+            self.parts_sum[name] = self.parts_sum.get(name, 0.0) + float(v.sum())
+            self.parts_tail[name] = self.parts_tail.get(name, 0.0) + float(v @ weight)
+        self.preempted += int(req.preempted.sum())
+        self.preempted_tail += int(req.preempted[tail].sum())
+        cols = self._features(req, parts)
+        design = np.column_stack(cols)
+        service = y - parts["queue"] - parts["preemption_stall"]
+        if not len(self.gram):
+            k = design.shape[1]
+            self.gram, self.rhs = np.zeros((k, k)), np.zeros(k)
+            self.col_max, self.col_sum, self.col_tail = np.zeros(k), np.zeros(k), np.zeros(k)
+        self.gram += design.T @ design
+        self.rhs += design.T @ service
+        self.col_max = np.maximum(self.col_max, np.abs(design).max(axis=0))
+        self.col_sum += design.sum(axis=0)
+        self.col_tail += weight @ design
+        a = req.arrival - plan.origin
+        q = parts["queue"]
+        self.a_sum += float(a.sum())
+        self.a_sq += float(a @ a)
+        self.aq_sum += float(a @ q)
+        self.q_sum += float(q.sum())
+        self.a_min = min(self.a_min, float(a.min()))
+        self.a_max = max(self.a_max, float(a.max()))
+        if tail.any():
+            self.tail_max_uncached = max(self.tail_max_uncached, float(req.uncached[tail].max()))
+        values, counts = np.unique(req.uncached[~tail], return_counts=True)
+        self.body_uncached.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))
+
+    @property
+    def n_body(self) -> int:
+        return self.n - self.n_tail
+
+    def means(self, tail_sum: float, total: float) -> tuple[float, float]:
+        """Tail and body means of a quantity from its tail sum and total."""
+        return tail_sum / self.n_tail, (total - tail_sum) / self.n_body
+
+    def solve(self) -> F64:
+        """Least squares of the service time on the feature columns (columns scaled to at most 1
+        in magnitude: the normal equations of the scaled design)."""
+        scale = np.maximum(self.col_max, 1e-12)
+        gram = self.gram / np.outer(scale, scale)
+        beta: F64 = np.linalg.lstsq(gram, self.rhs / scale, rcond=None)[0] / scale
+        return beta
+
+    def queue_growth(self) -> float:
+        """The queue's least-squares trend over arrival times, times the arrivals' span."""
+        sxx = self.a_sq - self.a_sum**2 / self.n
+        sxy = self.aq_sum - self.a_sum * self.q_sum / self.n
+        slope = sxy / sxx if sxx > 0 else 0.0
+        return slope * (self.a_max - self.a_min)
+
+    def body_uncached_percentile(self, percentile: float) -> float:
+        """A percentile of the body's uncached prompt tokens (linear, as ``numpy``)."""
+        from fleetwatch.records.engine.reductions import weighted_quantile
+
+        values = np.fromiter(self.body_uncached.keys(), dtype=np.float64)
+        counts = np.fromiter(self.body_uncached.values(), dtype=np.float64)
+        return float(weighted_quantile(values, counts, percentile / 100.0)[0])

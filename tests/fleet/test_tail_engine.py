@@ -1,0 +1,92 @@
+"""`fleet tail` through the query engine: exact thresholds and medians from order statistics in
+the engine, the requests summed a group of replicas at a time, and the report the in-memory
+attribution gives, however the replicas are grouped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fleetwatch.fleet.by_model import ByModel
+from fleetwatch.fleet.tail import attribute_tail, attribute_tail_by_model
+from fleetwatch.fleet.tail.cohorts import decompose, ok_requests
+from fleetwatch.fleet.tail.engine import NEEDS, plan_in_engine, tail_in_engine
+from fleetwatch.records.dataset import read_dataset
+from fleetwatch.records.engine.scan import open_scan
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
+from tests.fleet.test_by_model import two_models
+from tests.records.plugin_tree import write_tree
+
+
+def _rounded(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return float(f"{obj:.9g}")
+    if isinstance(obj, dict):
+        return {k: _rounded(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rounded(v) for v in obj]
+    return obj
+
+
+@pytest.fixture(scope="module")
+def one_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    frame = synthetic_fleet(6, 400, seed=21, slowdown={3: 1.7})
+    return write_tree(tmp_path_factory.mktemp("tail-engine") / "fleet", frame).root
+
+
+@pytest.mark.parametrize("target", ["e2e", "ttft"])
+@pytest.mark.parametrize("chunk_rows", [1, 500, 10_000_000])
+def test_grouped_replicas_give_the_in_memory_report(
+    one_model: Path, target: str, chunk_rows: int
+) -> None:
+    whole = read_dataset([one_model]).frame
+    expect = attribute_tail(whole, target=target).to_dict()  # type: ignore[arg-type]
+    with open_scan([one_model], columns=NEEDS) as scan:
+        got = tail_in_engine(scan.engine, target=target, chunk_rows=chunk_rows)  # type: ignore[arg-type]
+    assert _rounded(got.to_dict()) == _rounded(expect)
+
+
+def test_the_plan_is_exact(one_model: Path) -> None:
+    whole = read_dataset([one_model]).frame
+    req = ok_requests(whole)
+    y, parts = decompose(req, "e2e")
+    with open_scan([one_model], columns=NEEDS) as scan:
+        plan, counts = plan_in_engine(scan.engine, "m", 99.0, "e2e", 0.9)
+    assert plan.threshold == float(np.percentile(y, 99.0))
+    body = y < plan.threshold
+    assert plan.per_prompt == float(
+        np.median(parts["prefill"][body] / np.maximum(req.uncached[body], 1.0))
+    )
+    assert sum(counts.values()) == len(req) and len(counts) == 6
+
+
+def test_each_model_is_attributed_apart(tmp_path: Path) -> None:
+    frame = two_models(seed=9, big={2: 1.8})
+    root = write_tree(tmp_path / "fleet", frame).root
+    expect = attribute_tail_by_model(read_dataset([root]).frame)
+    with open_scan([root], columns=NEEDS) as scan:
+        got = tail_in_engine(scan.engine, chunk_rows=400)
+    assert isinstance(got, ByModel) and isinstance(expect, ByModel)
+    assert _rounded(got.to_dict()) == _rounded(expect.to_dict())
+
+
+def test_no_chunk_holds_more_than_its_rows(
+    one_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory is one chunk's requests: no frame handed over is larger than the chunk (a replica
+    alone may be), so the rows of the dataset never meet in one frame."""
+    with open_scan([one_model], columns=NEEDS) as scan:
+        sizes: list[int] = []
+        frame = scan.engine.frame
+
+        def recorded(columns: Any, where: Any = None) -> Any:
+            out = frame(columns, where)
+            sizes.append(len(out))
+            return out
+
+        monkeypatch.setattr(scan.engine, "frame", recorded)
+        tail_in_engine(scan.engine, chunk_rows=900)
+        assert sum(sizes) == scan.rows and len(sizes) == 3 and max(sizes) <= 900
