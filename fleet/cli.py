@@ -165,7 +165,7 @@ FRAME_COLUMNS = (
     "preemptions",
     "preemption_stall_s",
 )
-"""The stored columns ``fleet tail`` and ``fleet compare`` read."""
+"""The stored columns ``fleet compare`` reads (and ``fleet tail`` read whole)."""
 
 
 @app.command("outliers", cls=OnceEach)

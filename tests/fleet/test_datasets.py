@@ -15,6 +15,7 @@ from fleetwatch.records import read_records, write_records
 from fleetwatch.records.dataset import read_dataset
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.records.plugin_tree import PluginTree, plugin_tree, write_tree
+from tests.rounding import rounded
 
 
 @pytest.fixture(scope="module")
@@ -25,18 +26,6 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> PluginTree:
 def _json(argv: list[str], capsys: pytest.CaptureFixture[str], status: int = 0) -> object:
     assert main(argv) == status, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
-
-
-def _rounded(obj: object) -> object:
-    """``obj`` with each float to 10 significant digits: a query engine sums the same rows in
-    its own order (JSON lines before Parquet), so sums agree to the last few bits only."""
-    if isinstance(obj, float):
-        return float(f"{obj:.10g}")
-    if isinstance(obj, dict):
-        return {k: _rounded(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rounded(v) for v in obj]
-    return obj
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
@@ -54,14 +43,14 @@ def test_every_row_of_the_dataset_is_read(tree: PluginTree) -> None:
 def test_tail_of_a_directory_is_the_tail_of_its_single_file(
     tree: PluginTree, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    whole = _rounded(_json(["fleet", "tail", str(tree.whole), "--json"], capsys))
-    assert _rounded(_json(["fleet", "tail", str(tree.root), "--json"], capsys)) == whole
+    whole = rounded(_json(["fleet", "tail", str(tree.whole), "--json"], capsys))
+    assert rounded(_json(["fleet", "tail", str(tree.root), "--json"], capsys)) == whole
     glob = f"{tree.root}/**/records-*"
-    assert _rounded(_json(["fleet", "tail", glob, "--json"], capsys)) == whole
+    assert rounded(_json(["fleet", "tail", glob, "--json"], capsys)) == whole
     replicas = sorted(str(p) for p in tree.root.iterdir())
-    assert _rounded(_json(["fleet", "tail", *replicas, "--json"], capsys)) == whole
+    assert rounded(_json(["fleet", "tail", *replicas, "--json"], capsys)) == whole
     memory = _json(["fleet", "tail", str(tree.root), "--engine", "memory", "--json"], capsys)
-    assert _rounded(memory) == whole
+    assert rounded(memory) == whole
 
 
 def test_outliers_of_a_directory_are_those_of_its_single_file(
@@ -85,12 +74,12 @@ def test_compare_of_two_directories_is_that_of_their_single_files(
     opts = ["--draws", "200", "--json"]
     whole = _json(["fleet", "compare", str(before.whole), str(after.whole), *opts], capsys)
     doc = _json(["fleet", "compare", str(before.root), f"{after.root}/**/*", *opts], capsys)
-    assert _rounded(doc) == _rounded(whole)
+    assert rounded(doc) == rounded(whole)
     memory = ["--engine", "memory"]
     in_memory = _json(
         ["fleet", "compare", str(before.root), str(after.root), *opts, *memory], capsys
     )
-    assert _rounded(in_memory) == _rounded(whole)
+    assert rounded(in_memory) == rounded(whole)
     assert isinstance(doc, dict) and "regress" in json.dumps(doc)
 
 
@@ -124,7 +113,7 @@ def test_skip_bad_skips_and_counts_the_bad_files(
     whole = _json(["fleet", "tail", str(good.whole), "--json"], capsys)
     assert main(["fleet", "tail", str(root), "--json", "--skip-bad"]) == 0
     captured = capsys.readouterr()
-    assert _rounded(json.loads(captured.out)) == _rounded(whole)
+    assert rounded(json.loads(captured.out)) == rounded(whole)
     warning = captured.err.strip().splitlines()
     assert len(warning) == 1 and f"skipped 2 bad record file(s) of {good.files + 2}" in warning[0]
     assert main(["fleet", "outliers", str(root), "--skip-bad", "--json"]) == 0
@@ -152,5 +141,5 @@ def test_a_dataset_and_its_single_parquet_file_agree(
 ) -> None:
     whole = tmp_path / "whole.parquet"
     write_records(whole, read_records(tree.whole))
-    doc = _rounded(_json(["fleet", "tail", str(whole), "--json"], capsys))
-    assert _rounded(_json(["fleet", "tail", str(tree.root), "--json"], capsys)) == doc
+    doc = rounded(_json(["fleet", "tail", str(whole), "--json"], capsys))
+    assert rounded(_json(["fleet", "tail", str(tree.root), "--json"], capsys)) == doc

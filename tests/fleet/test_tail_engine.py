@@ -19,16 +19,7 @@ from fleetwatch.records.engine.scan import open_scan
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.fleet.test_by_model import two_models
 from tests.records.plugin_tree import write_tree
-
-
-def _rounded(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return float(f"{obj:.9g}")
-    if isinstance(obj, dict):
-        return {k: _rounded(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rounded(v) for v in obj]
-    return obj
+from tests.rounding import rounded
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +37,7 @@ def test_grouped_replicas_give_the_in_memory_report(
     expect = attribute_tail(whole, target=target).to_dict()  # type: ignore[arg-type]
     with open_scan([one_model], columns=NEEDS) as scan:
         got = tail_in_engine(scan.engine, target=target, chunk_rows=chunk_rows)  # type: ignore[arg-type]
-    assert _rounded(got.to_dict()) == _rounded(expect)
+    assert rounded(got.to_dict()) == rounded(expect)
 
 
 def test_the_plan_is_exact(one_model: Path) -> None:
@@ -70,7 +61,7 @@ def test_each_model_is_attributed_apart(tmp_path: Path) -> None:
     with open_scan([root], columns=NEEDS) as scan:
         got = tail_in_engine(scan.engine, chunk_rows=400)
     assert isinstance(got, ByModel) and isinstance(expect, ByModel)
-    assert _rounded(got.to_dict()) == _rounded(expect.to_dict())
+    assert rounded(got.to_dict()) == rounded(expect.to_dict())
 
 
 def test_no_chunk_holds_more_than_its_rows(

@@ -21,6 +21,7 @@ from fleetwatch.records.engine.spark import SparkEngine
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from tests.fleet.test_by_model import two_models
 from tests.records.plugin_tree import PluginTree, write_tree
+from tests.rounding import rounded
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,21 +50,11 @@ def slo_tree(tmp_path_factory: pytest.TempPathFactory) -> PluginTree:
     return write_tree(tmp_path_factory.mktemp("spark-slo") / "fleet", frame)
 
 
-def _rounded(obj: object) -> object:
-    if isinstance(obj, float):
-        return float(f"{obj:.9g}")
-    if isinstance(obj, dict):
-        return {k: _rounded(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rounded(v) for v in obj]
-    return obj
-
-
 def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> object:
     code = main(argv)
     out, err = capsys.readouterr()
     assert code == 0, err
-    return _rounded(json.loads(out))
+    return rounded(json.loads(out))
 
 
 @pytest.mark.parametrize(
