@@ -20,7 +20,15 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-__all__ = ["COLUMNS", "ENGINES", "LABELS", "REQUIRED", "Engine", "view_columns"]
+__all__ = [
+    "COLUMNS",
+    "ENGINES",
+    "LABELS",
+    "REQUIRED",
+    "Engine",
+    "implausible",
+    "view_columns",
+]
 
 ENGINES = ("duckdb", "spark", "memory")
 """What ``--engine`` accepts: ``memory`` reads every record into pandas (the reference path)."""
@@ -69,6 +77,45 @@ def view_columns(columns: Sequence[str]) -> str:
         else:
             out.append(c)
     return ", ".join(out)
+
+
+def implausible(columns: Sequence[str]) -> str:
+    """A SQL condition true for a row that ``records.validate.validate_frame`` would refuse
+    (negative counts or durations, times that cannot be seconds, requests longer than a week,
+    times out of order), over the ``columns`` read; ``FALSE`` when none of them is checked. A
+    file holding such a row is then read by the project's own reader for its exact message."""
+    from fleetwatch.core.records.schema import MAX_REQUEST_S, MAX_TIMESTAMP_S, TIME_EPS
+
+    have = set(columns)
+    out = [
+        f"{c} < 0"
+        for c in (
+            "prompt_tokens",
+            "output_tokens",
+            "cached_prompt_tokens",
+            "preemptions",
+            "preemption_stall_s",
+            "max_itl_s",
+        )
+        if c in have
+    ]
+    out += [f"{c} > {MAX_REQUEST_S!r}" for c in ("preemption_stall_s", "max_itl_s") if c in have]
+    if {"cached_prompt_tokens", "prompt_tokens"} <= have:
+        out.append("cached_prompt_tokens > prompt_tokens")
+    times = [
+        c
+        for c in ("arrival_s", "scheduled_s", "first_token_s", "finished_s", "intended_s")
+        if c in have
+    ]
+    out += [f"abs({c}) > {MAX_TIMESTAMP_S!r}" for c in times]
+    if {"arrival_s", "finished_s"} <= have:
+        out.append(f"finished_s - arrival_s > {MAX_REQUEST_S!r}")
+    order = ("arrival_s", "scheduled_s", "first_token_s", "finished_s")
+    for i, early in enumerate(order):
+        for late in order[i + 1 :]:
+            if {early, late} <= have:
+                out.append(f"{late} < {early} - {TIME_EPS!r}")
+    return " OR ".join(f"({c})" for c in out) or "FALSE"
 
 
 class Engine(Protocol):

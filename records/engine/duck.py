@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetwatch.core.records.schema import RecordError
 from fleetwatch.core.records.write import PARQUET_SUFFIXES
-from fleetwatch.records.engine import COLUMNS, LABELS, REQUIRED, view_columns
+from fleetwatch.records.engine import COLUMNS, LABELS, REQUIRED, implausible, view_columns
 from fleetwatch.records.filters import sql_string
 
 if TYPE_CHECKING:
@@ -189,7 +189,8 @@ class DuckEngine:
 
     def scalar(self, sql: str) -> Any:
         """The one value ``sql`` returns."""
-        row = self.con.execute(sql).fetchone()
+        rows = self.con.execute(sql).fetchall()
+        row = rows[0] if rows else None
         return None if row is None else row[0]
 
     def check(self) -> tuple[int, int]:
@@ -199,7 +200,7 @@ class DuckEngine:
         row = self.con.execute(
             f"SELECT count(*), count(*) FILTER (WHERE {missing}), "
             f"min(filename) FILTER (WHERE {missing}) FROM everything"
-        ).fetchone()
+        ).fetchall()[0]
         assert row is not None
         total, bad, where = int(row[0]), int(row[1]), row[2]
         if bad:
@@ -207,6 +208,9 @@ class DuckEngine:
                 f"{bad:,} row(s) lack one of {', '.join(REQUIRED)}: not request records",
                 path=str(where),
             )
+        odd = self.scalar(f"SELECT min(filename) FROM everything WHERE {implausible(self.columns)}")
+        if odd is not None and (own := _own_reading(Path(str(odd)))) is not None:
+            raise own
         kept = int(self.scalar("SELECT count(*) FROM records"))
         return total, kept
 

@@ -40,7 +40,7 @@ from urllib.parse import unquote, urlparse
 
 from fleetwatch.core.records.schema import RecordError
 from fleetwatch.core.records.write import PARQUET_SUFFIXES
-from fleetwatch.records.engine import COLUMNS, LABELS, REQUIRED, view_columns
+from fleetwatch.records.engine import COLUMNS, LABELS, REQUIRED, implausible, view_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -397,6 +397,16 @@ class SparkEngine:
                 f"{bad:,} row(s) lack one of {', '.join(REQUIRED)}: not request records",
                 path=_local(str(where)),
             )
+        odd = self.scalar(f"SELECT min(filename) FROM everything WHERE {implausible(self.columns)}")
+        if odd is not None:
+            local = Path(_local(str(odd)))
+            if local.is_file():
+                from fleetwatch.records.io import read_records
+
+                try:
+                    read_records(local)
+                except RecordError as exc:
+                    raise exc from None
         kept = int(self.scalar("SELECT count(*) FROM records"))
         return total, kept
 

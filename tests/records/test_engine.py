@@ -150,3 +150,19 @@ def test_weighted_quantile_is_numpy_quantile_of_the_expanded_sample() -> None:
             continue
         q = np.concatenate(([0.0, 1.0], rng.uniform(0, 1, 5)))
         assert np.allclose(weighted_quantile(v, c, q), np.quantile(np.repeat(v, c), q))
+
+
+def test_an_implausible_record_is_named_as_the_reader_names_it(
+    tree: PluginTree, tmp_path: Path
+) -> None:
+    """The engine reads values, not rules: a row the reader would refuse (a request finished a
+    week and more after it arrived) sends its file to the reader, for the reader's own line."""
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(
+        '{"request_id": "a", "replica": "r", "model": "m", "arrival_s": 1.0, '
+        '"finished_s": 2.0}\n'
+        '{"request_id": "b", "replica": "r", "model": "m", "arrival_s": 1.0, '
+        '"finished_s": 1e7}\n'
+    )
+    with pytest.raises(RecordError, match=r"odd\.jsonl, row 2, field 'finished_s': is 1e\+07 s"):
+        open_scan([tree.root, odd])
