@@ -147,7 +147,7 @@ def _frame(
                 "is analysed in memory, about 150 bytes a row); raise --max-rows, or narrow the "
                 "records with --since/--until, --model or --replica"
             )
-        return scan.engine.frame([*FRAME_COLUMNS, *DERIVED])
+        return scan.engine.frame([*FRAME_COLUMNS, *DERIVED], order=("request_id",))
 
 
 FRAME_COLUMNS = (

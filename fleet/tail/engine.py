@@ -36,6 +36,7 @@ __all__ = ["CHUNK_ROWS", "NEEDS", "plan_in_engine", "tail_in_engine"]
 CHUNK_ROWS = 1_000_000
 """Requests the second pass holds at once (about 150 bytes each)."""
 NEEDS = (
+    "request_id",
     "replica",
     "model",
     "status",
@@ -156,7 +157,8 @@ def _model_report(
             f"{MODEL} = {sql_string(model)} AND replica IN "
             f"({', '.join(sql_string(r) for r in group)})"
         )
-        sums.add(ok_requests(engine.frame(NEEDS, where), minimum=0))
+        frame = engine.frame(NEEDS, where, order=("replica", "arrival_s", "request_id"))
+        sums.add(ok_requests(frame, minimum=0))
     return tail_report(plan, sums)
 
 

@@ -131,10 +131,12 @@ class Engine(Protocol):
         """The result of ``sql``, about ``rows`` rows at a time (memory: one batch)."""
         ...
 
-    def frame(self, columns: Sequence[str], where: str | None = None) -> pd.DataFrame:
+    def frame(
+        self, columns: Sequence[str], where: str | None = None, order: Sequence[str] = ()
+    ) -> pd.DataFrame:
         """``records``' ``columns`` (stored, or derived: ``reductions.DERIVED``) of the rows
-        ``where`` (SQL) keeps, as one DataFrame in this process, the ``LABELS`` columns
-        categorical."""
+        ``where`` (SQL) keeps, sorted by ``order`` (columns), as one DataFrame in this process,
+        the ``LABELS`` columns categorical."""
         ...
 
     def scalar(self, sql: str) -> object:

@@ -82,11 +82,14 @@ class DuckEngine:
         try:
             if jsonl:  # read first, so a bad JSON-lines file is named before any Parquet file
                 spec = "{" + ", ".join(f"{sql_string(c)}: '{COLUMNS[c]}'" for c in wanted) + "}"
+                # in parallel, in no set order: readers that sum floats order their rows
+                self.con.execute("SET preserve_insertion_order = false")
                 self.con.execute(
                     f"CREATE TEMP TABLE scanned AS SELECT {', '.join(wanted)}, filename "
                     f"FROM read_json({_list(jsonl)}, format='newline_delimited', "
                     f"columns={spec}, filename=true, maximum_object_size=1048576)"
                 )
+                self.con.execute("SET preserve_insertion_order = true")
                 parts.append("SELECT * FROM scanned")
         except duckdb.Error as exc:
             raise _record_error(exc, jsonl) from None
@@ -157,10 +160,12 @@ class DuckEngine:
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
 
-    def frame(self, columns: Sequence[str], where: str | None = None) -> pd.DataFrame:
+    def frame(
+        self, columns: Sequence[str], where: str | None = None, order: Sequence[str] = ()
+    ) -> pd.DataFrame:
         """``records``' ``columns`` (stored or ``DERIVED``) of the rows ``where`` (SQL) keeps as
-        one DataFrame, the label columns categorical (a code a row, not a string): about 8 bytes
-        a row per column."""
+        one DataFrame in ``order`` (columns; the files' order when none), the label columns
+        categorical (a code a row, not a string): about 8 bytes a row per column."""
         import duckdb
 
         from fleetwatch.records.engine.reductions import DERIVED
@@ -182,7 +187,8 @@ class DuckEngine:
                 for c in columns
             )
             cond = "" if where is None else f" WHERE {where}"
-            out: pd.DataFrame = self.con.sql(f"SELECT {select} FROM records{cond}").df()
+            sort = f" ORDER BY {', '.join(order)}" if order else ""
+            out: pd.DataFrame = self.con.sql(f"SELECT {select} FROM records{cond}{sort}").df()
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
         return out
@@ -194,24 +200,26 @@ class DuckEngine:
         return None if row is None else row[0]
 
     def check(self) -> tuple[int, int]:
-        """Rows in the dataset and rows the filter keeps; a file whose rows lack a column every
-        record has is a ``RecordError`` naming it."""
+        """Rows in the dataset and rows the filter keeps, in one scan; a file whose rows lack a
+        column every record has is a ``RecordError`` naming it, and a file holding a row the
+        reader would refuse is read by the reader, for its own line."""
         missing = " OR ".join(f"{c} IS NULL" for c in REQUIRED)
+        cond = "TRUE" if self.where is None else self.where.sql()
         row = self.con.execute(
             f"SELECT count(*), count(*) FILTER (WHERE {missing}), "
-            f"min(filename) FILTER (WHERE {missing}) FROM everything"
+            f"min(filename) FILTER (WHERE {missing}), "
+            f"min(filename) FILTER (WHERE {implausible(self.columns)}), "
+            f"count(*) FILTER (WHERE {cond}) "
+            f"FROM (SELECT {view_columns(self.columns)}, filename FROM everything) AS filled"
         ).fetchall()[0]
-        assert row is not None
-        total, bad, where = int(row[0]), int(row[1]), row[2]
+        total, bad, where, odd, kept = int(row[0]), int(row[1]), row[2], row[3], int(row[4])
         if bad:
             raise RecordError(
                 f"{bad:,} row(s) lack one of {', '.join(REQUIRED)}: not request records",
                 path=str(where),
             )
-        odd = self.scalar(f"SELECT min(filename) FROM everything WHERE {implausible(self.columns)}")
         if odd is not None and (own := _own_reading(Path(str(odd)))) is not None:
             raise own
-        kept = int(self.scalar("SELECT count(*) FROM records"))
         return total, kept
 
     def close(self) -> None:

@@ -359,14 +359,17 @@ class SparkEngine:
         except _pyspark_errors() as exc:
             raise _record_error(exc) from None
 
-    def frame(self, columns: Sequence[str], where: str | None = None) -> pd.DataFrame:
+    def frame(
+        self, columns: Sequence[str], where: str | None = None, order: Sequence[str] = ()
+    ) -> pd.DataFrame:
         """``records``' ``columns`` (stored or ``DERIVED``) as one DataFrame in this process, the
         label columns categorical, as ``DuckEngine.frame``."""
         from fleetwatch.records.engine.reductions import DERIVED
 
         select = ", ".join(f"{DERIVED[c]} AS {c}" if c in DERIVED else c for c in columns)
         cond = "" if where is None else f" WHERE {where}"
-        out = self.query(f"SELECT {select} FROM records{cond}")
+        sort = f" ORDER BY {', '.join(order)}" if order else ""
+        out = self.query(f"SELECT {select} FROM records{cond}{sort}")
         for c in columns:
             if c in LABELS:
                 out[c] = out[c].astype("category")

@@ -73,8 +73,8 @@ def test_no_chunk_holds_more_than_its_rows(
         sizes: list[int] = []
         frame = scan.engine.frame
 
-        def recorded(columns: Any, where: Any = None) -> Any:
-            out = frame(columns, where)
+        def recorded(columns: Any, where: Any = None, order: Any = ()) -> Any:
+            out = frame(columns, where, order)
             sizes.append(len(out))
             return out
 

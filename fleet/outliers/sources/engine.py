@@ -66,23 +66,40 @@ def _summary(engine: Engine) -> pd.DataFrame:
     )
 
 
-_SIGNAL_VALUE = (
-    "(CASE s.signal "
-    + " ".join(f"WHEN '{name}' THEN {DERIVED[col]}" for name, col in _LATENCY.items())
-    + " END)"
-)
-"""The latency of the signal a row of ``_PER_SIGNAL`` stands for."""
-_PER_SIGNAL = (
-    "records CROSS JOIN (VALUES " + ", ".join(f"('{name}')" for name in _LATENCY) + ") AS s(signal)"
-)
-"""Each record once per latency signal: one scan feeds every signal's counts."""
+def _per_signal(engine: Engine, keys: Mapping[str, Mapping[str, str]], extra: str) -> pd.DataFrame:
+    """One scan of the ok requests grouped, per latency signal, by ``extra`` and that signal's
+    ``keys`` (name -> SQL), as grouping sets (no row is repeated per signal); the rows of each
+    signal with a value, stacked with a ``signal`` column."""
+    inner = ", ".join(
+        f"CASE WHEN {DERIVED[col]} IS NOT NULL THEN {expr} END AS {key}_{name}"
+        for name, col in _LATENCY.items()
+        for key, expr in keys[name].items()
+    )
+    names = list(next(iter(keys.values())))
+    sets = ", ".join(
+        "(" + ", ".join([*extra.split(", "), *(f"{k}_{name}" for k in names)]) + ")"
+        for name in _LATENCY
+    )
+    marks = ", ".join(f"grouping({names[-1]}_{name}) AS g_{name}" for name in _LATENCY)
+    cols = ", ".join(f"{k}_{name}" for name in _LATENCY for k in names)
+    got = engine.query(
+        f"""SELECT {extra}, {marks}, {cols}, count(*) AS n
+            FROM (SELECT {MODEL} AS model, replica, {inner} FROM records WHERE {_OK}) AS t
+            GROUP BY GROUPING SETS ({sets})"""
+    )
+    parts = []
+    for name in _LATENCY:
+        mine = got[(got[f"g_{name}"] == 0) & got[f"{names[-1]}_{name}"].notna()]
+        part = mine[[*extra.split(", "), *(f"{k}_{name}" for k in names), "n"]].copy()
+        part.columns = [*extra.split(", "), *names, "n"]
+        part.insert(len(extra.split(", ")), "signal", name)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
 
 
 def _uncached_counts(engine: Engine) -> pd.DataFrame:
-    return engine.query(
-        f"""SELECT {MODEL} AS model, s.signal AS signal, {_UNCACHED} AS u, count(*) AS n
-            FROM {_PER_SIGNAL} WHERE {_OK} AND {_SIGNAL_VALUE} IS NOT NULL GROUP BY 1, 2, 3"""
-    )
+    keys = {name: {"u": _UNCACHED} for name in _LATENCY}
+    return _per_signal(engine, keys, "model")
 
 
 def _edges(counts: pd.DataFrame, buckets: int) -> dict[tuple[str, str], np.ndarray[Any, Any]]:
@@ -108,17 +125,13 @@ def _prompt_bucket(edges: Mapping[tuple[str, str], np.ndarray[Any, Any]], signal
 
 
 def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]) -> pd.DataFrame:
-    pb = (
-        "(CASE s.signal "
-        + " ".join(f"WHEN '{name}' THEN {_prompt_bucket(edges, name)}" for name in _LATENCY)
-        + " END)"
-    )
-    cells = engine.query(
-        f"""SELECT {MODEL} AS model, replica, s.signal AS signal, {pb} AS pb,
-                {bucket_sql(_SIGNAL_VALUE)} AS b, count(*) AS n
-            FROM {_PER_SIGNAL} WHERE {_OK} AND {_SIGNAL_VALUE} IS NOT NULL
-            GROUP BY 1, 2, 3, 4, 5"""
-    )
+    keys = {
+        name: {"pb": _prompt_bucket(edges, name), "b": bucket_sql(DERIVED[col])}
+        for name, col in _LATENCY.items()
+    }
+    cells = _per_signal(engine, keys, "model, replica")
+    cells["pb"] = cells["pb"].astype(np.int64)
+    cells["b"] = cells["b"].astype(np.int64)
     cells["v"] = bucket_values(cells["b"].to_numpy())
     return cells
 
