@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from benchmarks.machine import load, machine
 from benchmarks.process_cost import Cost, measure
@@ -97,10 +98,11 @@ class Side:
         return next((c for c in self.runs if not c.ok), None)
 
     def median(self, attr: str) -> float:
-        return statistics.median(getattr(c, attr) for c in self.runs)
+        return float(statistics.median(getattr(c, attr) for c in self.runs))
 
 
-def _models(doc: dict[str, object]) -> list[dict[str, object]]:
+def _models(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A report's per-model parts (a one-model dataset's report is its one part)."""
     models = doc.get("models")
     return models if isinstance(models, list) else [doc]
 
@@ -109,7 +111,7 @@ def outliers_verdict(stdout: str, made: Made) -> str:
     flagged = {
         f["replica"]
         for m in _models(json.loads(stdout))
-        for f in m.get("findings", [])  # type: ignore[attr-defined]
+        for f in m.get("findings", [])
         if f.get("side") == "replica"
     }
     planted = set(made.planted)
@@ -122,7 +124,7 @@ def outliers_verdict(stdout: str, made: Made) -> str:
 def tail_verdict(stdout: str, made: Made) -> str:
     named = []
     for m in _models(json.loads(stdout)):
-        for s in m.get("suspects", []):  # type: ignore[attr-defined]
+        for s in m.get("suspects", []):
             text = " ".join(s.get("evidence", []))
             hit = [p for p in made.planted if p in text]
             if s.get("name") == "one bad replica" and hit:
@@ -135,8 +137,9 @@ def tail_verdict(stdout: str, made: Made) -> str:
 
 
 def compare_verdict(stdout: str, made: Made) -> str:
-    summaries = [str(m.get("summary")) for m in _models(json.loads(stdout))]
-    regressions = sum(len(m.get("regressions", [])) for m in _models(json.loads(stdout)))  # type: ignore[arg-type]
+    models = _models(json.loads(stdout))
+    summaries = [str(m.get("summary")) for m in models]
+    regressions = sum(len(m.get("regressions", [])) for m in models)
     if regressions == 0:
         return f"no regression between the halves ({len(summaries)} models)"
     return f"{regressions} regressions listed between halves of one fleet: " + "; ".join(summaries)
@@ -146,7 +149,10 @@ def backtest_verdict(stdout: str, made: Made) -> str:
     slos = json.loads(stdout)["slos"]
     fired = sorted({i["severity"] for s in slos for i in s["intervals"]})
     count = sum(len(s["intervals"]) for s in slos)
-    return f"{count} firing intervals ({', '.join(fired) or 'none'}) over {slos[0]['evaluations']} evaluations"
+    return (
+        f"{count} firing interval{'' if count == 1 else 's'} ({', '.join(fired) or 'none'}) over "
+        f"{slos[0]['evaluations']} evaluations"
+    )
 
 
 def cases(made: Made, spec: Path) -> list[Case]:
@@ -243,7 +249,7 @@ def _cells(side: Side) -> str:
 def _verdict(case: Case, ours: Side, base: Side, made: Made) -> str:
     failed = ours.failed
     if failed is not None:
-        text = f"fleetwatch failed: {failed.first_error()}"
+        text = f"fleetwatch failed: {failed.first_error().removeprefix('fleetwatch: error: ')}"
     else:
         try:
             text = "exit 0; " + case.verdict(ours.runs[-1].stdout, made)
@@ -252,7 +258,7 @@ def _verdict(case: Case, ours: Side, base: Side, made: Made) -> str:
     bad = base.failed
     if bad is not None:
         text += f"; baseline failed: {bad.first_error()}"
-    return text.replace("|", "/")
+    return text.replace(f"{made.root.parent}/", "").replace("|", "/")
 
 
 def _ratio(ours: Side, base: Side) -> float | None:
@@ -287,7 +293,7 @@ def _describe(made: Made) -> str:
         f"{d.name}: {made.records:,} records over {span}, {made.files:,} files, "
         f"{made.bytes / 1e6:,.0f} MB, {kind}; {d.shape.hosts} hosts × {d.shape.per_host} replicas, "
         f"{models}, {d.shape.rate_per_s:g} requests/s each; planted {d.shape.slowdown:g}x slower: "
-        f"{', '.join(made.planted)}; halves meet at {d.mid_s - d.start_s:.0f} s; {made_how}"
+        f"{', '.join(made.planted)}; halves meet at {d.mid_s - d.start_s:,.0f} s; {made_how}"
     )
 
 
@@ -338,9 +344,13 @@ def bench_size(size: str, cache: Path) -> None:
             else:
                 floors.append(f"{name} {ratio:.2f}x ({'met' if ratio <= CPU_FLOOR else 'missed'})")
             if size == "100m":
-                rss = ours.failed.rss_mb if ours.failed else ours.median("rss_mb")
-                met = "met" if ours.failed is None and rss <= RSS_FLOOR_MB else "missed"
-                rss_floors.append(f"{name} {rss:,.0f} MB ({met})")
+                stopped = ours.failed
+                if stopped is not None:
+                    rss_floors.append(f"{name} failed ({stopped.rss_mb:,.0f} MB when it stopped)")
+                else:
+                    rss = ours.median("rss_mb")
+                    met = "met" if rss <= RSS_FLOOR_MB else "missed"
+                    rss_floors.append(f"{name} {rss:,.0f} MB ({met})")
     print()
     print(f"floor, CPU within {CPU_FLOOR:g}x the baseline's: {'; '.join(floors)}")
     if rss_floors:

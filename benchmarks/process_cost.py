@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Cost", "measure"]
 
@@ -50,8 +51,8 @@ class Cost:
             return self.killed
         lines = [ln.strip() for ln in self.stderr.splitlines() if ln.strip()]
         if lines and lines[0].startswith("Traceback"):
-            return lines[-1][:200]
-        return (lines[0][:200] if lines else "no message") + f" (exit {self.rc})"
+            return lines[-1][:300]
+        return (lines[0][:300] if lines else "no message") + f" (exit {self.rc})"
 
 
 def measure(
@@ -98,10 +99,10 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def _run(job: dict[str, object]) -> dict[str, object]:
-    argv = [str(a) for a in job["argv"]]  # type: ignore[attr-defined]
-    timeout_s = float(job["timeout_s"])  # type: ignore[arg-type]
-    cap_kib = float(job["rss_cap_mb"]) * 1e6 / 1024  # type: ignore[arg-type]
+def _run(job: dict[str, Any]) -> dict[str, Any]:
+    argv = [str(a) for a in job["argv"]]
+    timeout_s = float(job["timeout_s"])
+    cap_kib = float(job["rss_cap_mb"]) * 1e6 / 1024
     cwd = job["cwd"]
     with open(str(job["stdout"]), "wb") as out, open(str(job["stderr"]), "wb") as err:
         start = time.perf_counter()

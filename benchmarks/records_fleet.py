@@ -121,7 +121,7 @@ class FleetShape:
 
     def _pids(self) -> list[int]:
         rng = np.random.default_rng([self.seed, 1 << 20])
-        pids: list[int] = rng.choice(np.arange(1000, 4_000_000), self.replicas, replace=False)
+        pids = rng.choice(np.arange(1000, 4_000_000), self.replicas, replace=False)
         return [int(p) for p in pids]
 
 
@@ -165,7 +165,8 @@ def replica_columns(shape: FleetShape, i: int, start_s: float, end_s: float) -> 
     finish_reason = np.where(
         error, "error", np.where(aborted, "abort", np.where(rng.random(n) < 0.15, "length", "stop"))
     )
-    error_type = np.where(error, "engine_error", None)
+    error_type = np.full(n, None, dtype=object)
+    error_type[error] = "engine_error"
     ids = rng.integers(0, 1 << 64, (n, 2), dtype=np.uint64)
 
     keep = np.nonzero((finished >= start_s) & (finished < end_s))[0]
