@@ -178,6 +178,8 @@ def tail_in_engine(
         (m, partial(_model_report, engine, m, percentile, target, long_prompt_quantile, chunk_rows))
         for m in models
     ]
+    if not runs:
+        raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got 0")
     if len(runs) == 1:
         return runs[0][1]()
     return gathered(runs, [])

@@ -59,7 +59,7 @@ COLUMNS: dict[str, str] = {
 
 LABELS = ("replica", "model", "status", "traffic_class")
 """The string columns an analysis groups by (categorical in a frame)."""
-REQUIRED = ("request_id", "replica", "arrival_s", "finished_s")
+REQUIRED = ("replica", "arrival_s", "finished_s")
 """Columns every record has: a row without one is not a record (a foreign file)."""
 
 

@@ -60,6 +60,7 @@ class DuckEngine:
 
         self.files = tuple(files)
         self.where = where
+        self._json = ""
         self._tmp = tempfile.TemporaryDirectory(prefix="fleetwatch-duckdb-")
         self.con: duckdb.DuckDBPyConnection = duckdb.connect(
             config={
@@ -84,13 +85,16 @@ class DuckEngine:
                 spec = "{" + ", ".join(f"{sql_string(c)}: '{COLUMNS[c]}'" for c in wanted) + "}"
                 # in parallel, in no set order: readers that sum floats order their rows
                 self.con.execute("SET preserve_insertion_order = false")
+                self._json = (
+                    f"read_json({_list(jsonl)}, format='newline_delimited', columns={spec}, "
+                    "maximum_object_size=1048576"
+                )
                 self.con.execute(
-                    f"CREATE TEMP TABLE scanned AS SELECT {', '.join(wanted)}, filename "
-                    f"FROM read_json({_list(jsonl)}, format='newline_delimited', "
-                    f"columns={spec}, filename=true, maximum_object_size=1048576)"
+                    f"CREATE TEMP TABLE scanned AS SELECT {', '.join(wanted)} FROM {self._json})"
                 )
                 self.con.execute("SET preserve_insertion_order = true")
-                parts.append("SELECT * FROM scanned")
+                # the file of a row is looked up only when a row is at fault (``_file_of``)
+                parts.append("SELECT *, NULL::VARCHAR AS filename FROM scanned")
         except duckdb.Error as exc:
             raise _record_error(exc, jsonl) from None
         if parquet:
@@ -208,19 +212,34 @@ class DuckEngine:
         row = self.con.execute(
             f"SELECT count(*), count(*) FILTER (WHERE {missing}), "
             f"min(filename) FILTER (WHERE {missing}), "
-            f"min(filename) FILTER (WHERE {implausible(self.columns)}), "
-            f"count(*) FILTER (WHERE {cond}) "
+            f"count(*) FILTER (WHERE {implausible(self.columns)}), "
+            f"count(*) FILTER (WHERE {cond}), "
+            f"min(filename) FILTER (WHERE {implausible(self.columns)}) "
             f"FROM (SELECT {view_columns(self.columns)}, filename FROM everything) AS filled"
         ).fetchall()[0]
-        total, bad, where, odd, kept = int(row[0]), int(row[1]), row[2], row[3], int(row[4])
+        total, bad, odd, kept = int(row[0]), int(row[1]), int(row[3]), int(row[4])
         if bad:
             raise RecordError(
                 f"{bad:,} row(s) lack one of {', '.join(REQUIRED)}: not request records",
-                path=str(where),
+                path=self._file_of(missing, row[2]),
             )
-        if odd is not None and (own := _own_reading(Path(str(odd)))) is not None:
-            raise own
+        if odd:
+            file = self._file_of(implausible(self.columns), row[5])
+            if (own := _own_reading(Path(file))) is not None:
+                raise own
         return total, kept
+
+    def _file_of(self, condition: str, named: object) -> str:
+        """The first file holding a row ``condition`` (over the read columns) is true of: the
+        name the scan kept (Parquet), else the JSON lines read again with their file names."""
+        if named is not None:
+            return str(named)
+        filled = view_columns(self.columns)
+        rows = self.con.execute(
+            f"SELECT min(filename) FROM (SELECT {filled}, filename FROM "
+            f"{self._json}, filename=true)) AS filled WHERE {condition}"
+        ).fetchall()
+        return str(rows[0][0])
 
     def close(self) -> None:
         self.con.close()
