@@ -77,7 +77,9 @@ def test_a_value_a_file_leaves_out_reads_as_the_schema_default(tmp_path: Path) -
 def test_a_foreign_json_file_is_named(tree: PluginTree, tmp_path: Path) -> None:
     foreign = tmp_path / "metrics.jsonl"
     foreign.write_text('{"cpu": 0.5}\n{"cpu": 0.7}\n')
-    with pytest.raises(RecordError, match=r"metrics\.jsonl: 2 row\(s\) lack one of replica, arrival_s"):
+    with pytest.raises(
+        RecordError, match=r"metrics\.jsonl: 2 row\(s\) lack one of replica, arrival_s"
+    ):
         open_scan([tree.root, foreign])
     with open_scan([tree.root, foreign], skip_bad=True) as scan:
         assert [p for p, _ in scan.skipped] == [foreign]
