@@ -147,7 +147,8 @@ def _frame(
                 "is analysed in memory, about 150 bytes a row); raise --max-rows, or narrow the "
                 "records with --since/--until, --model or --replica"
             )
-        return scan.engine.frame([*FRAME_COLUMNS, *DERIVED], order=("request_id",))
+        order = ("request_id NULLS LAST", "replica", "arrival_s", "finished_s", "output_tokens")
+        return scan.engine.frame([*FRAME_COLUMNS, *DERIVED], order=order)
 
 
 FRAME_COLUMNS = (

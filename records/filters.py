@@ -11,6 +11,7 @@ reads the wall clock. The window is half-open: ``since <= finished_s < until``. 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -151,14 +152,17 @@ def sql_string(value: str) -> str:
     quoted literal, or for a value holding ``'`` its pieces joined around ``chr(39)``. A doubled
     quote (``'it''s'``) is not portable: Spark 4.0 and earlier (and later releases with
     ``spark.sql.legacy.consecutiveStringLiterals.enabled``) read it as two adjacent literals and
-    join them (``its``). A backslash (an escape in Spark, a character in DuckDB) and NUL are
-    refused. ``${...}`` is text in DuckDB, and in Spark where variable substitution is off (the
+    join them (``its``). A backslash (an escape in Spark, a character in DuckDB) is written as
+    ``chr(92)`` the same way; NUL is refused. ``${...}`` is text in DuckDB, and in Spark where variable substitution is off (the
     spark engine turns it off)."""
-    if "\\" in value or "\x00" in value:
-        raise RecordError(f"{brief(value)}: a backslash or NUL cannot be matched in a filter")
-    if "'" not in value:
+    if "\x00" in value:
+        raise RecordError(f"{brief(value)}: a NUL cannot be matched in a filter")
+    special = {"'": "chr(39)", "\\": "chr(92)"}
+    if not any(ch in value for ch in special):
         return f"'{value}'"
-    return "(" + " || chr(39) || ".join(f"'{piece}'" for piece in value.split("'")) + ")"
+    pieces = re.split(r"(['\\])", value)
+    parts = [special.get(p, f"'{p}'") for p in pieces if p]
+    return "(" + " || ".join(parts) + ")"
 
 
 def record_filter(

@@ -34,7 +34,8 @@ from fleetwatch.records.filters import sql_string
 __all__ = ["CHUNK_ROWS", "NEEDS", "plan_in_engine", "tail_in_engine"]
 
 CHUNK_ROWS = 1_000_000
-"""Requests the second pass holds at once (about 150 bytes each)."""
+"""Ok requests the second pass holds at once (about 150 bytes each; a replica's other records
+come with them)."""
 NEEDS = (
     "request_id",
     "replica",
@@ -52,6 +53,18 @@ NEEDS = (
 )
 """The stored columns the tail reads."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
+
+
+ROW_ORDER = (
+    "replica",
+    "arrival_s",
+    "finished_s",
+    "first_token_s NULLS LAST",
+    "request_id NULLS LAST",
+    "output_tokens",
+    "prompt_tokens",
+)
+"""The order of a group's rows (floats are summed in it): the same on every run and engine."""
 
 
 def _exprs(target: Target) -> dict[str, str]:
@@ -84,7 +97,9 @@ def plan_in_engine(
     """The first pass over one model's ok requests in ``engine``, and each replica's count."""
     base = _base(model)
     ex = _exprs(target)
-    per = engine.query(f"SELECT replica, count(*) AS n, min(arrival_s) AS a0 {base} GROUP BY 1")
+    per = engine.query(
+        f"SELECT replica, count(*) AS n, min(arrival_s) AS a0 {base} GROUP BY 1 ORDER BY 1"
+    )
     n = int(per["n"].sum())
     if n < MIN_REQUESTS:
         raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {n}")
@@ -157,7 +172,7 @@ def _model_report(
             f"{MODEL} = {sql_string(model)} AND replica IN "
             f"({', '.join(sql_string(r) for r in group)})"
         )
-        frame = engine.frame(NEEDS, where, order=("replica", "arrival_s", "request_id"))
+        frame = engine.frame(NEEDS, where, order=ROW_ORDER)
         sums.add(ok_requests(frame, minimum=0))
     return tail_report(plan, sums)
 

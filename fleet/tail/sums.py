@@ -104,11 +104,17 @@ def interference(
 
 def worst_replica(counts_all: F64, counts_tail: F64, names: list[str]) -> str | None:
     """The replica with at least 1.5 times its share of requests in the tail (and at least two
-    tail requests), the most over-represented one; ``None`` when none is or there is one replica."""
+    tail requests), the most over-represented one (of equals, the first by name); ``None`` when
+    none is or there is one replica."""
     if len(names) <= 1:
         return None
-    lift = (counts_tail / counts_tail.sum()) / (counts_all / counts_all.sum())
-    worst = int(np.argmax(lift))
+    seen = counts_all > 0  # a replica of no ok request has no share to be over
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lift = np.where(
+            seen, (counts_tail / counts_tail.sum()) / (counts_all / counts_all.sum()), -np.inf
+        )
+    top = np.flatnonzero(lift == lift.max())
+    worst = min(top.tolist(), key=lambda i: names[i])  # a tie goes to the first name
     return names[worst] if lift[worst] >= 1.5 and counts_tail[worst] >= 2 else None
 
 

@@ -180,7 +180,8 @@ class DuckEngine:
                 self.con.execute(f"DROP TYPE IF EXISTS fw_{c}")
                 self.con.execute(
                     f"CREATE TYPE fw_{c} AS ENUM (SELECT DISTINCT {c} FROM records "
-                    f"WHERE {c} IS NOT NULL ORDER BY 1)"
+                    f"WHERE {c} IS NOT NULL{'' if where is None else f' AND ({where})'} "
+                    "ORDER BY 1)"
                 )
             select = ", ".join(
                 f"CAST({c} AS fw_{c}) AS {c}"
@@ -225,6 +226,12 @@ class DuckEngine:
             )
         if odd:
             file = self._file_of(implausible(self.columns), row[5])
+            if not Path(file).is_file():  # object storage: the store, not a file, is named
+                raise RecordError(
+                    f"{odd:,} record(s) the record checks refuse (a time that cannot be seconds, "
+                    "a negative count or duration, or times out of order)",
+                    path=file,
+                )
             if (own := _own_reading(Path(file))) is not None:
                 raise own
         return total, kept
@@ -259,7 +266,8 @@ def _record_error(exc: Exception, files: Sequence[Path], *, search: bool = True)
     text = " ".join(str(exc).split())
     for prefix in ("Invalid Input Error: ", "IO Error: ", "Conversion Error: "):
         text = text.replace(prefix, "")
-    named = [p for p in files if str(p) in text]
+    found = [p for p in files if str(p) in text]
+    named = [max(found, key=lambda p: len(str(p)))] if found else []
     for path in named or (files if search else ()):
         own = _own_reading(path)
         if own is not None:

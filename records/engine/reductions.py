@@ -91,8 +91,15 @@ def weighted_quantile(values: Any, counts: Any, q: Any) -> np.ndarray[Any, np.dt
     lo = np.floor(h)
     i_lo = np.searchsorted(upto, lo, side="right")
     i_hi = np.searchsorted(upto, np.minimum(lo + 1.0, n - 1.0), side="right")
-    out: np.ndarray[Any, np.dtype[np.float64]] = v[i_lo] + (h - lo) * (v[i_hi] - v[i_lo])
+    out: np.ndarray[Any, np.dtype[np.float64]] = lerp(v[i_lo], v[i_hi], h - lo)
     return out
+
+
+def lerp(a: Any, b: Any, t: Any) -> Any:
+    """``a + t (b - a)`` as numpy's quantiles compute it (from ``b`` when ``t >= 0.5``), so a
+    quantile from counts is numpy's to the bit."""
+    diff = np.subtract(b, a)
+    return np.where(np.asarray(t) >= 0.5, np.subtract(b, diff * (1 - np.asarray(t))), a + diff * t)
 
 
 _FETCH_LIMIT = 1 << 18
@@ -149,4 +156,4 @@ def exact_quantile(engine: Any, expr: str, source: str, q: float, n: int) -> flo
     if h == lo or lo + 1 >= n:
         return v_lo
     v_hi = order_statistic(engine, expr, source, lo + 1)
-    return v_lo + (h - lo) * (v_hi - v_lo)
+    return float(lerp(v_lo, v_hi, h - lo))

@@ -75,8 +75,13 @@ def open_engine(
     raise RecordError(f"--engine {name!r}: give one of {', '.join(ENGINES)}")
 
 
-def _named(message: str, files: Sequence[Path]) -> list[Path]:
-    return [p for p in files if str(p) in message]
+def _named(exc: RecordError, files: Sequence[Path]) -> list[Path]:
+    """The file an error names: its ``path`` where it has one, else the longest file name in its
+    message (``part-10.jsonl`` named, ``part-1.jsonl`` is not)."""
+    if exc.path is not None:
+        return [p for p in files if str(p) == exc.path]
+    found = [p for p in files if str(p) in exc.message]
+    return [max(found, key=lambda p: len(str(p)))] if found else []
 
 
 def open_scan(
@@ -119,7 +124,7 @@ def open_scan(
         except RecordError as exc:
             if opened is not None:
                 opened.close()
-            bad = _named(str(exc), files) if skip_bad else []
+            bad = _named(exc, files) if skip_bad else []
             if not bad:
                 raise
             skipped.extend((p, str(exc)) for p in bad)

@@ -81,3 +81,12 @@ def test_no_chunk_holds_more_than_its_rows(
         monkeypatch.setattr(scan.engine, "frame", recorded)
         tail_in_engine(scan.engine, chunk_rows=900)
         assert sum(sizes) == scan.rows and len(sizes) == 3 and max(sizes) <= 900
+
+
+def test_the_worst_replica_is_found_past_a_replica_of_no_ok_request_and_ties_go_by_name() -> None:
+    from fleetwatch.fleet.tail.sums import worst_replica
+
+    names = ["a", "b", "c"]
+    assert worst_replica(np.array([10.0, 10.0, 0.0]), np.array([1.0, 9.0, 0.0]), names) == "b"
+    tie = worst_replica(np.array([10.0, 10.0, 10.0]), np.array([5.0, 5.0, 0.0]), ["y", "x", "z"])
+    assert tie == "x"

@@ -168,3 +168,25 @@ def test_an_implausible_record_is_named_as_the_reader_names_it(
     )
     with pytest.raises(RecordError, match=r"odd\.jsonl, row 2, field 'finished_s': is 1e\+07 s"):
         open_scan([tree.root, odd])
+
+
+def test_skip_bad_leaves_out_the_bad_file_only_not_one_whose_name_it_begins(
+    tmp_path: Path,
+) -> None:
+    from fleetwatch.records import write_records
+    from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
+
+    good = tmp_path / "part-1.jsonl"
+    write_records(good, synthetic_fleet(2, 30, seed=1))
+    (tmp_path / "part-10.jsonl").write_text("{not json\n")
+    with open_scan([tmp_path], skip_bad=True) as scan:
+        assert [p.name for p, _ in scan.skipped] == ["part-10.jsonl"]
+        assert scan.files == (good,) and scan.rows == 60
+
+
+def test_quantiles_from_counts_are_numpys_to_the_bit() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(2000):
+        v = rng.lognormal(size=int(rng.integers(2, 60)))
+        q = rng.uniform(0, 1, 3)
+        assert np.array_equal(weighted_quantile(v, np.ones(len(v)), q), np.quantile(v, q))

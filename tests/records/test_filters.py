@@ -180,7 +180,10 @@ def test_slo_on_one_parquet_file_filtered_is_slo_on_the_rows_kept(
     assert json.loads(captured.out) == expected, captured.err
 
 
-AWKWARD = ["it's", "'", "''", "a'b'c", "", 'say "hi"', "${env:HOME}", "-- x", "/* */", "naïve 💡"]
+AWKWARD = [
+    "it's", "'", "''", "a'b'c", "", 'say "hi"', "${env:HOME}", "-- x", "/* */", "naïve 💡",
+    "back\\slash", "\\'", "C:\\runs\\a.jsonl",
+]  # fmt: skip
 
 
 def test_a_literal_reads_back_as_itself_and_never_holds_a_doubled_quote() -> None:
@@ -194,10 +197,9 @@ def test_a_literal_reads_back_as_itself_and_never_holds_a_doubled_quote() -> Non
     assert "''" not in sql_string("it's") and sql_string("plain") == "'plain'"
 
 
-@pytest.mark.parametrize("value", ["back\\slash", "nul\x00"])
-def test_a_backslash_or_nul_is_refused_in_a_literal(value: str) -> None:
-    with pytest.raises(RecordError, match="backslash or NUL"):
-        sql_string(value)
+def test_a_nul_is_refused_in_a_literal() -> None:
+    with pytest.raises(RecordError, match="a NUL cannot be matched"):
+        sql_string("nul\x00")
 
 
 def test_a_filter_on_a_name_holding_a_quote_keeps_its_rows_in_duckdb(tmp_path: Path) -> None:

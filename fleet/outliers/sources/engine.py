@@ -132,6 +132,8 @@ def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]
     cells = _per_signal(engine, keys, "model, replica")
     cells["pb"] = cells["pb"].astype(np.int64)
     cells["b"] = cells["b"].astype(np.int64)
+    cells = cells.sort_values(["model", "signal", "replica", "pb", "b"], kind="stable")
+    cells = cells.reset_index(drop=True)  # summed in this order: the same on every run
     cells["v"] = bucket_values(cells["b"].to_numpy())
     return cells
 
