@@ -24,6 +24,7 @@ from fleetwatch.records.options import (
     SPARK_MASTER_OPTION,
     OnceEach,
     filter_from_options,
+    open_and_say,
     say_what_was_read,
 )
 
@@ -124,23 +125,21 @@ def _frame(
             where=where,
         ).frame
     from fleetwatch.fleet.rowcap import ENGINE_MAX_ROWS
-    from fleetwatch.records.dataset import describe
+    from fleetwatch.fleet.tail.engine import NEEDS
     from fleetwatch.records.engine.reductions import DERIVED
-    from fleetwatch.records.engine.scan import open_scan
 
     cap = ENGINE_MAX_ROWS if max_rows is None else max_rows
     if cap < 1:
         raise AnalysisError(f"--max-rows must be at least 1, got {cap}")
-    with open_scan(
+    scan, name = open_and_say(
         paths,
         engine=engine,
+        spark_master=spark_master,
         where=where,
         skip_bad=skip_bad,
-        columns=FRAME_COLUMNS,
-        spark_master=spark_master,
-    ) as scan:
-        name = describe(paths, scan.files)
-        say_what_was_read(scan, name, where)
+        columns=NEEDS,
+    )
+    with scan:
         if scan.rows > cap:
             raise AnalysisError(
                 f"{name}: {scan.rows:,} rows, over the cap --max-rows {cap:,} (every request "
@@ -148,25 +147,7 @@ def _frame(
                 "records with --since/--until, --model or --replica"
             )
         order = ("request_id NULLS LAST", "replica", "arrival_s", "finished_s", "output_tokens")
-        return scan.engine.frame([*FRAME_COLUMNS, *DERIVED], order=order)
-
-
-FRAME_COLUMNS = (
-    "request_id",
-    "replica",
-    "model",
-    "status",
-    "arrival_s",
-    "scheduled_s",
-    "first_token_s",
-    "finished_s",
-    "prompt_tokens",
-    "output_tokens",
-    "cached_prompt_tokens",
-    "preemptions",
-    "preemption_stall_s",
-)
-"""The stored columns ``fleet compare`` reads (and ``fleet tail`` read whole)."""
+        return scan.engine.frame([*NEEDS, *DERIVED], order=order)
 
 
 @app.command("outliers", cls=OnceEach)
@@ -247,20 +228,17 @@ def outliers(
     elif records:
         from fleetwatch.fleet.outliers.by_model import detect_tables
         from fleetwatch.fleet.outliers.sources.engine import NEEDS, tables_from_engine
-        from fleetwatch.records.dataset import describe
-        from fleetwatch.records.engine.scan import open_scan
 
         prints = _fingerprints(fingerprints)
-        with open_scan(
+        scan, name = open_and_say(
             records,
             engine=engine,
+            spark_master=spark_master,
             where=where,
             skip_bad=skip_bad,
             columns=NEEDS,
-            spark_master=spark_master,
-        ) as scan:
-            name = describe(records, scan.files)
-            say_what_was_read(scan, name, where)
+        )
+        with scan:
             tables = tables_from_engine(
                 scan.engine, quantile=quantile, fingerprint=prints, where=name
             )
@@ -331,18 +309,16 @@ def tail(
         )
     else:
         from fleetwatch.fleet.tail.engine import NEEDS, tail_in_engine
-        from fleetwatch.records.dataset import describe
-        from fleetwatch.records.engine.scan import open_scan
 
-        with open_scan(
+        scan, _ = open_and_say(
             records,
             engine=engine,
+            spark_master=spark_master,
             where=where,
             skip_bad=skip_bad,
             columns=NEEDS,
-            spark_master=spark_master,
-        ) as scan:
-            say_what_was_read(scan, describe(records, scan.files), where)
+        )
+        with scan:
             report = tail_in_engine(scan.engine, percentile=percentile, target=goal)
     _emit(report.to_dict(), report.render(), as_json)
 

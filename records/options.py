@@ -11,7 +11,8 @@ values are.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -119,6 +120,34 @@ def say_what_was_read(data: Dataset | Scan, name: str, where: RecordFilter | Non
             f"{where.describe()}",
             err=True,
         )
+
+
+def open_and_say(
+    paths: Sequence[Path],
+    *,
+    engine: str,
+    spark_master: str | None,
+    where: RecordFilter | None,
+    skip_bad: bool,
+    columns: Sequence[str],
+) -> tuple[Scan, str]:
+    """``paths`` opened in the query ``engine`` (``records.engine.scan.open_scan``), what the
+    read left out and what the filter kept said on stderr (``say_what_was_read``), and the
+    dataset's name for messages. Use the scan in a ``with`` block."""
+    from fleetwatch.records.dataset import describe
+    from fleetwatch.records.engine.scan import open_scan
+
+    scan = open_scan(
+        paths,
+        engine=engine,
+        where=where,
+        skip_bad=skip_bad,
+        columns=columns,
+        spark_master=spark_master,
+    )
+    name = describe(paths, scan.files)
+    say_what_was_read(scan, name, where)
+    return scan, name
 
 
 def single_value_repeats(command: Any, ctx: Any, args: list[str]) -> list[tuple[Any, int]]:

@@ -19,6 +19,7 @@ from fleetwatch.records.options import (
     SPARK_MASTER_OPTION,
     OnceEach,
     filter_from_options,
+    open_and_say,
     say_what_was_read,
 )
 
@@ -112,8 +113,6 @@ def _engine_counts(
     spark_master: str | None,
 ) -> Any:
     """Every SLO's events binned in a query engine over the dataset (``engine_counts``)."""
-    from fleetwatch.records.dataset import describe
-    from fleetwatch.records.engine.scan import open_scan
     from fleetwatch.slo.checks import check_selectors
     from fleetwatch.slo.errors import SLOSpecError
     from fleetwatch.slo.events import needed_columns
@@ -123,16 +122,15 @@ def _engine_counts(
     selected = sorted(
         {c for slo in spec.slos for c in ("traffic_class", "model") if getattr(slo.selector, c)}
     )
-    with open_scan(
+    scan, name = open_and_say(
         paths,
         engine=engine,
+        spark_master=spark_master,
         where=where,
         skip_bad=skip_bad,
         columns=columns,
-        spark_master=spark_master,
-    ) as scan:
-        name = describe(paths, scan.files)
-        say_what_was_read(scan, name, where)
+    )
+    with scan:
         if scan.rows == 0:
             empty = "the file is empty" if len(scan.files) == 1 else "every file is empty"
             raise SLOSpecError(f"{name}: no records to evaluate ({empty})")
