@@ -105,51 +105,6 @@ def _dataset(
     return data
 
 
-def _frame(
-    paths: list[Path],
-    engine: str,
-    spark_master: str | None,
-    *,
-    max_rows: int | None,
-    skip_bad: bool,
-    where: RecordFilter | None,
-) -> Any:
-    """The columns of ``paths``' records that tail and compare read, as one DataFrame: through
-    the query ``engine`` (refused over ``max_rows`` records kept, default ``ENGINE_MAX_ROWS``),
-    or read whole (``memory``, refused over ``max_rows`` before reading)."""
-    if engine == "memory":
-        return _dataset(
-            paths,
-            max_rows=DEFAULT_MAX_ROWS if max_rows is None else max_rows,
-            skip_bad=skip_bad,
-            where=where,
-        ).frame
-    from fleetwatch.fleet.rowcap import ENGINE_MAX_ROWS
-    from fleetwatch.fleet.tail.engine import NEEDS
-    from fleetwatch.records.engine.reductions import DERIVED
-
-    cap = ENGINE_MAX_ROWS if max_rows is None else max_rows
-    if cap < 1:
-        raise AnalysisError(f"--max-rows must be at least 1, got {cap}")
-    scan, name = open_and_say(
-        paths,
-        engine=engine,
-        spark_master=spark_master,
-        where=where,
-        skip_bad=skip_bad,
-        columns=NEEDS,
-    )
-    with scan:
-        if scan.rows > cap:
-            raise AnalysisError(
-                f"{name}: {scan.rows:,} rows, over the cap --max-rows {cap:,} (every request "
-                "is analysed in memory, about 150 bytes a row); raise --max-rows, or narrow the "
-                "records with --since/--until, --model or --replica"
-            )
-        order = ("request_id NULLS LAST", "replica", "arrival_s", "finished_s", "output_tokens")
-        return scan.engine.frame([*NEEDS, *DERIVED], order=order)
-
-
 @app.command("outliers", cls=OnceEach)
 def outliers(
     records: list[Path] | None = typer.Argument(None, help=RECORDS_HELP),
@@ -300,10 +255,9 @@ def tail(
     where = filter_from_options(since, until, model, traffic_class, replica)
     goal: Literal["e2e", "ttft"] = "e2e" if target == "e2e" else "ttft"
     if engine == "memory":
+        limit = DEFAULT_MAX_ROWS if max_rows is None else max_rows
         report = attribute_tail_by_model(
-            _frame(
-                records, engine, spark_master, max_rows=max_rows, skip_bad=skip_bad, where=where
-            ),
+            _dataset(records, max_rows=limit, skip_bad=skip_bad, where=where).frame,
             percentile=percentile,
             target=goal,
         )
@@ -342,7 +296,9 @@ def compare(
     confidence: float = typer.Option(0.95, help="Confidence level of the bootstrap intervals."),
     draws: int = typer.Option(2000, help="Bootstrap replicates (intervals only)."),
     seed: int = typer.Option(0, help="Bootstrap seed (intervals only; verdicts are exact)."),
-    max_rows: int | None = typer.Option(None, "--max-rows", help=MAX_ROWS_HELP + " Per run."),
+    max_rows: int | None = typer.Option(
+        None, "--max-rows", help=MAX_ROWS_HELP + " With --engine memory only; per run."
+    ),
     skip_bad: bool = _SKIP_BAD,
     since: str | None = _SINCE,
     until: str | None = _UNTIL,
@@ -362,9 +318,10 @@ def compare(
     Mann-Whitney, which component moved, the workload check.
 
     BEFORE and AFTER are each one file, directory (every *.jsonl and *.parquet under it) or
-    quoted glob. The engine reads them and hands over only the columns the tests use (about 150
-    bytes of memory a request); a run over --max-rows (10,000,000 each with an engine, 2,000,000
-    read whole with --engine memory) is refused.
+    quoted glob. Through an engine, memory is bounded whatever the rows: each metric is one
+    ordered pass over both runs' values, sorted by the engine (out of core). --engine memory
+    reads both runs whole (about 1.1 KB a row) and refuses a run over --max-rows (2,000,000)
+    before either is read.
     """
     from fleetwatch.fleet.compare import compare_runs_by_model
     from fleetwatch.fleet.rowcap import check_rows
@@ -373,26 +330,36 @@ def compare(
     if draws < 100:
         raise AnalysisError(f"--draws must be at least 100, got {draws}")
     where = filter_from_options(since, until, model, traffic_class, replica)
+    options: dict[str, Any] = {
+        "alpha": alpha,
+        "min_effect": min_effect,
+        "confidence": confidence,
+        "draws": draws,
+        "seed": seed,
+    }
     if engine == "memory":
+        limit = DEFAULT_MAX_ROWS if max_rows is None else max_rows
         for run in (before, after):  # both refused or not before either is read
             files = resolve([run])
-            check_rows(
-                describe([run], files),
-                files,
-                DEFAULT_MAX_ROWS if max_rows is None else max_rows,
-            )
-    read = partial(
-        _frame, engine=engine, spark_master=spark_master, max_rows=max_rows, skip_bad=skip_bad
-    )
-    report = compare_runs_by_model(
-        read([before], where=where),
-        read([after], where=where),
-        alpha=alpha,
-        min_effect=min_effect,
-        confidence=confidence,
-        draws=draws,
-        seed=seed,
-    )
+            check_rows(describe([run], files), files, limit)
+        frames = [
+            _dataset([run], max_rows=limit, skip_bad=skip_bad, where=where).frame
+            for run in (before, after)
+        ]
+        report = compare_runs_by_model(*frames, **options)
+    else:
+        from fleetwatch.fleet.compare.engine import NEEDS, compare_in_engines
+
+        open_run = partial(
+            open_and_say,
+            engine=engine,
+            spark_master=spark_master,
+            where=where,
+            skip_bad=skip_bad,
+            columns=NEEDS,
+        )
+        with open_run([before])[0] as b, open_run([after])[0] as a:
+            report = compare_in_engines(b.engine, a.engine, **options)
     _emit(report.to_dict(), report.render(), as_json)
 
 

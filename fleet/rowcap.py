@@ -1,5 +1,5 @@
-"""The memory bound of the analyses that read a record dataset whole (``fleet tail``, ``fleet
-compare``): a cap on rows, checked before anything is read into memory.
+"""The memory bound of the analyses that read a record dataset whole (``fleet tail`` and ``fleet
+compare`` with ``--engine memory``): a cap on rows, checked before anything is read into memory.
 
 Memory while reading and analysing is about ``BYTES_PER_ROW`` per row (measured: JSON lines
 ~1.1 KB a row at their peak, Parquet ~0.55 KB; BENCHMARKS.md) plus the program itself, so the
@@ -27,7 +27,6 @@ from fleetwatch.records.dataset import MAX_LINE_BYTES, data_bytes, file_bytes, f
 __all__ = [
     "BYTES_PER_ROW",
     "DEFAULT_MAX_ROWS",
-    "ENGINE_MAX_ROWS",
     "MAX_LINE_BYTES",
     "check_rows",
     "count_rows",
@@ -35,8 +34,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_ROWS = 2_000_000
-ENGINE_MAX_ROWS = 10_000_000
-"""The cap when a query engine reads the records and hands over only the columns analysed."""
 BYTES_PER_ROW = 1_100
 """Peak memory per row read from JSON lines and analysed (Parquet: about half)."""
 

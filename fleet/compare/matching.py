@@ -34,12 +34,44 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["COVARIATES", "Strata", "like_for_like", "make_strata"]
+__all__ = [
+    "COVARIATES",
+    "MAX_STRATA",
+    "MIN_COUNT",
+    "PER_STRATUM",
+    "TRIM",
+    "Strata",
+    "describe_strata",
+    "like_for_like",
+    "make_strata",
+    "strata_per_axis",
+]
 
 F64 = np.ndarray[Any, np.dtype[np.float64]]
 I64 = np.ndarray[Any, np.dtype[np.int64]]
 
 COVARIATES = {"prompt": "uncached prompt tokens", "output": "output tokens"}
+PER_STRATUM = 200
+"""Requests a stratum is cut to hold, about."""
+MAX_STRATA = 50
+TRIM = 0.01
+"""Each covariate is kept between the larger of the runs' ``TRIM`` quantiles and the smaller of
+their ``1 - TRIM`` quantiles (the common range)."""
+MIN_COUNT = 5
+"""Values a stratum needs in each run to count in ``like_for_like``."""
+
+
+def describe_strata(count: int, covariates: Sequence[str]) -> str:
+    """How a report names the strata: their count and what they cut."""
+    names = " × ".join(COVARIATES[c] for c in covariates)
+    return f"{count} strata of {names}"
+
+
+def strata_per_axis(inside: int, axes: int) -> int:
+    """Buckets per covariate for ``inside`` requests in the common range on ``axes`` covariates:
+    about ``PER_STRATUM`` requests a stratum, at most ``MAX_STRATA`` strata in all."""
+    top = math.floor(float(MAX_STRATA ** (1 / axes)))
+    return max(1, min(top, math.floor(float((inside / PER_STRATUM) ** (1 / axes)))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +89,7 @@ class Strata:
         return float((self.before >= 0).mean()) if len(self.before) else 0.0
 
     def describe(self) -> str:
-        names = " × ".join(COVARIATES[c] for c in self.covariates)
-        return f"{self.count} strata of {names}"
+        return describe_strata(self.count, self.covariates)
 
 
 def _covariate(df: pd.DataFrame, name: str) -> F64 | None:
@@ -79,9 +110,7 @@ def make_strata(
     after: pd.DataFrame,
     covariates: Sequence[str],
     *,
-    per_stratum: int = 200,
-    max_strata: int = 50,
-    trim: float = 0.01,
+    trim: float = TRIM,
 ) -> Strata | None:
     """Strata over the common range of ``covariates`` ("prompt", "output"); None when a column
     is missing or the runs' ranges do not overlap."""
@@ -98,10 +127,7 @@ def make_strata(
     inside_b = np.logical_and.reduce([(xb >= lo) & (xb <= hi) for xb, _, lo, hi in xs])
     inside_a = np.logical_and.reduce([(xa >= lo) & (xa <= hi) for _, xa, lo, hi in xs])
     n_in = int(inside_b.sum() + inside_a.sum())
-    d = len(xs)
-    per_axis = max(
-        1, min(math.floor(max_strata ** (1 / d)), math.floor((n_in / per_stratum) ** (1 / d)))
-    )
+    per_axis = strata_per_axis(n_in, len(xs))
     code_b = np.zeros(len(inside_b), dtype=np.int64)
     code_a = np.zeros(len(inside_a), dtype=np.int64)
     count = 1
@@ -131,7 +157,7 @@ def like_for_like(
     sa: I64,
     percentiles: Sequence[float],
     *,
-    min_count: int = 5,
+    min_count: int = MIN_COUNT,
 ) -> tuple[tuple[float, ...], float]:
     """After/before ratio at each percentile with the after run reweighted to the before run's
     mix of strata (``sb``, ``sa``: stratum per value, ``-1`` outside), over the strata where each

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
-__all__ = ["quantile_counts", "quantile_test", "quantile_tests"]
+__all__ = ["counts_p_value", "quantile_counts", "quantile_test", "quantile_tests"]
 
 F64 = np.ndarray[Any, np.dtype[np.float64]]
 I64 = np.ndarray[Any, np.dtype[np.int64]]
@@ -144,6 +144,14 @@ def _two_sided(t: int, offset: int, pmf: F64) -> float:
     lower = float(pmf[: max(i + 1, 0)].sum())
     upper = float(pmf[max(i, 0) :].sum()) if i < len(pmf) else 0.0
     return min(1.0, 2.0 * min(lower, upper))
+
+
+def counts_p_value(t: int, size: I64, at_or_below: I64, n_after: I64) -> float:
+    """The two-sided exact p-value of ``quantile_counts``' ``(t, N, K, n)``: how the test reads
+    counts that were taken elsewhere (``fleet.compare.engine`` counts them in one ordered pass)."""
+    if len(size) == 0:
+        return math.nan
+    return _two_sided(t, *_null_pmf(size, at_or_below, n_after))
 
 
 def quantile_tests(

@@ -5,21 +5,33 @@ for each model's records apart, matched by model."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from fleetwatch.fleet.by_model import ByModel, per_model
-from fleetwatch.fleet.compare.components import component_moves
+from fleetwatch.fleet.compare.components import ComponentMove, component_moves
 from fleetwatch.fleet.compare.decision import decide
 from fleetwatch.fleet.compare.matching import Strata, like_for_like, make_strata
 from fleetwatch.fleet.compare.report import CompareReport
-from fleetwatch.fleet.compare.statistics import compare_metric, error_rates, values
-from fleetwatch.fleet.compare.workload import matching_covariates, workload_checks
+from fleetwatch.fleet.compare.statistics import (
+    MetricComparison,
+    compare_metric,
+    error_rates,
+    values,
+)
+from fleetwatch.fleet.compare.workload import WorkloadCheck, matching_covariates, workload_checks
 from fleetwatch.fleet.errors import AnalysisError
 
-__all__ = ["METRICS", "compare_runs", "compare_runs_by_model"]
+__all__ = [
+    "METRICS",
+    "StrataInfo",
+    "check_options",
+    "compare_runs",
+    "compare_runs_by_model",
+    "finish",
+]
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "queue_s", "prefill_s", "decode_s")
 
@@ -36,6 +48,11 @@ def _check(
     for label, df in (("before", before), ("after", after)):
         if "arrival_s" not in df.columns or df.empty:
             raise AnalysisError(f"{label}: no usable records (need arrival_s and at least one row)")
+    check_options(confidence, alpha, min_effect)
+
+
+def check_options(confidence: float, alpha: float, min_effect: float) -> None:
+    """Refuse a confidence level, family-wise error or minimum effect out of range."""
     if not 0.5 < confidence < 1.0:
         raise AnalysisError(f"confidence must be in (0.5, 1), got {confidence}")
     if not 0.0 < alpha < 0.5:
@@ -94,27 +111,72 @@ def compare_runs(
         )
         for m in metrics
     )
-    comps = decide(
-        comps,
-        alpha=alpha,
-        min_effect=min_effect,
-        matched=strata is not None,
-        confounded=bool(unmatched),
-    )
     err_before, err_after, err_p = error_rates(before, after)
     matched = (
         tuple(_median_like_for_like(b_ok, a_ok, m, strata) for m in metrics if m in b_ok.columns)
         if strata is not None
         else ()
     )
-    return CompareReport(
+    return finish(
+        comps,
         matched=matched,
-        metrics=comps,
         components=component_moves(b_ok, a_ok),
         workload=checks,
-        error_rate_before=err_before,
-        error_rate_after=err_after,
-        error_rate_p=err_p,
+        errors=(err_before, err_after, err_p),
+        strata=strata,
+        unmatched=unmatched,
+        alpha=alpha,
+        min_effect=min_effect,
+        confidence=confidence,
+        draws=draws,
+        seed=seed,
+    )
+
+
+class StrataInfo(Protocol):
+    """What a report says of the strata a comparison was matched in."""
+
+    @property
+    def covariates(self) -> tuple[str, ...]: ...
+
+    @property
+    def coverage(self) -> float: ...
+
+    def describe(self) -> str: ...
+
+
+def finish(
+    comps: Sequence[MetricComparison],
+    *,
+    matched: Sequence[tuple[str, float, float]],
+    components: tuple[ComponentMove, ...],
+    workload: tuple[WorkloadCheck, ...],
+    errors: tuple[float, float, float],
+    strata: StrataInfo | None,
+    unmatched: tuple[str, ...],
+    alpha: float,
+    min_effect: float,
+    confidence: float,
+    draws: int,
+    seed: int,
+) -> CompareReport:
+    """The report of metrics compared one by one: decided across them (``decision.decide``),
+    with the rest of what was measured (``errors``: the rates before and after, Fisher's p)."""
+    decided = decide(
+        comps,
+        alpha=alpha,
+        min_effect=min_effect,
+        matched=strata is not None,
+        confounded=bool(unmatched),
+    )
+    return CompareReport(
+        matched=tuple(matched),
+        metrics=decided,
+        components=components,
+        workload=workload,
+        error_rate_before=errors[0],
+        error_rate_after=errors[1],
+        error_rate_p=errors[2],
         confidence=confidence,
         draws=draws,
         seed=seed,

@@ -32,8 +32,11 @@ __all__ = [
     "PercentileShift",
     "Verdict",
     "bootstrap_quantiles",
+    "bootstrap_window",
     "compare_metric",
     "error_rates",
+    "error_rates_from_counts",
+    "inverted_cdf_index",
     "sorted_values",
     "values",
 ]
@@ -42,19 +45,44 @@ F64 = np.ndarray[Any, np.dtype[np.float64]]
 Verdict = Literal["regressed", "improved", "unchanged", "confounded", "insufficient"]
 
 
-def bootstrap_quantiles(sorted_x: F64, q: float, draws: int, rng: np.random.Generator) -> F64:
-    """``draws`` bootstrap replicates of the ``q``-quantile (inverted-CDF) of sorted data."""
-    n = len(sorted_x)
+def bootstrap_window(n: int, q: float) -> tuple[int, int]:
+    """The first and last index of a sorted sample of ``n`` values that a bootstrap replicate
+    of its ``q``-quantile can be (``bootstrap_quantiles`` reads only these)."""
     m = max(1, math.ceil(q * n))
     # Outside m ± 9 standard deviations the CDF is 0 or 1 to double precision: skip those j.
     half = int(9 * math.sqrt(n * q * (1 - q))) + 10
-    lo, hi = max(1, m - half), min(n, m + half)
-    j = np.arange(lo, hi + 1)
+    return max(1, m - half) - 1, min(n, m + half) - 1
+
+
+def bootstrap_quantiles(
+    sorted_x: F64,
+    q: float,
+    draws: int,
+    rng: np.random.Generator,
+    *,
+    n: int | None = None,
+    first: int = 0,
+) -> F64:
+    """``draws`` bootstrap replicates of the ``q``-quantile (inverted-CDF) of sorted data:
+    ``sorted_x`` the whole sample, or (``n`` its size) only its values from index ``first`` on,
+    covering ``bootstrap_window``."""
+    n = len(sorted_x) if n is None else n
+    m = max(1, math.ceil(q * n))
+    lo, last = bootstrap_window(n, q)
+    j = np.arange(lo + 1, last + 2)
     cdf = st.binom.sf(m - 1, n, j / n)
     cdf[-1] = 1.0
-    k = np.searchsorted(cdf, rng.uniform(size=draws), side="left") + (lo - 1)
-    out: F64 = sorted_x[np.minimum(k, n - 1)]
+    k = np.searchsorted(cdf, rng.uniform(size=draws), side="left") + lo
+    out: F64 = sorted_x[np.minimum(k, n - 1) - first]
     return out
+
+
+def inverted_cdf_index(n: int, q: float) -> int:
+    """The index in a sorted sample of ``n`` values of its ``q``-quantile by the inverted CDF,
+    as ``numpy.quantile(method="inverted_cdf")`` computes it."""
+    virtual = n * q - 1
+    below = math.floor(virtual)
+    return min(max(below + (1 if virtual - below > 0 else 0), 0), n - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +220,14 @@ def _errors(df: pd.DataFrame) -> tuple[int, int]:
 
 def error_rates(before: pd.DataFrame, after: pd.DataFrame) -> tuple[float, float, float]:
     """Error rate before, after, and the two-sided Fisher exact p-value of the difference."""
-    eb = _errors(before)
-    ea = _errors(after)
+    return error_rates_from_counts(_errors(before), _errors(after))
+
+
+def error_rates_from_counts(
+    before: tuple[int, int], after: tuple[int, int]
+) -> tuple[float, float, float]:
+    """``error_rates`` from each run's (errors, requests)."""
+    eb, ea = before, after
     p_err = (
         float(st.fisher_exact([[eb[0], eb[1] - eb[0]], [ea[0], ea[1] - ea[0]]]).pvalue)
         if eb[1] and ea[1]

@@ -15,9 +15,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
+from fleetwatch.fleet.compare.matching import I64
 from fleetwatch.fleet.compare.statistics import F64, sorted_values
 
-__all__ = ["WorkloadCheck", "matching_covariates", "workload_checks"]
+__all__ = [
+    "WorkloadCheck",
+    "ks_check",
+    "ks_counts",
+    "matching_covariates",
+    "rate_check",
+    "workload_checks",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +40,11 @@ class WorkloadCheck:
     differs: bool
 
 
-def _ks(name: str, x: F64, y: F64, alpha: float, min_statistic: float) -> WorkloadCheck:
+_EXACT_N = 10_000
+"""Largest sample ``scipy.stats.ks_2samp`` may test exactly (its ``MAX_AUTO_N``)."""
+
+
+def ks_check(name: str, x: F64, y: F64, alpha: float, min_statistic: float) -> WorkloadCheck:
     # The exact two-sample distribution costs tens of milliseconds per check at thousands of
     # requests, where the asymptotic one is accurate; and with at least 1,000 on each side a
     # statistic of 0.1 already has p < 1e-4, so the verdict rests on the statistic either way.
@@ -48,6 +60,39 @@ def _ks(name: str, x: F64, y: F64, alpha: float, min_statistic: float) -> Worklo
     )
 
 
+def ks_counts(
+    name: str,
+    before: tuple[F64, I64],
+    after: tuple[F64, I64],
+    alpha: float,
+    min_statistic: float,
+) -> WorkloadCheck:
+    """``ks_check`` of two samples given as their distinct values (ascending) and the count of
+    each: the same statistic (the largest gap between the two empirical CDFs, taken at the
+    values) and, where ``ks_check`` takes the asymptotic p-value (``scipy.stats.kstwo`` at the
+    effective size), the same one, without expanding them; samples of at most ``_EXACT_N``
+    values are expanded and tested as ``ks_check`` tests them."""
+    (xb, nb), (xa, na) = before, after
+    n1, n2 = int(nb.sum()), int(na.sum())
+    if max(n1, n2) <= _EXACT_N:  # where ks_check's p-value may be the exact one
+        return ks_check(name, np.repeat(xb, nb), np.repeat(xa, na), alpha, min_statistic)
+    values = np.union1d(xb, xa)
+    cdf1 = np.r_[0, np.cumsum(nb)][np.searchsorted(xb, values, side="right")] / n1
+    cdf2 = np.r_[0, np.cumsum(na)][np.searchsorted(xa, values, side="right")] / n2
+    diffs = cdf1 - cdf2
+    d = max(float(np.clip(-diffs.min(), 0, 1)), float(diffs.max()))
+    m, n = sorted([float(n1), float(n2)], reverse=True)
+    p = float(np.clip(st.kstwo.sf(d, np.round(m * n / (m + n))), 0, 1))
+    return WorkloadCheck(
+        name,
+        float(np.dot(xb, nb) / n1),
+        float(np.dot(xa, na) / n2),
+        d,
+        p,
+        bool(p < alpha and d >= min_statistic),
+    )
+
+
 def _cache_share(df: pd.DataFrame) -> F64:
     p = df["prompt_tokens"].to_numpy(dtype=np.float64)
     c = df["cached_prompt_tokens"].to_numpy(dtype=np.float64)
@@ -60,7 +105,11 @@ def _rate(df: pd.DataFrame) -> float:
 
 
 def _rate_check(before: pd.DataFrame, after: pd.DataFrame, rate_ratio: float) -> WorkloadCheck:
-    rb, ra = _rate(before), _rate(after)
+    return rate_check(_rate(before), _rate(after), rate_ratio)
+
+
+def rate_check(rb: float, ra: float, rate_ratio: float) -> WorkloadCheck:
+    """The request-rate check of rates ``rb`` (before) and ``ra`` (after), requests a second."""
     ratio = ra / rb if rb > 0 else math.nan
     return WorkloadCheck(
         "request_rate",
@@ -87,10 +136,10 @@ def workload_checks(
     for col in ("prompt_tokens", "output_tokens"):
         if col in before.columns and col in after.columns:
             x, y = sorted_values(before, col), sorted_values(after, col)
-            checks.append(_ks(col, x, y, ks_alpha, ks_min_statistic))
+            checks.append(ks_check(col, x, y, ks_alpha, ks_min_statistic))
     if "cached_prompt_tokens" in before.columns and "cached_prompt_tokens" in after.columns:
         x, y = _cache_share(before), _cache_share(after)
-        checks.append(_ks("prefix_cache_share", x, y, ks_alpha, ks_min_statistic))
+        checks.append(ks_check("prefix_cache_share", x, y, ks_alpha, ks_min_statistic))
     checks.append(_rate_check(before, after, rate_ratio))
     return tuple(checks)
 

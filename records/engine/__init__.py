@@ -148,6 +148,11 @@ class Engine(Protocol):
         ``RecordError`` naming it."""
         ...
 
+    def share_memory(self, parts: int) -> None:
+        """This engine is one of ``parts`` working at once in this process (compare's two
+        runs): hold at most its share of the memory an engine may use here."""
+        ...
+
     def close(self) -> None:
         """Release the engine (a session, a connection)."""
         ...

@@ -38,6 +38,22 @@ MEMORY_LIMIT = os.environ.get("FLEETWATCH_DUCKDB_MEMORY", "512MB")
 """DuckDB's own memory limit (it spills past it); the process adds Python and pandas."""
 
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def _bytes(limit: str) -> int | None:
+    """``512MB``, ``1.5GiB``… as bytes (DuckDB's spelling of a memory limit); None otherwise."""
+    text = limit.strip().lower().replace(" ", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    try:
+        value = float(number)
+    except ValueError:
+        return None
+    unit = _UNITS.get(text[len(number) :])
+    return None if unit is None or value <= 0 else int(value * unit)
+
+
 def _list(files: Sequence[Path]) -> str:
     return "[" + ", ".join(sql_string(str(p)) for p in files) + "]"
 
@@ -247,6 +263,17 @@ class DuckEngine:
             f"{self._json}, filename=true)) AS filled WHERE {condition}"
         ).fetchall()
         return str(rows[0][0])
+
+    def share_memory(self, parts: int) -> None:
+        """Hold at most ``MEMORY_LIMIT / parts`` and a ``1/parts`` share of the CPUs (compare's
+        two runs sort their values at once: two engines at the whole limit would hold twice
+        it, and twice the threads' buffers)."""
+        whole = _bytes(MEMORY_LIMIT)
+        if parts <= 1:
+            return
+        if whole is not None:
+            self.con.execute(f"SET memory_limit = '{whole // parts // 2**20}MiB'")
+        self.con.execute(f"SET threads = {max(1, (os.cpu_count() or 1) // parts)}")
 
     def close(self) -> None:
         self.con.close()

@@ -413,6 +413,10 @@ class SparkEngine:
         kept = int(self.scalar("SELECT count(*) FROM records"))
         return total, kept
 
+    def share_memory(self, parts: int) -> None:
+        """Nothing to share: the work and its memory are the cluster's; this process holds
+        one partition at a time."""
+
     def close(self) -> None:
         spark = getattr(self, "spark", None)
         if spark is None:

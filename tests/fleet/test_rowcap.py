@@ -5,6 +5,7 @@ until the cap is passed."""
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 from pathlib import Path
 
@@ -180,19 +181,17 @@ def test_the_cap_is_on_the_dataset_total_and_names_the_dataset(
     assert "(2 files): more than 300 rows, over the cap --max-rows 300" in _one_line_error(capsys)
 
 
-def test_through_the_engine_the_cap_is_on_the_records_kept(
+def test_through_the_engine_nothing_is_capped(
     files: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`fleet compare` holds every request of a run: the engine counts the rows a filter keeps,
-    a run over the cap is refused, the same run narrowed under it is compared."""
+    """`fleet compare` and `fleet tail` through an engine hold a chunk, not the run: no cap
+    applies (--max-rows bounds --engine memory only), every record is compared."""
     run = str(files / "a.jsonl")
-    assert main(["fleet", "compare", run, run, "--max-rows", "150"]) == 2
-    line = _one_line_error(capsys)
-    assert "a.jsonl: 200 rows, over the cap --max-rows 150" in line and "--replica" in line
-    narrowed = ["--replica", "replica-0", "--replica", "replica-1", "--replica", "replica-2"]
-    assert (
-        main(["fleet", "compare", run, run, "--max-rows", "150", "--draws", "100", *narrowed]) == 0
-    )
-    assert "no latency regression found" in capsys.readouterr().out
-    assert main(["fleet", "compare", run, run, "--max-rows", "0"]) == 2
-    assert "--max-rows must be at least 1" in _one_line_error(capsys)
+    args = ["fleet", "compare", run, run, "--draws", "100", "--json"]
+    assert main([*args, "--max-rows", "150"]) == 0
+    capped = json.loads(capsys.readouterr().out)
+    assert main([*args, "--engine", "memory"]) == 0
+    assert capped == json.loads(capsys.readouterr().out)
+    assert capped["metrics"][0]["n_before"] > 150
+    assert main(["fleet", "compare", "--engine", "memory", run, run, "--max-rows", "150"]) == 2
+    assert "a.jsonl: more than 150 rows, over the cap --max-rows 150" in _one_line_error(capsys)

@@ -5,6 +5,7 @@ named; and the portable histogram reductions equal to the same counts computed i
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -190,3 +191,20 @@ def test_quantiles_from_counts_are_numpys_to_the_bit() -> None:
         v = rng.lognormal(size=int(rng.integers(2, 60)))
         q = rng.uniform(0, 1, 3)
         assert np.array_equal(weighted_quantile(v, np.ones(len(v)), q), np.quantile(v, q))
+
+
+def test_engines_working_at_once_share_the_memory_limit(tree: PluginTree) -> None:
+    """compare's two runs sort at once: each engine holds half the limit, not the whole."""
+    from fleetwatch.records.engine.duck import MEMORY_LIMIT, _bytes
+
+    with DuckEngine(resolve([tree.root])) as engine:
+        engine.share_memory(2)
+        limit = str(engine.scalar("SELECT current_setting('memory_limit')"))
+        threads = int(engine.scalar("SELECT current_setting('threads')"))
+    whole = _bytes(MEMORY_LIMIT)
+    assert whole is not None
+    got = _bytes(limit)
+    assert got is not None and abs(got - whole / 2) <= 0.01 * whole, limit
+    assert threads == max(1, (os.cpu_count() or 1) // 2)
+    assert _bytes("1.5GiB") == 3 * 2**29 and _bytes("512MB") == 512 * 10**6
+    assert _bytes("lots") is None and _bytes("-1MB") is None

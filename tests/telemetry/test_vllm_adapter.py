@@ -7,6 +7,7 @@ Inputs are ``Finished``: a plain dataclass with the fields of vLLM's ``FinishedR
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from typer.testing import CliRunner
 
 from fleetwatch.cli import app as fleetwatch_app
+from fleetwatch.core.identity import Identity, IdentityError
 from fleetwatch.records import RequestRecord, Status, read_records
 from fleetwatch.telemetry.adapters.vllm import (
     AdapterSettings,
@@ -162,6 +164,28 @@ def test_settings_read_every_variable() -> None:
     assert not s.metrics
     assert s.replica_for(0, 1) == "gpu-3"
     assert s.replica_for(1, 2) == "gpu-3/dp1"
+
+
+def test_in_a_pod_the_replica_is_its_namespace_and_name() -> None:
+    """The downward API's POD_NAMESPACE and POD_NAME make the key a fleet's Prometheus labels
+    make (``core.identity``); FLEETWATCH_VLLM_REPLICA still wins, and half of the pair is not
+    a key."""
+    pod = {"FLEETWATCH_VLLM": "1", "POD_NAMESPACE": "prod", "POD_NAME": "vllm-7d9f-abc"}
+    assert AdapterSettings.from_env(pod).replica == "prod/vllm-7d9f-abc"
+    named = {**pod, "FLEETWATCH_VLLM_REPLICA": "gpu-3"}
+    assert AdapterSettings.from_env(named).replica == "gpu-3"
+    half = {"FLEETWATCH_VLLM": "1", "POD_NAME": "vllm-7d9f-abc"}
+    assert AdapterSettings.from_env(half).replica == socket.gethostname()
+
+
+def test_an_identity_is_its_labels_values_in_order() -> None:
+    ident = Identity.parse("namespace, pod")
+    assert ident.key({"pod": "p", "namespace": "ns", "job": "j"}) == "ns/p"
+    with pytest.raises(IdentityError, match="no pod label"):
+        ident.key({"namespace": "ns"})
+    for bad in ("", "namespace,namespace", "__name__", "pod-name"):
+        with pytest.raises(IdentityError):
+            Identity.parse(bad)
 
 
 @pytest.mark.parametrize(

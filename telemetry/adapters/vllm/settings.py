@@ -14,7 +14,9 @@ variable                           meaning
 ``FLEETWATCH_VLLM_SPAN_FILE``      JSON-lines file for spans (``OTEL_EXPORTER_OTLP_*`` also
                                    sends them over OTLP/HTTP while the plugin is on)
 ``FLEETWATCH_VLLM_GOODPUT``        ``TTFT_S,TPOT_S`` targets for the goodput counter
-``FLEETWATCH_VLLM_REPLICA``        the ``replica`` of records and spans (default: host name)
+``FLEETWATCH_VLLM_REPLICA``        the ``replica`` of records and spans (default: in a pod,
+                                   ``POD_NAMESPACE/POD_NAME`` from the downward API, the
+                                   key ``core.identity`` builds; else the host name)
 ``FLEETWATCH_VLLM_TRAFFIC_CLASS``  the ``traffic_class`` of records and spans (``default``)
 ``FLEETWATCH_VLLM_METRICS``        ``0`` keeps fleetwatch's metrics off /metrics
 =================================  ==========================================================
@@ -27,6 +29,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from fleetwatch.core.identity import from_environment
 
 __all__ = ["PREFIX", "AdapterSettings", "SettingsError"]
 
@@ -115,7 +119,10 @@ class AdapterSettings:
             records_max_age_s=flush_s,
             span_file=env.get(f"{PREFIX}_SPAN_FILE") or None,
             goodput=_goodput(env.get(f"{PREFIX}_GOODPUT")),
-            replica=env.get(f"{PREFIX}_REPLICA") or socket.gethostname() or "vllm",
+            replica=env.get(f"{PREFIX}_REPLICA")
+            or from_environment(env)
+            or socket.gethostname()
+            or "vllm",
             traffic_class=env.get(f"{PREFIX}_TRAFFIC_CLASS") or "default",
             metrics=True if metrics is None else metrics,
         )

@@ -1,0 +1,169 @@
+"""`fleet compare` through the query engine: one ordered pass per metric over the two runs'
+values, memory a chunk, and the report the in-memory comparison gives on the same records — the
+verdicts, p-values, intervals, like-for-like ratios and workload checks — however small the
+chunks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fleetwatch.fleet.compare.engine as compare_engine
+from fleetwatch.fleet.by_model import ByModel
+from fleetwatch.fleet.compare import compare_runs_by_model
+from fleetwatch.fleet.compare.engine import NEEDS, compare_in_engines, merged
+from fleetwatch.fleet.compare.statistics import bootstrap_quantiles, inverted_cdf_index
+from fleetwatch.records.dataset import read_dataset
+from fleetwatch.records.engine.scan import open_scan
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
+from tests.fleet.test_by_model import two_models
+from tests.records.plugin_tree import write_tree
+from tests.rounding import rounded
+
+SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "same system": ({}, {}),
+    "slower decode": ({}, {"slowdown": {i: 1.2 for i in range(4)}}),
+    "longer prompts": ({}, {"prompt_scale": {i: 2.0 for i in range(4)}}),
+    "longer prompts and slower": (
+        {},
+        {"prompt_scale": {i: 2.0 for i in range(4)}, "slowdown": {i: 1.3 for i in range(4)}},
+    ),
+    "more errors": ({}, {"error_rate": {0: 0.2, 1: 0.2}}),
+}
+
+
+def _runs(tmp: Path, name: str) -> tuple[Path, Path]:
+    b_opts, a_opts = SCENARIOS[name]
+    before = synthetic_fleet(4, 900, seed=1, **b_opts)
+    after = synthetic_fleet(4, 900, seed=2, **a_opts)
+    return (write_tree(tmp / "before", before).root, write_tree(tmp / "after", after).root)
+
+
+def _both(before: Path, after: Path, **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    expect = compare_runs_by_model(
+        read_dataset([before]).frame, read_dataset([after]).frame, draws=400, **options
+    )
+    with open_scan([before], columns=NEEDS) as b, open_scan([after], columns=NEEDS) as a:
+        got = compare_in_engines(b.engine, a.engine, draws=400, **options)
+    return rounded(got.to_dict()), rounded(expect.to_dict())
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("chunk_rows", [7, 10_000_000])
+def test_the_engine_gives_the_in_memory_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, chunk_rows: int
+) -> None:
+    monkeypatch.setattr(compare_engine, "CHUNK_ROWS", chunk_rows)
+    got, expect = _both(*_runs(tmp_path, name))
+    assert got == expect
+
+
+def test_two_models_are_compared_apart(tmp_path: Path) -> None:
+    before = write_tree(tmp_path / "b", two_models(seed=3)).root
+    after = write_tree(tmp_path / "a", two_models(seed=4, big={0: 1.5, 1: 1.5, 2: 1.5})).root
+    got, expect = _both(before, after)
+    assert got == expect
+    assert isinstance(ByModel, type) and len(got["models"]) == 2
+
+
+def _stream(values: list[float], rows: int) -> Any:
+    for i in range(0, len(values), rows):
+        part = values[i : i + rows]
+        yield pd.DataFrame({"v": part, "s": [0] * len(part)})
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 100])
+def test_the_merge_keeps_order_and_never_splits_equal_values(rows: int) -> None:
+    rng = np.random.default_rng(5)
+    b = np.sort(rng.integers(0, 6, 40)).astype(float).tolist()
+    a = np.sort(rng.integers(0, 6, 30)).astype(float).tolist()
+    chunks = list(merged(_stream(b, rows), _stream(a, rows)))
+    v = np.concatenate([c[0] for c in chunks])
+    run = np.concatenate([c[2] for c in chunks])
+    n = np.concatenate([c[3] for c in chunks])
+    assert np.all(np.diff(v) >= 0)
+    assert np.repeat(v[run == 0], n[run == 0]).tolist() == b
+    assert np.repeat(v[run == 1], n[run == 1]).tolist() == a
+    seen: set[float] = set()
+    for c in chunks:
+        assert not seen & set(c[0].tolist())
+        seen |= set(c[0].tolist())
+
+
+def test_a_value_repeated_past_a_chunk_is_held_as_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exact zeros (a queue that never waited) repeat millions of times: the merge holds one
+    count per stratum for them, not the rows."""
+    monkeypatch.setattr(compare_engine, "CHUNK_ROWS", 4)
+    b = [0.0] * 50 + [1.0, 2.0]
+    chunks = list(merged(_stream(b, 4), _stream([0.0] * 9 + [3.0], 4)))
+    v, _, run, n = chunks[0]
+    zero = v == 0.0
+    assert n[zero & (run == 0)].sum() == 50 and n[zero & (run == 1)].sum() == 9
+    assert (zero & (run == 0)).sum() <= 2 * 4 + 4  # the 50 before zeros are not held as rows
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 99, 100, 101, 1000, 12345])
+def test_the_rank_of_a_percentile_is_numpys(n: int) -> None:
+    x = np.arange(n, dtype=float)
+    for p in (0.0, 1.0, 33.3, 50.0, 90.0, 99.0, 99.9, 100.0):
+        expect = np.percentile(x, p, method="inverted_cdf")
+        assert x[inverted_cdf_index(n, p / 100.0)] == expect
+
+
+def test_the_bootstrap_reads_only_its_window() -> None:
+    rng = np.random.default_rng(2)
+    x = np.sort(rng.lognormal(0, 1, 5000))
+    whole = bootstrap_quantiles(x, 0.99, 500, np.random.default_rng(7))
+    from fleetwatch.fleet.compare.statistics import bootstrap_window
+
+    first, last = bootstrap_window(len(x), 0.99)
+    part = bootstrap_quantiles(
+        x[first : last + 1], 0.99, 500, np.random.default_rng(7), n=len(x), first=first
+    )
+    assert np.array_equal(whole, part)
+
+
+def test_a_metric_tied_everywhere_is_unchanged_not_an_error() -> None:
+    """A queue that never waited: every value 0 in both runs. The tie term is exact, so the
+    Mann-Whitney variance is 0, not a rounding below it."""
+    from fleetwatch.fleet.compare.engine import _comparison, _Pass, _Plan
+
+    for n in (165_146, 1_234_567):
+        sizes = (np.array([n, 0]), np.array([2 * n + 3, 0]))
+        plan = _Plan((n, 2 * n + 3), sizes, (50.0, 90.0, 99.0), False, False)
+        done = _Pass(plan)
+        chunk = (np.zeros(2), np.zeros(2, np.int64), np.array([0, 1]), np.array([n, 2 * n + 3]))
+        done.feed(chunk)
+        got = _comparison("queue_s", done, plan, 200, 0.95, np.random.default_rng(0))
+        assert got.mann_whitney_p == 1.0
+        assert all(s.before == s.after == 0.0 for s in got.shifts)
+
+
+def test_a_window_inside_a_value_held_a_billion_times_holds_only_the_window() -> None:
+    from fleetwatch.fleet.compare.engine import _Window
+
+    w = _Window(10**9 // 2 - 5, 10**9 // 2 + 5)
+    n = np.array([3, 10**9, 4])
+    w.feed(np.array([0.5, 1.0, 2.0]), n, np.cumsum(n), 0)
+    assert w.values.tolist() == [1.0] * 11
+
+
+@pytest.mark.parametrize(("n1", "n2"), [(40, 60), (500, 9_000), (500, 20_000), (3_000, 25_000)])
+def test_ks_from_counts_is_ks_of_the_values(n1: int, n2: int) -> None:
+    from fleetwatch.fleet.compare.workload import ks_check, ks_counts
+
+    rng = np.random.default_rng(n1)
+    x, y = np.sort(rng.integers(1, 400, n1)), np.sort(rng.integers(5, 420, n2))
+    expect = ks_check("prompt_tokens", x.astype(float), y.astype(float), 0.001, 0.1)
+    (vx, cx), (vy, cy) = np.unique(x, return_counts=True), np.unique(y, return_counts=True)
+    got = ks_counts("prompt_tokens", (vx.astype(float), cx), (vy.astype(float), cy), 0.001, 0.1)
+    assert (got.statistic, got.p_value, got.differs) == (
+        expect.statistic,
+        expect.p_value,
+        expect.differs,
+    )
+    assert got.before == pytest.approx(expect.before) and got.after == pytest.approx(expect.after)
