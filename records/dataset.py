@@ -123,7 +123,7 @@ def resolve(paths: Sequence[str | os.PathLike[str]], *, allow_empty: bool = Fals
     no files (a folder a job has emptied before); a path that does not exist is still an error."""
     if not paths:
         raise RecordError("no record paths given")
-    seen: set[tuple[int, int]] = set()
+    seen: set[object] = set()
     out: list[Path] = []
     from fleetwatch.records.remote import is_url, location
 
@@ -134,8 +134,11 @@ def resolve(paths: Sequence[str | os.PathLike[str]], *, allow_empty: bool = Fals
                 path=location(arg).split("?", 1)[0],
             )
         for p in _expand(os.fspath(arg), allow_empty):
-            st = p.stat()
-            key = (st.st_dev, st.st_ino)  # the file, however it is named (links included)
+            try:
+                st = p.stat()
+                key: object = (st.st_dev, st.st_ino)  # the file, however named (links too)
+            except OSError:  # gone since it was listed (pruned): reading it names it
+                key = p.resolve()
             if key not in seen:
                 seen.add(key)
                 out.append(p)

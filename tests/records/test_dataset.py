@@ -60,6 +60,22 @@ def test_files_dirs_and_globs_mix_in_order_and_a_file_named_twice_is_read_once(
     assert len(resolve([one, one])) == 1
 
 
+def test_a_file_linked_twice_is_read_once_and_one_gone_since_listing_is_kept(
+    tree: PluginTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are one file however they are named (a hard link too); a file pruned between the
+    listing and the check is kept, so reading it names it, not a crash here."""
+    import fleetwatch.records.dataset as dataset
+
+    one = tree.root / "replica-5" / "records-000000.jsonl"
+    link = tmp_path / "link.jsonl"
+    link.hardlink_to(one)
+    assert resolve([one, link]) == [one]
+    gone = tmp_path / "gone.jsonl"
+    monkeypatch.setattr(dataset, "_expand", lambda arg, allow_empty: [gone])
+    assert resolve([gone]) == [gone]
+
+
 def test_the_dataset_reads_as_the_single_file_of_its_rows(tree: PluginTree) -> None:
     data = read_dataset([tree.root])
     whole = read_records(tree.whole)
