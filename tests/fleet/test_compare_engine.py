@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import fleetwatch.fleet.compare.engine as compare_engine
+import fleetwatch.fleet.compare.ordered as ordered
 from fleetwatch.fleet.by_model import ByModel
 from fleetwatch.fleet.compare import compare_runs_by_model
-from fleetwatch.fleet.compare.engine import NEEDS, compare_in_engines, merged
+from fleetwatch.fleet.compare.engine import NEEDS, compare_in_engines
+from fleetwatch.fleet.compare.ordered import merged
 from fleetwatch.fleet.compare.statistics import bootstrap_quantiles, inverted_cdf_index
 from fleetwatch.records.dataset import read_dataset
 from fleetwatch.records.engine.scan import open_scan
@@ -57,7 +58,7 @@ def _both(before: Path, after: Path, **options: Any) -> tuple[dict[str, Any], di
 def test_the_engine_gives_the_in_memory_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, chunk_rows: int
 ) -> None:
-    monkeypatch.setattr(compare_engine, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(ordered, "CHUNK_ROWS", chunk_rows)
     got, expect = _both(*_runs(tmp_path, name))
     assert got == expect
 
@@ -97,7 +98,7 @@ def test_the_merge_keeps_order_and_never_splits_equal_values(rows: int) -> None:
 def test_a_value_repeated_past_a_chunk_is_held_as_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Exact zeros (a queue that never waited) repeat millions of times: the merge holds one
     count per stratum for them, not the rows."""
-    monkeypatch.setattr(compare_engine, "CHUNK_ROWS", 4)
+    monkeypatch.setattr(ordered, "CHUNK_ROWS", 4)
     b = [0.0] * 50 + [1.0, 2.0]
     chunks = list(merged(_stream(b, 4), _stream([0.0] * 9 + [3.0], 4)))
     v, _, run, n = chunks[0]
@@ -130,23 +131,23 @@ def test_the_bootstrap_reads_only_its_window() -> None:
 def test_a_metric_tied_everywhere_is_unchanged_not_an_error() -> None:
     """A queue that never waited: every value 0 in both runs. The tie term is exact, so the
     Mann-Whitney variance is 0, not a rounding below it."""
-    from fleetwatch.fleet.compare.engine import _comparison, _Pass, _Plan
+    from fleetwatch.fleet.compare.ordered import Pass, Plan, metric_comparison
 
     for n in (165_146, 1_234_567):
         sizes = (np.array([n, 0]), np.array([2 * n + 3, 0]))
-        plan = _Plan((n, 2 * n + 3), sizes, (50.0, 90.0, 99.0), False, False)
-        done = _Pass(plan)
+        plan = Plan((n, 2 * n + 3), sizes, (50.0, 90.0, 99.0), False, False)
+        done = Pass(plan)
         chunk = (np.zeros(2), np.zeros(2, np.int64), np.array([0, 1]), np.array([n, 2 * n + 3]))
         done.feed(chunk)
-        got = _comparison("queue_s", done, plan, 200, 0.95, np.random.default_rng(0))
+        got = metric_comparison("queue_s", done, plan, 200, 0.95, np.random.default_rng(0))
         assert got.mann_whitney_p == 1.0
         assert all(s.before == s.after == 0.0 for s in got.shifts)
 
 
 def test_a_window_inside_a_value_held_a_billion_times_holds_only_the_window() -> None:
-    from fleetwatch.fleet.compare.engine import _Window
+    from fleetwatch.fleet.compare.ordered import Window
 
-    w = _Window(10**9 // 2 - 5, 10**9 // 2 + 5)
+    w = Window(10**9 // 2 - 5, 10**9 // 2 + 5)
     n = np.array([3, 10**9, 4])
     w.feed(np.array([0.5, 1.0, 2.0]), n, np.cumsum(n), 0)
     assert w.values.tolist() == [1.0] * 11
