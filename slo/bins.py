@@ -94,6 +94,21 @@ class BinCounts:
             assert acc.bad is not None
             self._accumulate(acc.lo, acc.total[: acc.size], acc.bad[: acc.size])
 
+    def add_counts(self, bins: Any, total: Any, bad: Any) -> None:
+        """Count events already binned elsewhere (a query engine's ``GROUP BY`` of each event's
+        bin, ``ceil(t / bin_s)``): ``total`` and ``bad`` events of each absolute bin of
+        ``bins`` (each bin once)."""
+        k = np.asarray(bins, dtype=np.int64)
+        if not k.size:
+            return
+        lo, hi = int(k.min()), int(k.max())
+        self._check_span(lo, hi)
+        dense_total = np.zeros(hi - lo + 1, dtype=np.int64)
+        dense_bad = np.zeros_like(dense_total)
+        np.add.at(dense_total, k - lo, np.asarray(total, dtype=np.int64))
+        np.add.at(dense_bad, k - lo, np.asarray(bad, dtype=np.int64))
+        self._accumulate(lo, dense_total, dense_bad)
+
     # --- the two counting paths ---------------------------------------------------------------
 
     def _bin(self, t: float) -> int:

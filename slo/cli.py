@@ -68,8 +68,8 @@ def _records(
 ) -> Any:
     """The records ``paths`` name (one dataset; only those ``where`` keeps), refused when empty
     or when an SLO's selector matches none. With a query ``engine`` (and no ITL SLO, whose gap
-    counts the engines do not read) every SLO's events are binned from the engine's rows, a
-    batch at a time (``StreamedCounts``). Else a dataset of one Parquet file and no filter stays
+    counts the engines do not read) every SLO's events are binned in the engine, one
+    ``GROUP BY`` a SLO (``StreamedCounts``). Else a dataset of one Parquet file and no filter stays
     a path (streamed in row batches by the commands; only the distinct selector values are read
     to check it); any other is read whole, a filter pushed into each Parquet file's read."""
     from fleetwatch.records.dataset import describe, read_dataset, resolve
@@ -256,8 +256,8 @@ def report(
     spark_master: str | None = SPARK_MASTER_OPTION,
 ) -> None:
     """SLI, error budget left and current burn rates over request records (binned in the query
-    engine a batch at a time, so any number of records works; --engine memory reads them whole,
-    as an ITL SLO does)."""
+    engine, only each bin's counts brought out, so any number of records works; --engine memory
+    reads them whole, as an ITL SLO does)."""
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.report import report_json, report_spec, report_text
 
@@ -293,8 +293,8 @@ def backtest(
     spark_master: str | None = SPARK_MASTER_OPTION,
 ) -> None:
     """When each burn-rate alert would have fired over the records, with delay and reset (binned
-    in the query engine a batch at a time, so any number of records works; --engine memory reads
-    them whole, as an ITL SLO does)."""
+    in the query engine, only each bin's counts brought out, so any number of records works;
+    --engine memory reads them whole, as an ITL SLO does)."""
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.report import backtest_json, backtest_spec, backtest_text
 

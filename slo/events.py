@@ -37,12 +37,14 @@ from fleetwatch.slo.spec import AvailabilitySLI, GoodputSLI, LatencySLI, Service
 
 __all__ = [
     "EVENT_TIME",
+    "EventSQL",
     "SLIEvents",
     "goodput_mask",
     "itl_counts",
     "latency_values",
     "needed_columns",
     "sli_events",
+    "sli_sql",
 ]
 
 EVENT_TIME = {"ttft": "first_token_s", "tpot": "finished_s", "e2e": "finished_s"}
@@ -294,11 +296,74 @@ def sli_events(
         times = _floats(records, "finished_s")
         bad = ~goodput_mask(records, sli.ttft_s, sli.tpot_s)
     else:
-        raise SLOSpecError(
-            "a ratio SLI names raw Prometheus metrics and cannot be evaluated over request "
-            "records; evaluate it in Prometheus",
-            path=f"{slo.path}.sli",
-        )
+        raise _not_over_records(slo)
     if mask is None or mask.all():
         return SLIEvents(times, np.asarray(bad, dtype=bool))
     return SLIEvents(times[mask], np.asarray(bad[mask], dtype=bool))
+
+
+def _not_over_records(slo: ServiceLevelObjective) -> SLOSpecError:
+    return SLOSpecError(
+        "a ratio SLI names raw Prometheus metrics and cannot be evaluated over request "
+        "records; evaluate it in Prometheus",
+        path=f"{slo.path}.sli",
+    )
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+_LATENCY_SQL = {
+    "ttft": "(first_token_s - arrival_s)",
+    "e2e": "(finished_s - arrival_s)",
+    "tpot": (
+        "(CASE WHEN output_tokens >= 2 THEN (finished_s - first_token_s) "
+        "/ (CAST(output_tokens AS DOUBLE) - 1.0) END)"
+    ),
+}
+"""``latency_values`` as SQL over a query engine's ``records`` view (NULL where undefined)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventSQL:
+    """An SLO's events as SQL over the ``records`` view: the events are the rows ``where``
+    keeps, each at ``time``, bad where ``bad`` is true (``sli_events``, row for row)."""
+
+    time: str
+    where: str
+    bad: str
+
+
+def sli_sql(slo: ServiceLevelObjective) -> EventSQL:
+    """``sli_events`` of ``slo`` as SQL (availability, latency, goodput; an ITL SLO reads the
+    per-request gap counts, not in the view, and a ratio SLI is refused as there)."""
+    conds = []
+    if slo.selector.traffic_class is not None:
+        conds.append(f"traffic_class = {_sql_text(slo.selector.traffic_class)}")
+    if slo.selector.model is not None:  # a record naming no model is the model ""
+        model = slo.selector.model
+        conds.append(f"model = {_sql_text(model)}" if model else "coalesce(model, '') = ''")
+    sli = slo.sli
+    if isinstance(sli, LatencySLI) and sli.signal == "itl":
+        raise SLOSpecError("an ITL SLO reads itl_buckets: use --engine memory", path=slo.path)
+    if isinstance(sli, AvailabilitySLI):
+        time = "finished_s"
+        bad = f"status IN ({', '.join(_sql_text(b) for b in sli.bad)})" if sli.bad else "FALSE"
+    elif isinstance(sli, LatencySLI):
+        time = EVENT_TIME[sli.signal]
+        value = _LATENCY_SQL[sli.signal]
+        conds.append(f"{value} IS NOT NULL")
+        bad = f"{value} > {float(sli.threshold_s)!r}"
+    elif isinstance(sli, GoodputSLI):
+        time = "finished_s"
+        ttft, tpot = _LATENCY_SQL["ttft"], _LATENCY_SQL["tpot"]
+        good = (
+            f"status = 'ok' AND {ttft} <= {float(sli.ttft_s)!r} "
+            f"AND ({tpot} IS NULL OR {tpot} <= {float(sli.tpot_s)!r})"
+        )
+        bad = f"NOT coalesce({good}, FALSE)"  # an undefined TTFT is not good
+    else:
+        raise _not_over_records(slo)
+    conds.append(f"{time} IS NOT NULL")
+    return EventSQL(time, " AND ".join(conds), f"coalesce({bad}, FALSE)")

@@ -32,7 +32,7 @@ from fleetwatch.records.engine import Engine
 from fleetwatch.slo.backtest import Backtest, backtest_counts, new_counts
 from fleetwatch.slo.bins import BinCounts
 from fleetwatch.slo.errors import SLOSpecError
-from fleetwatch.slo.events import needed_columns, sli_events
+from fleetwatch.slo.events import needed_columns, sli_events, sli_sql
 from fleetwatch.slo.spec import SLOSpec
 
 __all__ = [
@@ -209,32 +209,31 @@ def stream_counts(
 
 
 def engine_counts(spec: SLOSpec, engine: Engine, *, batch_rows: int = BATCH_ROWS) -> StreamedCounts:
-    """Bin every SLO's events of an engine's ``records``, one batch of rows at a time; the
-    engine's columns are typed and checked, so batches are binned as they come. An SLO of
-    inter-token gaps (``itl_buckets``, not in the view) is refused: read those records whole."""
-    wanted = {"arrival_s", "finished_s"}
-    for slo in spec.slos:
-        wanted.update(needed_columns(slo))
-    if "itl_buckets" in wanted:
-        raise SLOSpecError("an ITL SLO reads itl_buckets: use --engine memory")
-    columns = sorted(wanted)
+    """Bin every SLO's events in a query engine: one ``GROUP BY`` of each event's bin a SLO
+    (``sli_sql``: the events ``sli_events`` takes, as SQL; a bin is ``ceil(t / bin_s)`` with
+    IEEE division, as ``BinCounts``), so only the bins' counts leave the engine. An SLO of
+    inter-token gaps (``itl_buckets``, not in the view) is refused: read those records whole.
+    ``batch_rows`` is kept for callers; nothing is brought a row at a time."""
+    del batch_rows
+    events = [sli_sql(slo) for slo in spec.slos]
     counts = tuple(new_counts(slo, spec.evaluation_interval_s) for slo in spec.slos)
-    first, last, rows = math.inf, -math.inf, 0
-    sql = f"SELECT {', '.join(columns)} FROM records"
-    for frame in engine.batches(sql, batch_rows):
-        if not len(frame):
-            continue
-        for col in ("status", "traffic_class", "model"):
-            if col in frame.columns:
-                frame[col] = frame[col].fillna(str(DEFAULTS.get(col, "")))
-        finished = frame["finished_s"].to_numpy(dtype=np.float64)
-        first, last = min(first, float(finished.min())), max(last, float(finished.max()))
-        for slo, bins in zip(spec.slos, counts, strict=True):
-            bins.add(sli_events(slo, frame))
-        rows += len(frame)
-    if rows == 0:
+    first, last, rows = (
+        engine.query(
+            "SELECT min(finished_s) AS a, max(finished_s) AS b, count(*) AS n FROM records"
+        )
+        .iloc[0]
+        .tolist()
+    )
+    if not rows:
         raise SLOSpecError("no requests to evaluate (the records hold none)")
-    return StreamedCounts(counts, first, last, rows)
+    for event, bins in zip(events, counts, strict=True):
+        k = f"CAST(ceil({event.time} / CAST({bins.bin_s} AS DOUBLE)) AS BIGINT)"
+        got = engine.query(
+            f"SELECT {k} AS k, count(*) AS n, sum(CASE WHEN {event.bad} THEN 1 ELSE 0 END) AS b "
+            f"FROM records WHERE {event.where} GROUP BY 1"
+        )
+        bins.add_counts(got["k"], got["n"], got["b"])
+    return StreamedCounts(counts, float(first), float(last), int(rows))
 
 
 def backtest_parquet(

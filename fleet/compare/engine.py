@@ -55,8 +55,7 @@ from fleetwatch.fleet.compare.workload import (
 )
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.records.engine import Engine
-from fleetwatch.records.engine.reductions import DERIVED, MODEL, weighted_quantile
-from fleetwatch.records.filters import sql_string
+from fleetwatch.records.engine.reductions import DERIVED, MODEL, model_is, weighted_quantile
 
 __all__ = ["NEEDS", "compare_in_engines"]
 
@@ -359,7 +358,7 @@ def compare_in_engines(
     ]
 
     def one(m: str) -> CompareReport:
-        where = f"{MODEL} = {sql_string(m)}"
+        where = model_is(m)
         return _compare(Run(before, where), Run(after, where), **options)
 
     runs: list[tuple[str, Callable[[], CompareReport]]] = [

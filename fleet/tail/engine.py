@@ -4,14 +4,17 @@ The first pass (``plan_in_engine``) is SQL over one model's ok requests: the tai
 the body's medians per token are exact order statistics (``records.engine.reductions``), the
 long-prefill size an exact quantile of the uncached tokens' counts, the over-represented replica
 from counts per replica. The second pass takes the model's replicas a group at a time, at most
-``CHUNK_ROWS`` requests (a replica larger than that on its own), into ``TailSums``: memory is one
-chunk's columns, and the report equals the in-memory one to the last bits of float summation.
+``CHUNK_ROWS`` requests (a replica larger than that on its own), one query a group (the engine
+skips files and row groups of other replicas by their statistics), into ``TailSums``: memory is
+one group's columns, and the report equals the in-memory one to the last bits of float
+summation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,14 +31,24 @@ from fleetwatch.fleet.tail.sums import (
     worst_replica,
 )
 from fleetwatch.records.engine import Engine
-from fleetwatch.records.engine.reductions import MODEL, exact_quantile, weighted_quantile
+from fleetwatch.records.engine.reductions import (
+    MODEL,
+    exact_quantile,
+    model_is,
+    weighted_quantile,
+)
 from fleetwatch.records.filters import sql_string
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["CHUNK_ROWS", "NEEDS", "plan_in_engine", "tail_in_engine"]
 
-CHUNK_ROWS = 1_000_000
-"""Ok requests the second pass holds at once (about 150 bytes each; a replica's other records
-come with them)."""
+CHUNK_ROWS = 500_000
+"""Ok requests the second pass holds at once (about 400 bytes each with the features and the
+fit's columns; a replica's other records come with them)."""
+_BATCH_ROWS = 1 << 16
+"""Rows a batch of the sorted query brings."""
 NEEDS = (
     "request_id",
     "replica",
@@ -52,6 +65,9 @@ NEEDS = (
     "preemption_stall_s",
 )
 """The stored columns the tail reads."""
+_FETCH = tuple(c for c in NEEDS if c not in ("request_id", "model"))
+"""The columns a group brings (the request id orders rows in the engine, the model picks them:
+neither is needed here, and ids as strings would cost more than all the rest)."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
 
 
@@ -86,7 +102,7 @@ def _exprs(target: Target) -> dict[str, str]:
 
 def _base(model: str) -> str:
     return (
-        f"FROM records WHERE {MODEL} = {sql_string(model)} AND status = 'ok' "
+        f"FROM records WHERE {model_is(model)} AND status = 'ok' "
         "AND scheduled_s IS NOT NULL AND first_token_s IS NOT NULL"
     )
 
@@ -157,6 +173,23 @@ def _chunks(counts: dict[str, int], rows: int) -> Iterator[list[str]]:
         yield group
 
 
+def _groups(
+    engine: Engine, model: str, counts: dict[str, int], rows: int
+) -> Iterator[pd.DataFrame]:
+    """The model's records a group of whole replicas at a time (``_chunks``), one query a
+    group: the engine reads only the files and row groups holding the group's replicas (by
+    their statistics), so the groups' queries together read each row about once, and memory
+    is one group. A replica with no ok request (not in ``counts``) is left out."""
+    import pandas as pd
+
+    for group in _chunks(counts, rows):
+        where = f"{model_is(model)} AND replica IN ({', '.join(sql_string(r) for r in group)})"
+        yield pd.concat(
+            list(engine.frames(_FETCH, where, order=ROW_ORDER, rows=_BATCH_ROWS)),
+            ignore_index=True,
+        )
+
+
 def _model_report(
     engine: Engine,
     model: str,
@@ -167,13 +200,8 @@ def _model_report(
 ) -> TailReport:
     plan, counts = plan_in_engine(engine, model, percentile, target, long_prompt_quantile)
     sums = TailSums(plan)
-    for group in _chunks(counts, chunk_rows):
-        where = (
-            f"{MODEL} = {sql_string(model)} AND replica IN "
-            f"({', '.join(sql_string(r) for r in group)})"
-        )
-        frame = engine.frame(NEEDS, where, order=ROW_ORDER)
-        sums.add(ok_requests(frame, minimum=0))
+    for frame in _groups(engine, model, counts, chunk_rows):
+        sums.add(ok_requests(frame.reset_index(drop=True), minimum=0))
     return tail_report(plan, sums)
 
 

@@ -131,12 +131,18 @@ class Engine(Protocol):
         """The result of ``sql``, about ``rows`` rows at a time (memory: one batch)."""
         ...
 
-    def frame(
-        self, columns: Sequence[str], where: str | None = None, order: Sequence[str] = ()
-    ) -> pd.DataFrame:
+    def frames(
+        self,
+        columns: Sequence[str],
+        where: str | None = None,
+        order: Sequence[str] = (),
+        rows: int = 1 << 18,
+    ) -> Iterator[pd.DataFrame]:
         """``records``' ``columns`` (stored, or derived: ``reductions.DERIVED``) of the rows
-        ``where`` (SQL) keeps, sorted by ``order`` (columns), as one DataFrame in this process,
-        the ``LABELS`` columns categorical."""
+        ``where`` (SQL) keeps, sorted by ``order`` (columns), from one query, brought to this
+        process about ``rows`` rows at a time where the engine streams (DuckDB; Spark brings
+        them in one piece), the ``LABELS`` columns categorical: a caller bounds a call's
+        rows by ``where``."""
         ...
 
     def scalar(self, sql: str) -> object:

@@ -42,6 +42,11 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
+_MAX_SCHEMAS = 16
+"""Parquet schemas read each by a scan of its own; a dataset of more is read by one scan that
+matches columns by name in every file."""
+
+
 def _bytes(limit: str) -> int | None:
     """``512MB``, ``1.5GiB``… as bytes (DuckDB's spelling of a memory limit); None otherwise."""
     text = limit.strip().lower().replace(" ", "")
@@ -77,6 +82,7 @@ class DuckEngine:
         self.files = tuple(files)
         self.where = where
         self._json = ""
+        self._enums: set[str] = set()
         self._tmp = tempfile.TemporaryDirectory(prefix="fleetwatch-duckdb-")
         self.con: duckdb.DuckDBPyConnection = duckdb.connect(
             config={
@@ -86,6 +92,7 @@ class DuckEngine:
                 "threads": threads or max(os.cpu_count() or 1, 1),
             }
         )
+        self.con.execute("SET parquet_metadata_cache = true")  # footers read once, not a query
         filtered = () if where is None else where.columns()
         wanted = (
             list(COLUMNS)
@@ -114,15 +121,21 @@ class DuckEngine:
         except duckdb.Error as exc:
             raise _record_error(exc, jsonl) from None
         if parquet:
-            have = self._parquet_columns(parquet)
-            cols = [
-                f"CAST({c} AS {COLUMNS[c]}) AS {c}" if c in have else f"NULL::{COLUMNS[c]} AS {c}"
-                for c in wanted
-            ]
-            parts.append(
-                f"SELECT {', '.join(cols)}, filename FROM read_parquet({_list(parquet)}, "
-                "union_by_name=true, filename=true, hive_partitioning=false)"
-            )
+            groups = self._parquet_groups(parquet)
+            mixed = len(groups) > _MAX_SCHEMAS  # many layouts: one scan matching names per file
+            for group in [parquet] if mixed else groups:
+                have = self._parquet_columns(group, union=mixed)
+                cols = [
+                    f"CAST({c} AS {COLUMNS[c]}) AS {c}"
+                    if c in have
+                    else f"NULL::{COLUMNS[c]} AS {c}"
+                    for c in wanted
+                ]
+                union = "union_by_name=true, " if mixed else ""
+                parts.append(
+                    f"SELECT {', '.join(cols)}, filename FROM read_parquet({_list(group)}, "
+                    f"{union}filename=true, hive_partitioning=false)"
+                )
         for i, store in enumerate(remote):
             import pyarrow.dataset as ds
 
@@ -148,12 +161,35 @@ class DuckEngine:
         except duckdb.Error as exc:
             raise _record_error(exc, self.files) from None
 
-    def _parquet_columns(self, files: Sequence[Path]) -> set[str]:
+    def _parquet_groups(self, files: Sequence[Path]) -> list[list[Path]]:
+        """``files`` grouped by their Parquet schema (names, types, order), in order of first
+        appearance: each group is read by one scan that binds one file's schema (naming each
+        file's columns apart, ``union_by_name``, costs a read of every file's footer each query),
+        and a dataset of one writer is one group."""
         import duckdb
 
         try:
             rows = self.con.execute(
-                f"DESCRIBE SELECT * FROM read_parquet({_list(files)}, union_by_name=true, "
+                "SELECT file_name, name, type, repetition_type, converted_type, logical_type "
+                f"FROM parquet_schema({_list(files)})"
+            ).fetchall()
+        except duckdb.Error as exc:
+            raise _record_error(exc, self.files) from None
+        shapes: dict[str, list[tuple[object, ...]]] = {}
+        for row in rows:
+            shapes.setdefault(str(row[0]), []).append(tuple(row[1:]))
+        groups: dict[tuple[tuple[object, ...], ...], list[Path]] = {}
+        for f in files:
+            groups.setdefault(tuple(shapes.get(str(f), ())), []).append(f)
+        return list(groups.values())
+
+    def _parquet_columns(self, files: Sequence[Path], *, union: bool) -> set[str]:
+        import duckdb
+
+        read = f"read_parquet({_list(files if union else files[:1])}, "
+        try:
+            rows = self.con.execute(
+                f"DESCRIBE SELECT * FROM {read}{'union_by_name=true, ' if union else ''}"
                 "hive_partitioning=false)"
             ).fetchall()
         except duckdb.Error as exc:
@@ -180,12 +216,17 @@ class DuckEngine:
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
 
-    def frame(
-        self, columns: Sequence[str], where: str | None = None, order: Sequence[str] = ()
-    ) -> pd.DataFrame:
-        """``records``' ``columns`` (stored or ``DERIVED``) of the rows ``where`` (SQL) keeps as
-        one DataFrame in ``order`` (columns; the files' order when none), the label columns
-        categorical (a code a row, not a string): about 8 bytes a row per column."""
+    def frames(
+        self,
+        columns: Sequence[str],
+        where: str | None = None,
+        order: Sequence[str] = (),
+        rows: int = 1 << 18,
+    ) -> Iterator[pd.DataFrame]:
+        """``records``' ``columns`` (stored or ``DERIVED``) of the rows ``where`` (SQL) keeps, in
+        ``order`` (columns; the files' order when none), ``rows`` rows at a time from one
+        query (DuckDB sorts out of core), the label columns categorical (a code a row, not a
+        string; every batch and every call has the same categories: the column's values, sorted)."""
         import duckdb
 
         from fleetwatch.records.engine.reductions import DERIVED
@@ -193,12 +234,12 @@ class DuckEngine:
         labels = [c for c in columns if c in LABELS]
         try:
             for c in labels:
-                self.con.execute(f"DROP TYPE IF EXISTS fw_{c}")
-                self.con.execute(
-                    f"CREATE TYPE fw_{c} AS ENUM (SELECT DISTINCT {c} FROM records "
-                    f"WHERE {c} IS NOT NULL{'' if where is None else f' AND ({where})'} "
-                    "ORDER BY 1)"
-                )
+                if c not in self._enums:  # one scan a column for the engine's life
+                    self.con.execute(
+                        f"CREATE TYPE fw_{c} AS ENUM (SELECT DISTINCT {c} FROM records "
+                        f"WHERE {c} IS NOT NULL ORDER BY 1)"
+                    )
+                    self._enums.add(c)
             select = ", ".join(
                 f"CAST({c} AS fw_{c}) AS {c}"
                 if c in labels
@@ -209,10 +250,11 @@ class DuckEngine:
             )
             cond = "" if where is None else f" WHERE {where}"
             sort = f" ORDER BY {', '.join(order)}" if order else ""
-            out: pd.DataFrame = self.con.sql(f"SELECT {select} FROM records{cond}{sort}").df()
+            reader = self.con.sql(f"SELECT {select} FROM records{cond}{sort}").to_arrow_reader(rows)
+            for batch in reader:
+                yield batch.to_pandas()
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
-        return out
 
     def scalar(self, sql: str) -> Any:
         """The one value ``sql`` returns."""

@@ -28,7 +28,9 @@ __all__ = [
     "bucket_sql",
     "bucket_values",
     "exact_quantile",
+    "model_is",
     "order_statistic",
+    "order_statistics",
     "weighted_quantile",
 ]
 
@@ -102,58 +104,97 @@ def lerp(a: Any, b: Any, t: Any) -> Any:
     return np.where(np.asarray(t) >= 0.5, np.subtract(b, diff * (1 - np.asarray(t))), a + diff * t)
 
 
-_FETCH_LIMIT = 1 << 18
-"""Most values an order statistic fetches: a range holding more is narrowed first."""
+_FETCH_LIMIT = 1 << 21
+"""Most values an order statistic fetches (16 MB of doubles): a range holding more is
+narrowed first."""
 _SPLITS = 64
 
 
-def order_statistic(engine: Any, expr: str, source: str, k: int) -> float:
-    """The ``k``-th smallest (from 0) value of ``expr`` over ``source`` (``FROM … WHERE …``, the
-    rows the value is taken over; NULL values are left out), exact: a histogram of 2 % buckets
-    finds the bucket holding rank ``k``, a range holding more than ``_FETCH_LIMIT`` values is cut
-    into ``_SPLITS`` equal parts until one does not, and only that range's values are fetched.
-    Memory: a histogram and at most ``_FETCH_LIMIT`` values, whatever the rows."""
+def model_is(name: str) -> str:
+    """SQL true of the records counted under model ``name`` (``MODEL = name``), written on the
+    stored column where it can be, so an engine skips the files and row groups of other
+    models by their statistics."""
+    from fleetwatch.records.filters import sql_string
+
+    if name == UNNAMED:
+        return f"({MODEL} = {sql_string(name)})"
+    return f"(model = {sql_string(name)})"
+
+
+def order_statistics(engine: Any, expr: str, source: str, ranks: Any) -> list[float]:
+    """The ``k``-th smallest (from 0) values of ``expr`` over ``source`` (``FROM … WHERE …``,
+    the rows the value is taken over; NULL values are left out) for each ``k`` of ``ranks``,
+    exact: one histogram of 2 % buckets finds the bucket holding each rank, a range holding
+    more than ``_FETCH_LIMIT`` values is cut into ``_SPLITS`` equal parts until one does not,
+    and each range's values are fetched once (ranks in one range share it). Memory: a
+    histogram and at most ``_FETCH_LIMIT`` values, whatever the rows."""
     where = f"{source} AND {expr} IS NOT NULL"
     hist = engine.query(f"SELECT {bucket_sql(expr)} AS b, count(*) AS n {where} GROUP BY 1")
     hist = hist.sort_values("b")
     upto = np.cumsum(hist["n"].to_numpy(dtype=np.int64))
-    if not len(upto) or k >= upto[-1] or k < 0:
-        raise ValueError(f"rank {k} of {0 if not len(upto) else int(upto[-1])} values")
-    i = int(np.searchsorted(upto, k, side="right"))
-    below = int(upto[i - 1]) if i else 0
-    rng = f"{bucket_sql(expr)} = {int(hist['b'].iloc[i])}"
-    count = int(hist["n"].iloc[i])
-    while count > _FETCH_LIMIT:
-        lo, hi = (
-            float(x)
-            for x in engine.query(f"SELECT min({expr}) AS lo, max({expr}) AS hi {where} AND {rng}")
-            .iloc[0]
-            .tolist()
-        )
-        if lo == hi:
-            return lo
-        part = f"least(CAST(floor(({expr} - {lo!r}) / {(hi - lo) / _SPLITS!r}) AS BIGINT), {_SPLITS - 1})"
-        sub = engine.query(
-            f"SELECT {part} AS p, count(*) AS n {where} AND {rng} GROUP BY 1"
-        ).sort_values("p")
-        cum = below + np.cumsum(sub["n"].to_numpy(dtype=np.int64))
-        j = int(np.searchsorted(cum, k, side="right"))
-        below = int(cum[j - 1]) if j else below
-        rng = f"{rng} AND {part} = {int(sub['p'].iloc[j])}"
-        count = int(sub["n"].iloc[j])
-    values = np.sort(
-        engine.query(f"SELECT {expr} AS v {where} AND {rng}")["v"].to_numpy(np.float64)
-    )
-    return float(values[k - below])
+    total = int(upto[-1]) if len(upto) else 0
+    wanted = [int(k) for k in ranks]
+    for k in wanted:
+        if k >= total or k < 0:
+            raise ValueError(f"rank {k} of {total} values")
+    found: dict[int, float] = {}
+    fetched: dict[str, np.ndarray[Any, np.dtype[np.float64]]] = {}
+    for k in wanted:
+        if k in found:
+            continue
+        i = int(np.searchsorted(upto, k, side="right"))
+        below = int(upto[i - 1]) if i else 0
+        rng = f"{bucket_sql(expr)} = {int(hist['b'].iloc[i])}"
+        count = int(hist["n"].iloc[i])
+        value: float | None = None
+        while count > _FETCH_LIMIT:
+            lo, hi = (
+                float(x)
+                for x in engine.query(
+                    f"SELECT min({expr}) AS lo, max({expr}) AS hi {where} AND {rng}"
+                )
+                .iloc[0]
+                .tolist()
+            )
+            if lo == hi:
+                value = lo
+                break
+            step = (hi - lo) / _SPLITS
+            part = f"least(CAST(floor(({expr} - {lo!r}) / {step!r}) AS BIGINT), {_SPLITS - 1})"
+            sub = engine.query(
+                f"SELECT {part} AS p, count(*) AS n {where} AND {rng} GROUP BY 1"
+            ).sort_values("p")
+            cum = below + np.cumsum(sub["n"].to_numpy(dtype=np.int64))
+            j = int(np.searchsorted(cum, k, side="right"))
+            below = int(cum[j - 1]) if j else below
+            rng = f"{rng} AND {part} = {int(sub['p'].iloc[j])}"
+            count = int(sub["n"].iloc[j])
+        if value is not None:
+            found[k] = value
+            continue
+        if rng not in fetched:
+            fetched[rng] = np.sort(
+                engine.query(f"SELECT {expr} AS v {where} AND {rng}")["v"].to_numpy(np.float64)
+            )
+        values = fetched[rng]
+        for other in wanted:  # every wanted rank this range holds
+            if below <= other < below + len(values):
+                found[other] = float(values[other - below])
+    return [found[k] for k in wanted]
+
+
+def order_statistic(engine: Any, expr: str, source: str, k: int) -> float:
+    """The ``k``-th smallest (from 0) value of ``expr`` over ``source`` (``order_statistics``)."""
+    return order_statistics(engine, expr, source, [k])[0]
 
 
 def exact_quantile(engine: Any, expr: str, source: str, q: float, n: int) -> float:
     """``numpy.quantile`` (linear) of ``expr`` over the ``n`` rows of ``source`` that hold a
-    value, exact, from two order statistics (``order_statistic``)."""
+    value, exact, from its two neighbouring order statistics (``order_statistics``: one
+    histogram, and one fetch when they share a range, as they nearly always do)."""
     h = (n - 1) * q
     lo = math.floor(h)
-    v_lo = order_statistic(engine, expr, source, lo)
     if h == lo or lo + 1 >= n:
-        return v_lo
-    v_hi = order_statistic(engine, expr, source, lo + 1)
+        return order_statistics(engine, expr, source, [lo])[0]
+    v_lo, v_hi = order_statistics(engine, expr, source, [lo, lo + 1])
     return float(lerp(v_lo, v_hi, h - lo))

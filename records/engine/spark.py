@@ -359,11 +359,17 @@ class SparkEngine:
         except _pyspark_errors() as exc:
             raise _record_error(exc) from None
 
-    def frame(
-        self, columns: Sequence[str], where: str | None = None, order: Sequence[str] = ()
-    ) -> pd.DataFrame:
-        """``records``' ``columns`` (stored or ``DERIVED``) as one DataFrame in this process, the
-        label columns categorical, as ``DuckEngine.frame``."""
+    def frames(
+        self,
+        columns: Sequence[str],
+        where: str | None = None,
+        order: Sequence[str] = (),
+        rows: int = 1 << 18,
+    ) -> Iterator[pd.DataFrame]:
+        """``records``' ``columns`` (stored or ``DERIVED``) as ``DuckEngine.frames`` gives them,
+        brought in one piece by Spark's Arrow transfer (a row-by-row stream costs more than
+        the rows: a caller bounds a call by ``where``, ``rows`` is not used), the label
+        columns categorical."""
         from fleetwatch.records.engine.reductions import DERIVED
 
         select = ", ".join(f"{DERIVED[c]} AS {c}" if c in DERIVED else c for c in columns)
@@ -373,7 +379,7 @@ class SparkEngine:
         for c in columns:
             if c in LABELS:
                 out[c] = out[c].astype("category")
-        return out
+        yield out
 
     def scalar(self, sql: str) -> Any:
         """The one value ``sql`` returns."""

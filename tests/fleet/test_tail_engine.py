@@ -67,20 +67,33 @@ def test_each_model_is_attributed_apart(tmp_path: Path) -> None:
 def test_no_chunk_holds_more_than_its_rows(
     one_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Memory is one chunk's requests: no frame handed over is larger than the chunk (a replica
-    alone may be), so the rows of the dataset never meet in one frame."""
+    """Memory is one chunk's requests: no group handed to the sums is larger than the chunk (a
+    replica alone may be), every replica is in one group only, and each group is one query
+    (the engine reads its replicas' rows, a batch at a time; never the dataset in one frame)."""
+    import fleetwatch.fleet.tail.engine as tail_engine
+
     with open_scan([one_model], columns=NEEDS) as scan:
         sizes: list[int] = []
-        frame = scan.engine.frame
+        owners: list[set[str]] = []
+        queries: list[int] = []
+        ok = tail_engine.ok_requests
+        frames = scan.engine.frames
 
-        def recorded(columns: Any, where: Any = None, order: Any = ()) -> Any:
-            out = frame(columns, where, order)
-            sizes.append(len(out))
-            return out
+        def recorded_group(frame: Any, minimum: int = 0) -> Any:
+            sizes.append(len(frame))
+            owners.append({str(r) for r in frame["replica"]})
+            return ok(frame, minimum=minimum)
 
-        monkeypatch.setattr(scan.engine, "frame", recorded)
+        def recorded_query(*args: Any, **kwargs: Any) -> Any:
+            queries.append(1)
+            yield from frames(*args, **{**kwargs, "rows": 50})  # a group comes in batches
+
+        monkeypatch.setattr(tail_engine, "ok_requests", recorded_group)
+        monkeypatch.setattr(scan.engine, "frames", recorded_query)
         tail_in_engine(scan.engine, chunk_rows=900)
         assert sum(sizes) == scan.rows and len(sizes) == 3 and max(sizes) <= 900
+        assert len(queries) == 3
+        assert sum(len(o) for o in owners) == len(set().union(*owners)) == 6
 
 
 def test_the_worst_replica_is_found_past_a_replica_of_no_ok_request_and_ties_go_by_name() -> None:

@@ -208,3 +208,74 @@ def test_engines_working_at_once_share_the_memory_limit(tree: PluginTree) -> Non
     assert threads == max(1, (os.cpu_count() or 1) // 2)
     assert _bytes("1.5GiB") == 3 * 2**29 and _bytes("512MB") == 512 * 10**6
     assert _bytes("lots") is None and _bytes("-1MB") is None
+
+
+@pytest.mark.parametrize("limit", [3, 1 << 21])
+def test_order_statistics_are_the_sorted_values_whether_ranges_are_narrowed_or_not(
+    tree: PluginTree, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank's value is the sorted sample's, exactly: ranks sharing a bucket share one
+    fetch, and a range holding more than the fetch limit (3: always narrowed) is cut down
+    first; a value repeated past the limit (zero cached tokens) is found without a fetch."""
+    from fleetwatch.records.engine import reductions
+
+    monkeypatch.setattr(reductions, "_FETCH_LIMIT", limit)
+    whole = read_dataset([tree.whole]).frame
+    e2e = np.sort((whole["finished_s"] - whole["arrival_s"]).to_numpy(np.float64))
+    cached = np.sort(whole["cached_prompt_tokens"].fillna(0).to_numpy(np.float64))
+    ranks = [0, 1, len(e2e) // 2, len(e2e) // 2 + 1, len(e2e) - 2, len(e2e) - 1]
+    with DuckEngine(resolve([tree.root])) as engine:
+        got = reductions.order_statistics(
+            engine, "(finished_s - arrival_s)", "FROM records WHERE TRUE", ranks
+        )
+        zeros = reductions.order_statistics(
+            engine, "CAST(cached_prompt_tokens AS DOUBLE)", "FROM records WHERE TRUE", [0, 1]
+        )
+        q = reductions.exact_quantile(
+            engine, "(finished_s - arrival_s)", "FROM records WHERE TRUE", 0.99, len(e2e)
+        )
+    assert got == [float(e2e[k]) for k in ranks]
+    assert zeros == [float(cached[0]), float(cached[1])]
+    assert q == float(np.quantile(e2e, 0.99))
+    with DuckEngine(resolve([tree.root])) as engine, pytest.raises(ValueError, match="rank"):
+        reductions.order_statistics(engine, "arrival_s", "FROM records WHERE TRUE", [len(e2e)])
+
+
+@pytest.mark.parametrize("schemas", [16, 1])
+def test_parquet_files_of_other_schemas_read_alike(
+    tmp_path: Path, schemas: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files written by other versions (a column left out, columns in another order) are each
+    read by their own names, whether each layout has its scan (up to ``_MAX_SCHEMAS``) or one
+    scan matches names in every file (past it)."""
+    import fleetwatch.records.engine.duck as duck
+
+    monkeypatch.setattr(duck, "_MAX_SCHEMAS", schemas)
+    base = {
+        "request_id": ["a", "b"],
+        "replica": ["r1", "r2"],
+        "model": ["m", "m"],
+        "arrival_s": [1.0, 2.0],
+        "scheduled_s": [1.1, 2.1],
+        "first_token_s": [1.5, 2.5],
+        "finished_s": [2.0, 3.0],
+        "prompt_tokens": [10, 20],
+        "cached_prompt_tokens": [4, 5],
+    }
+    frame = pd.DataFrame(base)
+    frame.to_parquet(tmp_path / "new.parquet")
+    frame.drop(columns=["cached_prompt_tokens"]).to_parquet(tmp_path / "old.parquet")
+    frame[list(reversed(frame.columns))].to_parquet(tmp_path / "other.parquet")
+    files = sorted(tmp_path.glob("*.parquet"))
+    with DuckEngine(files) as engine:
+        got = engine.query(
+            "SELECT filename, request_id, cached_prompt_tokens, prompt_tokens, arrival_s "
+            "FROM everything ORDER BY 1, 2"
+        )
+    assert len(got) == 6
+    by_file = {Path(f).name: g for f, g in got.groupby("filename")}
+    assert by_file["old.parquet"]["cached_prompt_tokens"].isna().all()
+    for name in ("new.parquet", "other.parquet"):
+        assert by_file[name]["cached_prompt_tokens"].tolist() == [4, 5]
+        assert by_file[name]["prompt_tokens"].tolist() == [10, 20]
+        assert by_file[name]["arrival_s"].tolist() == [1.0, 2.0]

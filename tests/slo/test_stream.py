@@ -140,3 +140,58 @@ def test_the_cli_streams_parquet_and_checks_selectors_from_distinct_values(
     write_records(empty, frame.iloc[:0])
     assert main(["slo", "report", str(spec), "--records", str(empty)]) == 2
     assert "no records" in capsys.readouterr().err
+
+
+ENGINE_SPEC = """
+service: s
+evaluation_interval: 30s
+slos:
+  - {name: avail, objective: 99.9, period: 1d, sli: {kind: availability, bad: [error, rejected]},
+     selector: {traffic_class: chat}}
+  - {name: avail-all, objective: 99.9, period: 1d, sli: {kind: availability, bad: [error]}}
+  - {name: ttft, objective: 99, period: 1d, sli: {kind: latency, signal: ttft, threshold: 0.5}}
+  - {name: tpot, objective: 99, period: 1d, sli: {kind: latency, signal: tpot, threshold: 0.05},
+     selector: {model: m1}}
+  - {name: e2e, objective: 99, period: 1d, sli: {kind: latency, signal: e2e, threshold: 2.0},
+     selector: {model: m1, traffic_class: batch}}
+  - {name: goodput, objective: 95, period: 1d, sli: {kind: goodput, ttft: 0.5, tpot: 0.05}}
+"""
+
+
+def test_the_engine_bins_every_sli_as_the_events_of_the_records_are_binned(
+    tmp_path: Path,
+) -> None:
+    """``engine_counts`` (each SLO one GROUP BY in the engine) equals ``stream_counts`` over the
+    same rows for every kind of SLI and selector: latencies exactly at their thresholds (good:
+    a bucket counts values at most its bound), one-token outputs (no TPOT), requests with no
+    first token, times exactly on a bin's edge."""
+    from fleetwatch.records.engine.duck import DuckEngine
+    from fleetwatch.slo.stream import engine_counts
+
+    frame = _frame().drop(columns=["itl_buckets"])
+    rng = np.random.default_rng(3)
+    n = len(frame)
+    frame["model"] = np.where(rng.random(n) < 0.5, "m1", "m2").astype(object)
+    at = rng.random(n) < 0.05  # TTFT exactly 0.5 s, and finishes on a 30 s edge
+    frame.loc[at, "first_token_s"] = frame.loc[at, "arrival_s"] + 0.5
+    edge = np.ceil(frame.loc[at, "finished_s"] / 30.0) * 30.0
+    frame.loc[at, "finished_s"] = np.maximum(edge, frame.loc[at, "first_token_s"])
+    one = rng.random(n) < 0.05
+    frame.loc[one, "output_tokens"] = 1
+    path = tmp_path / "r.parquet"
+    write_records(path, frame)
+    spec = load_spec(ENGINE_SPEC)
+    expect = stream_counts(spec, path)
+    with DuckEngine([path]) as engine:
+        got = engine_counts(spec, engine)
+    assert (got.first_finish_s, got.last_finish_s, got.records) == (
+        expect.first_finish_s,
+        expect.last_finish_s,
+        expect.records,
+    )
+    for slo, a, b in zip(spec.slos, got.counts, expect.counts, strict=True):
+        lo, hi = min(a.first, b.first), max(a.last, b.last)
+        ta, ba = a.window(lo, hi)
+        tb, bb = b.window(lo, hi)
+        assert ta.sum() > 0, slo.name
+        assert (ta == tb).all() and (ba == bb).all(), slo.name
