@@ -413,7 +413,9 @@ def capacity(
         None, help="Probe run JSON (`fleetwatch probe run --json`)."
     ),
     rate: float = typer.Option(10.0, help="Target arrival rate, requests per second."),
-    peak_rate: float | None = typer.Option(None, help="Burst peak rate (default: --rate)."),
+    peak_rate: float | None = typer.Option(
+        None, help="Burst peak rate (default: --rate; --simulate without a probe: 3 x --rate)."
+    ),
     burst: float = typer.Option(120.0, help="Burst duration, seconds."),
     ttft: float = typer.Option(1.0, help="TTFT target, seconds."),
     tpot: float = typer.Option(0.1, help="TPOT target, seconds."),

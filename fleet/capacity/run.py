@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from fleetwatch.fleet.capacity.plan import CapacityPlan, PlanInputs, curve_from_
 from fleetwatch.fleet.capacity.simulate import ScaleConfig, simulate_scaling
 from fleetwatch.fleet.errors import AnalysisError
 
-__all__ = ["capacity_command", "sim_config"]
+__all__ = ["capacity_command", "scenario_config", "sim_config"]
 
 
 def sim_config(plan: CapacityPlan, seed: int = 0) -> ScaleConfig:
@@ -39,6 +40,40 @@ def sim_config(plan: CapacityPlan, seed: int = 0) -> ScaleConfig:
         sync_s=i.sync_period_s,
         cooldown_s=plan.cooldown_s,
         duration_s=max(480.0, 60.0 + i.burst_s + 2 * i.cold_start_s + plan.cooldown_s),
+        seed=seed,
+    )
+
+
+def scenario_config(
+    rate: float,
+    peak_rate: float | None,
+    burst: float,
+    ttft: float,
+    cold_start: float,
+    headroom: float,
+    seed: int = 0,
+) -> ScaleConfig:
+    """The simulator scenario of the flags alone (no probe, so no measured curve): the built-in
+    replica's sustainable rate, replicas for ``rate`` and a warm pool for the peak (default
+    three times ``rate``) at ``headroom`` spare, and room to scale past both. The flags' defaults
+    give the built-in scenario."""
+    base = ScaleConfig()
+    peak = 3.0 * rate if peak_rate is None else peak_rate
+    if not 0.0 <= headroom < 1.0:
+        raise AnalysisError(f"--headroom must be in [0, 1), got {headroom}")
+    usable = base.per_replica_rate * (1.0 - headroom)
+    replicas = max(1, math.ceil(rate / usable))
+    warm = max(0, math.ceil(peak / usable) - replicas)
+    return ScaleConfig(
+        rate_per_s=rate,
+        peak_rate_per_s=peak,
+        burst_s=burst,
+        ttft_s=ttft,
+        cold_start_s=cold_start,
+        replicas=replicas,
+        warm_pool=warm,
+        max_replicas=replicas + 2 * warm,
+        duration_s=max(base.duration_s, base.burst_start_s + burst + 2 * cold_start + 60.0),
         seed=seed,
     )
 
@@ -78,6 +113,11 @@ def capacity_command(
 
     if probe is None and not simulate:
         raise AnalysisError("give a probe run JSON (`fleetwatch probe run --json`), or --simulate")
+    if probe is None and output is not None:
+        raise AnalysisError(
+            "-o writes the plan's manifests and rules, which need a probe run JSON "
+            "(`fleetwatch probe run --json`); --simulate alone prints the simulation (--json)"
+        )
     if probe is not None:
         input_file(probe)
     if output is not None:
@@ -124,7 +164,11 @@ def capacity_command(
             doc["written"] = written
             texts.append("wrote " + ", ".join(written))
     if simulate:
-        cfg = sim_config(plan, seed) if plan is not None else ScaleConfig(seed=seed)
+        cfg = (
+            sim_config(plan, seed)
+            if plan is not None
+            else scenario_config(rate, peak_rate, burst, ttft, cold_start, headroom, seed)
+        )
         result = simulate_scaling(cfg)
         doc["simulation"] = result.as_dict()
         texts.append(result.render())

@@ -59,3 +59,26 @@ def test_cli_prints_the_table(capsys):
     assert [r["scaler"] for r in doc["simulation"]["rows"]] == ["gpu-util", "queue", "queue+warm"]
     assert main(["fleet", "capacity", "--simulate"]) == 0
     assert "queue+warm" in capsys.readouterr().out
+
+
+def test_the_simulation_without_a_probe_takes_its_flags(capsys, tmp_path):
+    """Without a probe the scenario is the flags': the defaults give the built-in scenario, and
+    --rate/--peak-rate/--burst/--ttft/--cold-start change it (replicas and warm pool sized for
+    them); -o has nothing to write without a plan and says so (exit 2, nothing created)."""
+    assert main(["fleet", "capacity", "--simulate", "--seed", "7", "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)["simulation"]
+    assert default == simulate_scaling(ScaleConfig(seed=7)).as_dict()
+    argv = ["--rate", "40", "--peak-rate", "100", "--burst", "60", "--ttft", "2"]
+    assert main(["fleet", "capacity", "--simulate", *argv, "--cold-start", "30", "--json"]) == 0
+    cfg = json.loads(capsys.readouterr().out)["simulation"]["config"]
+    assert (cfg["rate_per_s"], cfg["peak_rate_per_s"], cfg["burst_s"]) == (40.0, 100.0, 60.0)
+    assert (cfg["ttft_s"], cfg["cold_start_s"]) == (2.0, 30.0)
+    usable = ScaleConfig().per_replica_rate * 0.8
+    assert cfg["replicas"] * usable >= 40 > (cfg["replicas"] - 1) * usable
+    assert (cfg["replicas"] + cfg["warm_pool"]) * usable >= 100
+    out = tmp_path / "manifests"
+    assert main(["fleet", "capacity", "--simulate", "-o", str(out)]) == 2
+    assert "need a probe run JSON" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["fleet", "capacity", "--simulate", "--rate", "10", "--peak-rate", "5"]) == 2
+    assert "peak_rate_per_s must be at least rate_per_s" in capsys.readouterr().err
