@@ -208,13 +208,11 @@ def stream_counts(
     return StreamedCounts(counts, first, last, offset)
 
 
-def engine_counts(spec: SLOSpec, engine: Engine, *, batch_rows: int = BATCH_ROWS) -> StreamedCounts:
+def engine_counts(spec: SLOSpec, engine: Engine) -> StreamedCounts:
     """Bin every SLO's events in a query engine: one ``GROUP BY`` of each event's bin a SLO
     (``sli_sql``: the events ``sli_events`` takes, as SQL; a bin is ``ceil(t / bin_s)`` with
     IEEE division, as ``BinCounts``), so only the bins' counts leave the engine. An SLO of
-    inter-token gaps (``itl_buckets``, not in the view) is refused: read those records whole.
-    ``batch_rows`` is kept for callers; nothing is brought a row at a time."""
-    del batch_rows
+    inter-token gaps (``itl_buckets``, not in the view) is refused: read those records whole."""
     events = [sli_sql(slo) for slo in spec.slos]
     counts = tuple(new_counts(slo, spec.evaluation_interval_s) for slo in spec.slos)
     first, last, rows = (

@@ -122,8 +122,8 @@ class DuckEngine:
             raise _record_error(exc, jsonl) from None
         if parquet:
             groups = self._parquet_groups(parquet)
-            mixed = len(groups) > _MAX_SCHEMAS  # many layouts: one scan matching names per file
-            for group in [parquet] if mixed else groups:
+            mixed = groups is None or len(groups) > _MAX_SCHEMAS  # one scan matching names
+            for group in [parquet] if mixed or groups is None else groups:
                 have = self._parquet_columns(group, union=mixed)
                 cols = [
                     f"CAST({c} AS {COLUMNS[c]}) AS {c}"
@@ -161,11 +161,11 @@ class DuckEngine:
         except duckdb.Error as exc:
             raise _record_error(exc, self.files) from None
 
-    def _parquet_groups(self, files: Sequence[Path]) -> list[list[Path]]:
+    def _parquet_groups(self, files: Sequence[Path]) -> list[list[Path]] | None:
         """``files`` grouped by their Parquet schema (names, types, order), in order of first
         appearance: each group is read by one scan that binds one file's schema (naming each
         file's columns apart, ``union_by_name``, costs a read of every file's footer each query),
-        and a dataset of one writer is one group."""
+        and a dataset of one writer is one group. None when a file's schema is not told apart."""
         import duckdb
 
         try:
@@ -178,9 +178,11 @@ class DuckEngine:
         shapes: dict[str, list[tuple[object, ...]]] = {}
         for row in rows:
             shapes.setdefault(str(row[0]), []).append(tuple(row[1:]))
+        if any(str(f) not in shapes for f in files):  # a name DuckDB spells otherwise
+            return None
         groups: dict[tuple[tuple[object, ...], ...], list[Path]] = {}
         for f in files:
-            groups.setdefault(tuple(shapes.get(str(f), ())), []).append(f)
+            groups.setdefault(tuple(shapes[str(f)]), []).append(f)
         return list(groups.values())
 
     def _parquet_columns(self, files: Sequence[Path], *, union: bool) -> set[str]:

@@ -241,16 +241,19 @@ def test_order_statistics_are_the_sorted_values_whether_ranges_are_narrowed_or_n
         reductions.order_statistics(engine, "arrival_s", "FROM records WHERE TRUE", [len(e2e)])
 
 
-@pytest.mark.parametrize("schemas", [16, 1])
+@pytest.mark.parametrize("schemas", [16, 1, None])
 def test_parquet_files_of_other_schemas_read_alike(
-    tmp_path: Path, schemas: int, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, schemas: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Files written by other versions (a column left out, columns in another order) are each
     read by their own names, whether each layout has its scan (up to ``_MAX_SCHEMAS``) or one
-    scan matches names in every file (past it)."""
+    scan matches names in every file (past it, or when the files' schemas are not told apart)."""
     import fleetwatch.records.engine.duck as duck
 
-    monkeypatch.setattr(duck, "_MAX_SCHEMAS", schemas)
+    if schemas is None:
+        monkeypatch.setattr(duck.DuckEngine, "_parquet_groups", lambda self, files: None)
+    else:
+        monkeypatch.setattr(duck, "_MAX_SCHEMAS", schemas)
     base = {
         "request_id": ["a", "b"],
         "replica": ["r1", "r2"],
