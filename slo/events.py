@@ -32,6 +32,8 @@ import numpy as np
 import pandas as pd
 
 from fleetwatch.core.records.schema import ITL_BOUNDS
+from fleetwatch.records.engine.reductions import DERIVED
+from fleetwatch.records.filters import sql_string
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.spec import AvailabilitySLI, GoodputSLI, LatencySLI, ServiceLevelObjective
 
@@ -310,18 +312,7 @@ def _not_over_records(slo: ServiceLevelObjective) -> SLOSpecError:
     )
 
 
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-_LATENCY_SQL = {
-    "ttft": "(first_token_s - arrival_s)",
-    "e2e": "(finished_s - arrival_s)",
-    "tpot": (
-        "(CASE WHEN output_tokens >= 2 THEN (finished_s - first_token_s) "
-        "/ (CAST(output_tokens AS DOUBLE) - 1.0) END)"
-    ),
-}
+_LATENCY_SQL = {signal: DERIVED[f"{signal}_s"] for signal in ("ttft", "tpot", "e2e")}
 """``latency_values`` as SQL over a query engine's ``records`` view (NULL where undefined)."""
 
 
@@ -340,16 +331,16 @@ def sli_sql(slo: ServiceLevelObjective) -> EventSQL:
     per-request gap counts, not in the view, and a ratio SLI is refused as there)."""
     conds = []
     if slo.selector.traffic_class is not None:
-        conds.append(f"traffic_class = {_sql_text(slo.selector.traffic_class)}")
+        conds.append(f"traffic_class = {sql_string(slo.selector.traffic_class)}")
     if slo.selector.model is not None:  # a record naming no model is the model ""
         model = slo.selector.model
-        conds.append(f"model = {_sql_text(model)}" if model else "coalesce(model, '') = ''")
+        conds.append(f"model = {sql_string(model)}" if model else "coalesce(model, '') = ''")
     sli = slo.sli
     if isinstance(sli, LatencySLI) and sli.signal == "itl":
         raise SLOSpecError("an ITL SLO reads itl_buckets: use --engine memory", path=slo.path)
     if isinstance(sli, AvailabilitySLI):
         time = "finished_s"
-        bad = f"status IN ({', '.join(_sql_text(b) for b in sli.bad)})" if sli.bad else "FALSE"
+        bad = f"status IN ({', '.join(sql_string(b) for b in sli.bad)})" if sli.bad else "FALSE"
     elif isinstance(sli, LatencySLI):
         time = EVENT_TIME[sli.signal]
         value = _LATENCY_SQL[sli.signal]

@@ -29,7 +29,6 @@ __all__ = [
     "bucket_values",
     "exact_quantile",
     "model_is",
-    "order_statistic",
     "order_statistics",
     "weighted_quantile",
 ]
@@ -181,11 +180,6 @@ def order_statistics(engine: Any, expr: str, source: str, ranks: Any) -> list[fl
             if below <= other < below + len(values):
                 found[other] = float(values[other - below])
     return [found[k] for k in wanted]
-
-
-def order_statistic(engine: Any, expr: str, source: str, k: int) -> float:
-    """The ``k``-th smallest (from 0) value of ``expr`` over ``source`` (``order_statistics``)."""
-    return order_statistics(engine, expr, source, [k])[0]
 
 
 def exact_quantile(engine: Any, expr: str, source: str, q: float, n: int) -> float:
