@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from fleetwatch.core.duration import parse_duration
-from fleetwatch.core.profiles import Profile, Signal
+from fleetwatch.core.profiles import MetricRef, Profile, Signal
+from fleetwatch.core.profiles.types import by as _by
+from fleetwatch.core.promql import format_matchers, quote
 from fleetwatch.core.rules import (
     AlertCase,
     AlertingRule,
@@ -128,29 +130,38 @@ def _ref(label: str) -> str:
     return "{{ $labels." + label + " }}"
 
 
-def _labels(profile: Profile) -> tuple[str, str, str]:
-    r, m = profile.replica_label, profile.model_label
-    return r, m, f'{r}="r0",{m}="m"'
+def _series(ref: MetricRef, labels: Mapping[str, str]) -> str:
+    """An example input series of ``ref`` with ``labels`` (its own matchers first)."""
+    return f"{ref.name}{{{','.join(p for p in (ref.matchers, format_matchers(labels)) if p)}}}"
+
+
+def _keep(labels: Mapping[str, str], names: tuple[str, ...]) -> dict[str, str]:
+    return {k: labels[k] for k in names if k in labels}
 
 
 def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
-    r, m, ex = _labels(profile)
-    by = f"{r}, {m}"
+    r, m = profile.replica_ref(), profile.model_label
+    replica = tuple(dict.fromkeys((*profile.replica_labels, *profile.routing)))
+    keep = tuple(dict.fromkeys((*profile.replica_labels, m, *profile.routing)))
+    by = _by(keep)
+    example = profile.series_labels("m", "r0")
+    # Device and telemetry series name the replica but not necessarily the model.
+    device = {k: v for k, v in example.items() if k != m or m in profile.scope_labels}
     rules: list[AlertRule] = []
     if profile.has(Signal.KV_USAGE):
         kv = profile.metric(Signal.KV_USAGE)
         rules.append(
             AlertRule(
                 "FleetwatchKVCachePressure",
-                f"max by ({by}) ({kv.name}) > {t.kv_usage:g}",
+                f"max by ({by}) ({kv.selector()}) > {t.kv_usage:g}",
                 t.kv_for,
                 "ticket",
-                f"KV cache of {_ref(r)} above {t.kv_usage * 100:g}% for {t.kv_for}",
+                f"KV cache of {r} above {t.kv_usage * 100:g}% for {t.kv_for}",
                 "KV-cache usage stayed above the threshold: new requests queue and running "
                 "ones get preempted.",
-                (r, m),
-                (Example(kv.selector(ex), "0.99x40", "0.5x40"),),
-                {r: "r0", m: "m"},
+                keep,
+                (Example(_series(kv, example), "0.99x40", "0.5x40"),),
+                _keep(example, keep),
             )
         )
     if profile.has(Signal.PREEMPTIONS):
@@ -159,46 +170,47 @@ def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
         rules.append(
             AlertRule(
                 "FleetwatchPreemptionStorm",
-                f"sum by ({by}) (rate({pre.name}[{t.window}])) / sum by ({by}) "
-                f"(rate({total.name}[{t.window}])) > {t.preemptions_per_request:g}",
+                f"sum by ({by}) (rate({pre.selector()}[{t.window}])) / sum by ({by}) "
+                f"(rate({total.selector()}[{t.window}])) > {t.preemptions_per_request:g}",
                 t.preemption_for,
                 "ticket",
-                f"{_ref(r)} preempts more than {t.preemptions_per_request:g} times per request",
+                f"{r} preempts more than {t.preemptions_per_request:g} times per request",
                 "Preemptions per finished request above the threshold: the KV cache is "
                 "oversubscribed and requests recompute their prefill.",
-                (r, m),
+                keep,
                 (
-                    Example(pre.selector(ex), "0+120x40", "0+6x40"),
-                    Example(total.selector(ex), "0+600x40", "0+600x40"),
+                    Example(_series(pre, example), "0+120x40", "0+6x40"),
+                    Example(_series(total, example), "0+600x40", "0+600x40"),
                 ),
-                {r: "r0", m: "m"},
+                _keep(example, keep),
             )
         )
     gpu = (Signal.GPU_SM_CLOCK, Signal.GPU_SM_CLOCK_MAX, Signal.GPU_CLOCK_EVENT)
     if all(profile.has(s) for s in gpu):
         clock, peak, event = (profile.metric(s) for s in gpu)
-        dev = f"{r}, {GPU_LABEL}"
-        dex = f'{r}="r0",{GPU_LABEL}="0"'
+        dev_labels = (*replica, GPU_LABEL)
+        dev = _by(dev_labels)
+        dex = {**device, GPU_LABEL: "0"}
         rules.append(
             AlertRule(
                 "FleetwatchGPUThrottling",
-                f"(max by ({dev}) ({clock.name}) / max by ({dev}) ({peak.name}) "
+                f"(max by ({dev}) ({clock.selector()}) / max by ({dev}) ({peak.selector()}) "
                 f"< {t.sm_clock_ratio:g}) and on ({dev}) max by ({dev}) "
-                f'({event.name}{{{CLOCK_EVENT_LABEL}!~"{BENIGN_CLOCK_REASONS}"}}) > 0',
+                f"({event.selector(f'{CLOCK_EVENT_LABEL}!~{quote(BENIGN_CLOCK_REASONS)}')}) > 0",
                 t.throttle_for,
                 "ticket",
-                f"GPU {_ref(GPU_LABEL)} of {_ref(r)} throttled",
+                f"GPU {_ref(GPU_LABEL)} of {r} throttled",
                 f"SM clock below {t.sm_clock_ratio * 100:g}% of max with a throttle reason active "
                 "(power cap, thermal or hardware slowdown): a replica-side slowdown.",
-                (r, GPU_LABEL),
+                dev_labels,
                 (
-                    Example(clock.selector(dex), "1.2e9x40", "1.98e9x40"),
-                    Example(peak.selector(dex), "1.98e9x40", "1.98e9x40"),
+                    Example(_series(clock, dex), "1.2e9x40", "1.98e9x40"),
+                    Example(_series(peak, dex), "1.98e9x40", "1.98e9x40"),
                     Example(
-                        event.selector(f'{dex},{CLOCK_EVENT_LABEL}="hw_slowdown"'), "1x40", "0x40"
+                        _series(event, {**dex, CLOCK_EVENT_LABEL: "hw_slowdown"}), "1x40", "0x40"
                     ),
                 ),
-                {r: "r0", GPU_LABEL: "0"},
+                _keep(dex, dev_labels),
             )
         )
     if profile.has(Signal.TELEMETRY_DROPS):
@@ -206,15 +218,16 @@ def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
         rules.append(
             AlertRule(
                 "FleetwatchTelemetryDrops",
-                f"sum by ({r}) (rate({drops.name}[{t.window}])) > {t.telemetry_drops_per_s:g}",
+                f"sum by ({_by(replica)}) (rate({drops.selector()}[{t.window}])) "
+                f"> {t.telemetry_drops_per_s:g}",
                 t.telemetry_for,
                 "ticket",
-                f"{_ref(r)} is dropping telemetry",
+                f"{r} is dropping telemetry",
                 "Spans, records or samples are being dropped by bounded export queues: "
                 "dashboards and SLOs under-count this replica.",
-                (r,),
-                (Example(drops.selector(f'{r}="r0"'), "0+60x40", "0x40"),),
-                {r: "r0"},
+                replica,
+                (Example(_series(drops, device), "0+60x40", "0x40"),),
+                _keep(device, replica),
             )
         )
     return rules

@@ -44,6 +44,7 @@ from grafana_foundation_sdk.models.dashboard import (
 
 from fleetwatch.core.atomic import atomic_write_text
 from fleetwatch.core.profiles import PROFILES, Profile
+from fleetwatch.core.profiles.labels import DEFAULT_SCHEME, LabelScheme
 from fleetwatch.dashboards.errors import DashboardError
 from fleetwatch.dashboards.names import (
     RESILIENCE_PROFILES,
@@ -110,8 +111,10 @@ def _query_variable(name: str, label: str, query: str) -> QueryVariable:
 
 
 def _variables(profile: Profile, view: str) -> list[QueryVariable | DatasourceVariable]:
-    total = profile.outcomes.total.name
+    outcomes = profile.outcomes.total
+    total = outcomes.selector()
     model, replica = profile.model_label, profile.replica_label
+    chosen = f'{model}=~"$model"'
     variables: list[QueryVariable | DatasourceVariable] = [
         DatasourceVariable("datasource")
         .label("Data source")
@@ -125,7 +128,7 @@ def _variables(profile: Profile, view: str) -> list[QueryVariable | DatasourceVa
         _query_variable(
             "replica",
             f"replica ({replica})",
-            f'label_values({total}{{{model}=~"$model"}}, {replica})',
+            f"label_values({outcomes.selector(chosen)}, {replica})",
         ),
     ]
     if view == "slo":
@@ -230,13 +233,17 @@ def _encode(dashboard: Dashboard) -> str:
     return json.dumps(document, sort_keys=True, indent=2) + "\n"
 
 
-def render_all(profiles: Iterable[str] = DASHBOARD_PROFILES) -> Mapping[str, str]:
-    """File name to JSON text for every view of every profile, in a stable order."""
+def render_all(
+    profiles: Iterable[str] = DASHBOARD_PROFILES, *, scheme: LabelScheme = DEFAULT_SCHEME
+) -> Mapping[str, str]:
+    """File name to JSON text for every view of every profile, in a stable order, each profile
+    under the label ``scheme`` of the fleet's Prometheus."""
     files: dict[str, str] = {}
     for name in profiles:
-        profile = PROFILES.get(name)
-        if profile is None:
+        known = PROFILES.get(name)
+        if known is None:
             raise DashboardError(f"unknown metric profile '{name}' (known: {', '.join(PROFILES)})")
+        profile = scheme.apply(known)
         for view in views_for(profile):
             files[file_name(name, view)] = _encode(build_dashboard(profile, view))
     return files

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from fleetwatch.core.profiles.labels import LABELS_HELP
 from fleetwatch.dashboards.errors import DashboardError
 
 __all__ = ["app"]
@@ -24,14 +25,17 @@ def build(
         bool,
         typer.Option("--check", help="Write nothing; fail if the folder differs from a rebuild."),
     ] = False,
+    labels: Annotated[Path | None, typer.Option("--labels", help=LABELS_HELP)] = None,
 ) -> None:
     """Build every dashboard: SLO, fleet and replica for fleetwatch, vLLM and SGLang; resilience
     once, for the fleetwatch profile (its series come from the resilience library)."""
     from fleetwatch.core.preflight import input_dir, output_dir
+    from fleetwatch.core.profiles.labels import load_scheme
     from fleetwatch.dashboards.build import drifted, render_all, write_dashboards
 
+    scheme = load_scheme(labels)
     (input_dir if check else output_dir)(out)
-    files = render_all()
+    files = render_all(scheme=scheme)
     if check:
         problems = drifted(out, files)
         if problems:
@@ -62,6 +66,7 @@ def alerts(
             "fleetwatch profile).",
         ),
     ] = None,
+    labels: Annotated[Path | None, typer.Option("--labels", help=LABELS_HELP)] = None,
 ) -> None:
     """Write the operational alert rules (KV cache, preemption, GPU, telemetry; breaker and
     retries where the resilience library is in use) for one profile, and its promtool unit test
@@ -69,11 +74,12 @@ def alerts(
     from fleetwatch.core.atomic import atomic_write_text
     from fleetwatch.core.preflight import output_file
     from fleetwatch.core.profiles import get_profile
+    from fleetwatch.core.profiles.labels import with_labels
     from fleetwatch.core.rules.files import promtool_test_path
     from fleetwatch.dashboards.alerts import alert_tests, render_yaml, rules_document
 
     tests = output_file(promtool_test_path(output_file(output)))
-    chosen = get_profile(profile)
+    chosen = with_labels(get_profile(profile), labels)
     document = rules_document(chosen, runbook_base, resilience=resilience)
     atomic_write_text(output, render_yaml(document))
     test_doc = alert_tests(chosen, output.name, runbook_base, resilience=resilience)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
+from fleetwatch.core.profiles.labels import LABELS_HELP
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.rowcap import DEFAULT_MAX_ROWS
 from fleetwatch.records.options import (
@@ -137,9 +138,11 @@ def outliers(
     spark_master: str | None = SPARK_MASTER_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
+    labels: Path | None = typer.Option(None, "--labels", help=LABELS_HELP + " With --prometheus."),
 ) -> None:
     """Find replicas that stand out from the fleet median, and say why."""
     from fleetwatch.core.profiles import get_profile
+    from fleetwatch.core.profiles.labels import with_labels
     from fleetwatch.fleet.checks import check_outlier_inputs
     from fleetwatch.fleet.outliers import (
         DetectorConfig,
@@ -147,7 +150,7 @@ def outliers(
         Side,
         detect,
         table_from_metrics_dir,
-        table_from_prometheus,
+        tables_from_prometheus,
     )
     from fleetwatch.fleet.outliers.by_model import OutliersByModel, detect_by_model, findings_of
 
@@ -161,6 +164,10 @@ def outliers(
         min_requests=min_requests,
         noise_shape=noise_shape,
     )
+    if labels is not None and prometheus is None:
+        raise AnalysisError(
+            "--labels names Prometheus series and labels: give it with --prometheus"
+        )
     where = filter_from_options(since, until, model, traffic_class, replica)
     if where is not None and not records:
         raise AnalysisError(
@@ -199,15 +206,17 @@ def outliers(
             )
         report = detect_tables(tables, config)
     elif prometheus is not None:
-        table = table_from_prometheus(
+        from fleetwatch.fleet.outliers.by_model import detect_tables
+
+        fleets = tables_from_prometheus(
             prometheus,
-            get_profile(profile),
+            with_labels(get_profile(profile), labels),
             window=window,
             quantile=quantile,
             at=at,
             selector=selector,
         )
-        report = detect(table, config)
+        report = detect_tables(fleets, config)
     else:
         assert metrics_dir is not None
         table = table_from_metrics_dir(metrics_dir, get_profile(profile), quantile=quantile)
@@ -374,11 +383,13 @@ def rules(
     ),
     window: str = typer.Option("5m", help="Rate window of the recording rules."),
     for_: str = typer.Option("10m", "--for", help="How long before the alert fires."),
+    labels: Path | None = typer.Option(None, "--labels", help=LABELS_HELP),
 ) -> None:
     """Write the outlier detector as Prometheus recording and alerting rules, plus a promtool test."""
     from fleetwatch.core.atomic import atomic_write_text
     from fleetwatch.core.preflight import output_file
     from fleetwatch.core.profiles import get_profile
+    from fleetwatch.core.profiles.labels import with_labels
     from fleetwatch.core.rules.files import promtool_test_path
     from fleetwatch.fleet.checks import check_duration
     from fleetwatch.fleet.outliers.rules.generate import (
@@ -391,7 +402,7 @@ def rules(
     check_duration(window, "--window")
     check_duration(for_, "--for")
     test_path = output_file(test_file or promtool_test_path(output_file(output)))
-    prof = get_profile(profile)
+    prof = with_labels(get_profile(profile), labels)
     opts = RuleOptions(window=window, for_=for_)
     try:
         rel = Path(os.path.relpath(output, test_path.parent)).as_posix()
@@ -444,6 +455,7 @@ def capacity(
     simulate: bool = typer.Option(False, "--simulate", help="Also run the burst simulator."),
     seed: int = typer.Option(0, help="Simulator seed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    labels: Path | None = typer.Option(None, "--labels", help=LABELS_HELP),
 ) -> None:
     """Replicas, warm pool and scaling delays from a probe's capacity curve; queue-depth
     autoscaling manifests (HPA, KEDA) and recording rules; with --simulate, how scaling on GPU
@@ -471,6 +483,7 @@ def capacity(
         output=output,
         simulate=simulate,
         seed=seed,
+        labels=labels,
     )
     if measured is not None and cold_start_from is not None:
         doc["cold_start"] = {"seconds": measured.seconds, "phases": measured.phases}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from fleetwatch.core.profiles.labels import LABELS_HELP
 from fleetwatch.records.options import (
     ENGINE_OPTION,
     FILTER_OPTIONS,
@@ -211,11 +212,13 @@ def rules(
     profile: str = typer.Option("fleetwatch", "--profile", help="Metric profile."),
     output: Path = typer.Option(..., "-o", "--output", help="Rules file to write."),
     goodput: str | None = _GOODPUT,
+    labels: Path | None = typer.Option(None, "--labels", help=LABELS_HELP),
 ) -> None:
     """Write Prometheus rules for a profile, and their promtool test file beside them."""
     from fleetwatch.core.atomic import atomic_write_text
     from fleetwatch.core.preflight import output_file
     from fleetwatch.core.profiles import get_profile
+    from fleetwatch.core.profiles.labels import with_labels
     from fleetwatch.core.rules.files import promtool_test_path
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.rules import (
@@ -226,7 +229,7 @@ def rules(
     )
 
     test_path = output_file(promtool_test_path(output_file(output)))
-    prof = get_profile(profile)
+    prof = with_labels(get_profile(profile), labels)
     parsed = read_spec(spec)
     _check_alerts(parsed, prof, goodput)
     ruleset = generate_rules(parsed, prof)

@@ -98,6 +98,9 @@ def _rows() -> list[Row]:
     add(c, "empty", "slo rules {T}/empty.yaml -o {T}/out/r.yaml", "spec is empty")
     add(c, "garbage", "slo rules {T}/garbage.yaml -o {T}/out/r.yaml", "line 1")
     add(c, "range", "slo rules {T}/objective.yaml -o {T}/out/r.yaml", "objective")
+    add(c, "missing", "slo rules {SPEC} -o {T}/r.yaml --labels {T}/missing.yaml", "missing.yaml")
+    add(c, "dir-for-file", "slo rules {SPEC} -o {T}/r.yaml --labels {T}/dir", "is a directory")
+    add(c, "garbage", "slo rules {SPEC} -o {T}/r.yaml --labels {T}/garbage.yaml", "not YAML")
     # slo report / backtest
     for c in ("slo report", "slo backtest"):
         add(c, "missing", c + " {SPEC} --records {T}/missing.jsonl", "no such file")
@@ -176,6 +179,9 @@ def _rows() -> list[Row]:
     add(c, "unwritable", "fleet rules -o {T}/file.txt/r.yaml", "not a directory")
     add(c, "range", "fleet rules -o {T}/r.yaml --window banana", "--window")
     add(c, "range", "fleet rules -o {T}/r.yaml --for 0s", "--for")
+    add(c, "missing", "fleet rules -o {T}/r.yaml --labels {T}/missing.yaml", "missing.yaml")
+    add(c, "garbage", "fleet rules -o {T}/r.yaml --labels {T}/garbage.yaml", "not YAML")
+    add(c, "garbage", "fleet rules -o {T}/r.yaml --labels {T}/probe.json", "unknown key 'plan'")
     # fleet capacity
     c = "fleet capacity"
     add(c, "missing", "fleet capacity {T}/missing.json", "no such file")
@@ -287,6 +293,9 @@ def _rows() -> list[Row]:
     add(c, "dir-for-file", "dashboards alerts -o {T}/dir", "is a directory, not a file")
     add(c, "unwritable", "dashboards alerts -o {T}/file.txt/ops.yaml", "not a directory")
     add(c, "garbage", "dashboards alerts --profile nosuch -o {T}/o.yaml", "nosuch")
+    add(c, "garbage", "dashboards alerts -o {T}/o.yaml --labels {T}/garbage.yaml", "not YAML")
+    c = "dashboards build"
+    add(c, "dir-for-file", "dashboards build --out {T}/d --labels {T}/dir", "is a directory")
     # demo
     c = "demo"
     add(c, "file-for-dir", "demo --out {T}/file.txt", "is a file")
@@ -313,14 +322,14 @@ NOT_APPLICABLE: dict[str, str] = {
     "fleet outliers": "unwritable extra",
     "fleet tail": "file-for-dir unwritable url extra",
     "fleet compare": "file-for-dir unwritable url extra",
-    "fleet rules": "missing file-for-dir empty garbage url extra",
+    "fleet rules": "file-for-dir empty url extra",
     "fleet capacity": "extra",
     "resilience storm": "missing dir-for-file file-for-dir unwritable empty garbage url extra",
     "engine run": "file-for-dir unwritable url",
     "engine serve": "url",
     "probe run": "file-for-dir",
     "probe bound": "file-for-dir url extra",
-    "dashboards build": "dir-for-file empty garbage range url extra",
+    "dashboards build": "empty garbage range url extra",
     "dashboards alerts": "missing file-for-dir empty range url extra",
     "demo": "missing dir-for-file empty garbage url",
 }

@@ -20,6 +20,7 @@ __all__ = [
     "Profile",
     "ProfileError",
     "Signal",
+    "by",
     "counter",
     "gauge",
     "histogram",
@@ -103,7 +104,10 @@ class MetricRef:
     """A concrete metric: exposition name, type, unit, bucket boundaries for histograms.
 
     ``matchers`` are label matchers that select this signal inside a shared metric, e.g.
-    ``'outcome="ok"'``; empty when the metric carries only this signal.
+    ``'outcome="ok"'``; empty when the metric carries only this signal. ``scope`` are the
+    label scheme's matchers, which pick one fleet's series out of a shared Prometheus
+    (``job="vllm",namespace=~"llm-.*"``; see ``labels.LabelScheme``): every selector carries
+    them, but unlike ``matchers`` they say nothing of which signal the series holds.
     """
 
     name: str
@@ -111,10 +115,11 @@ class MetricRef:
     unit: str = ""
     buckets: tuple[float, ...] = ()
     matchers: str = ""
+    scope: str = ""
 
     def selector(self, extra: str = "", suffix: str = "") -> str:
         """PromQL selector, e.g. ``foo_bucket{model="m",le="0.5"}``."""
-        parts = [p for p in (self.matchers, extra) if p]
+        parts = [p for p in (self.matchers, self.scope, extra) if p]
         labels = "{" + ",".join(parts) + "}" if parts else ""
         return f"{self.name}{suffix}{labels}"
 
@@ -135,7 +140,15 @@ class OutcomeCounter:
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """The metric names, labels and buckets one engine exports."""
+    """The metric names, labels and buckets one engine exports, and the labels its fleet's
+    Prometheus names replicas by.
+
+    ``identity``, ``routing`` and ``scope_labels`` are set by a label scheme
+    (``labels.LabelScheme.apply``): the labels whose values name one replica (default: the
+    engine's ``replica_label`` alone), the labels every aggregation keeps so alerts can be
+    routed, and for each label the scheme's matchers constrain, a value they select (what
+    generated promtool tests label their series with; "" leaves the label off).
+    """
 
     name: str
     description: str
@@ -144,6 +157,51 @@ class Profile:
     class_label: str | None
     signals: Mapping[Signal, MetricRef]
     outcomes: OutcomeCounter
+    identity: tuple[str, ...] = ()
+    routing: tuple[str, ...] = ()
+    scope_labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def replica_labels(self) -> tuple[str, ...]:
+        """The labels whose values, together, name one replica."""
+        return self.identity or (self.replica_label,)
+
+    @property
+    def fleet_labels(self) -> tuple[str, ...]:
+        """The labels one fleet shares, a fleet median is taken within: model and routing."""
+        return _unique(self.model_label, *self.routing)
+
+    @property
+    def replica_set(self) -> tuple[str, ...]:
+        """The labels one replica's series are aggregated by: its fleet's, then its own."""
+        return _unique(*self.fleet_labels, *self.replica_labels)
+
+    def replica_ref(self) -> str:
+        """A Prometheus template naming the alert's replica (``{{ $labels.pod }}``; several
+        identity labels joined by ``/``, as a replica key is)."""
+        return "/".join("{{ $labels." + n + " }}" for n in self.replica_labels)
+
+    def series_labels(self, model: str, replica: str) -> dict[str, str]:
+        """The labels of a test series of ``replica`` serving ``model`` under this profile's
+        scheme: replica labels, model, routing labels, then any label the scheme's matchers
+        require; values the matchers select. The default scheme: ``{replica_label: replica,
+        model_label: model}``."""
+        fixed = dict(self.scope_labels)
+        free = [n for n in self.replica_labels if n not in fixed]
+        if not free:
+            raise ProfileError(
+                f"every replica label ({', '.join(self.replica_labels)}) is fixed by a matcher, "
+                "so all replicas would share one name"
+            )
+        out: dict[str, str] = {}
+        for n in self.replica_labels:
+            out[n] = fixed[n] if n in fixed else replica if n == free[-1] else "fleet"
+        out[self.model_label] = fixed.get(self.model_label, model)
+        for n in self.routing:
+            out.setdefault(n, fixed.get(n, "route"))
+        for n, v in fixed.items():
+            out.setdefault(n, v)
+        return {k: v for k, v in out.items() if v}
 
     def has(self, signal: Signal) -> bool:
         return signal in self.signals
@@ -181,6 +239,15 @@ class Profile:
         signals = dict(self.signals)
         signals[signal] = dataclasses.replace(ref, buckets=tuple(sorted(float(b) for b in buckets)))
         return dataclasses.replace(self, signals=signals)
+
+
+def _unique(*names: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
+
+
+def by(labels: Sequence[str]) -> str:
+    """Labels as a PromQL grouping list: ``model_name, instance``."""
+    return ", ".join(labels)
 
 
 def histogram(name: str, buckets: tuple[float, ...], unit: str = "seconds") -> MetricRef:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwatch.core.profiles import MetricRef, Profile, ProfileError, Signal
+from fleetwatch.core.profiles.types import by
 from fleetwatch.core.promql import format_matchers
 from fleetwatch.core.rules import (
     ExpectedSample,
@@ -77,12 +78,12 @@ def _bounds(plan: CapacityPlan) -> tuple[int, int]:
 
 def capacity_rules(profile: Profile, plan: CapacityPlan) -> RuleFile:
     """Recording rules: the queue per model (sum, per-replica mean) and the replicas it asks for."""
-    ref, m = queue_metric(profile), profile.model_label
+    ref, fleet = queue_metric(profile), by(profile.fleet_labels)
     low, high = _bounds(plan)
     target = plan.queue_target_per_replica
     rules = (
-        RecordingRule(QUEUE_SUM, f"sum by ({m}) ({ref.selector()})"),
-        RecordingRule(QUEUE_AVG, f"avg by ({m}) ({ref.selector()})"),
+        RecordingRule(QUEUE_SUM, f"sum by ({fleet}) ({ref.selector()})"),
+        RecordingRule(QUEUE_AVG, f"avg by ({fleet}) ({ref.selector()})"),
         RecordingRule(QUEUE_DESIRED, f"clamp(ceil({QUEUE_SUM} / {target}), {low}, {high})"),
     )
     return RuleFile((RuleGroup(f"fleetwatch-fleet-capacity-{profile.name}", rules),))
@@ -92,13 +93,20 @@ def capacity_rules_test(profile: Profile, plan: CapacityPlan, rule_file: str) ->
     """A promtool test: three replicas of one model with 0, ``target`` and 5 × ``target``
     waiting; the sum, mean and desired replicas are checked one minute in, and a second model
     with an empty queue asks for the floor."""
-    ref, m, r = queue_metric(profile), profile.model_label, profile.replica_label
+    ref, m = queue_metric(profile), profile.model_label
     target = plan.queue_target_per_replica
     low, high = _bounds(plan)
     depths = [0, target, 5 * target]
+    # the labels a fleet's records keep besides the model (routing, under a label scheme)
+    shared = {
+        k: v
+        for k, v in profile.series_labels("m", "replica-0").items()
+        if k in profile.fleet_labels and k != m
+    }
 
     def series(model: str, rep: str, value: int) -> InputSeries:
-        labels = {**ref_labels(ref), m: model, r: rep}
+        own = profile.series_labels(model, rep)
+        labels = {**ref_labels(ref), m: model, **{k: v for k, v in own.items() if k != m}}
         return InputSeries(f"{ref.name}{{{format_matchers(labels)}}}", f"{value}x10")
 
     inputs = [series("m", f"replica-{i}", d) for i, d in enumerate(depths)]
@@ -107,7 +115,7 @@ def capacity_rules_test(profile: Profile, plan: CapacityPlan, rule_file: str) ->
     desired = min(high, max(low, math.ceil(total / target)))
 
     def sample(name: str, model: str, value: float) -> ExpectedSample:
-        return ExpectedSample(f'{name}{{{m}="{model}"}}', value)
+        return ExpectedSample(f"{name}{{{format_matchers({m: model, **shared})}}}", value)
 
     checks = (
         ExprCase(QUEUE_SUM, "1m", (sample(QUEUE_SUM, "idle", 0), sample(QUEUE_SUM, "m", total))),
@@ -137,6 +145,15 @@ def _behavior(plan: CapacityPlan) -> dict[str, Any]:
     }
 
 
+def _target_labels(profile: Profile, target: ScaleTarget) -> dict[str, str]:
+    """The labels that pick the scaled deployment's queue: its model, and its Kubernetes
+    namespace where the label scheme names replicas or routes alerts by ``namespace``."""
+    labels = {profile.model_label: target.model}
+    if "namespace" in profile.replica_set:
+        labels["namespace"] = target.namespace
+    return labels
+
+
 def hpa_manifest(profile: Profile, plan: CapacityPlan, target: ScaleTarget) -> dict[str, Any]:
     """HPA on the recorded queue sum as an External metric (served by prometheus-adapter)."""
     queue_metric(profile)
@@ -155,7 +172,7 @@ def hpa_manifest(profile: Profile, plan: CapacityPlan, target: ScaleTarget) -> d
                     "external": {
                         "metric": {
                             "name": QUEUE_SUM,
-                            "selector": {"matchLabels": {profile.model_label: target.model}},
+                            "selector": {"matchLabels": _target_labels(profile, target)},
                         },
                         "target": {
                             "type": "AverageValue",
@@ -173,7 +190,7 @@ def keda_manifest(profile: Profile, plan: CapacityPlan, target: ScaleTarget) -> 
     """KEDA ScaledObject with a prometheus trigger on the same queue sum."""
     ref = queue_metric(profile)
     low, high = _bounds(plan)
-    selector = ref.selector(f'{profile.model_label}="{target.model}"')
+    selector = ref.selector(format_matchers(_target_labels(profile, target)))
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",

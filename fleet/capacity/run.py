@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetwatch.core.profiles import ProfileError, get_profile
+from fleetwatch.core.profiles.labels import with_labels
 from fleetwatch.fleet.capacity.manifests import (
     ScaleTarget,
     capacity_rules,
@@ -106,6 +107,7 @@ def capacity_command(
     output: Path | None,
     simulate: bool,
     seed: int,
+    labels: Path | None = None,
 ) -> tuple[dict[str, Any], str]:
     """(JSON document, text) of the command."""
     from fleetwatch.core.preflight import http_url, input_file, output_dir
@@ -120,13 +122,13 @@ def capacity_command(
         )
     if probe is not None:
         input_file(probe)
-    if output is not None:
-        output_dir(output)
     http_url(target[3], option="--prometheus-url", error=AnalysisError)
     try:
-        prof = get_profile(profile)
+        prof = with_labels(get_profile(profile), labels)
     except ProfileError as exc:
         raise AnalysisError(str(exc)) from None
+    if output is not None:
+        output_dir(output)
     doc: dict[str, Any] = {}
     texts: list[str] = []
     plan = None

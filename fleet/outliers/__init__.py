@@ -6,7 +6,10 @@ from fleetwatch.fleet.outliers.judging.causes import Cause, Side
 from fleetwatch.fleet.outliers.judging.traffic import different_traffic
 from fleetwatch.fleet.outliers.report import Finding, OutlierReport, Pass
 from fleetwatch.fleet.outliers.signals import SIGNALS, SignalSpec
-from fleetwatch.fleet.outliers.sources.prometheus import table_from_prometheus
+from fleetwatch.fleet.outliers.sources.prometheus import (
+    table_from_prometheus,
+    tables_from_prometheus,
+)
 from fleetwatch.fleet.outliers.sources.records import table_from_records
 from fleetwatch.fleet.outliers.sources.snapshots import (
     table_from_metrics_dir,
@@ -33,4 +36,5 @@ __all__ = [
     "table_from_metrics_text",
     "table_from_prometheus",
     "table_from_records",
+    "tables_from_prometheus",
 ]

@@ -8,10 +8,12 @@ ratios). Bad-outcome counters that may not exist yet are guarded with ``or vecto
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fleetwatch.core.profiles import MetricRef, Profile, Signal
+from fleetwatch.core.profiles.labels import parse_matcher_list
 from fleetwatch.core.promql import equality_labels, format_le, le_matcher, quote, regex_escape
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.spec import (
@@ -60,8 +62,17 @@ class SLIQuery:
         return self.total.replace("{window}", window)
 
 
-def _increase(selector: str) -> str:
-    return f"sum(increase({selector}[{{window}}]))"
+def _increase(selector: str, keep: Sequence[str] = ()) -> str:
+    """Events over the window, summed; per value of the routing labels ``keep`` when given."""
+    by = f" by ({', '.join(keep)}) " if keep else ""
+    return f"sum{by}(increase({selector}[{{window}}]))"
+
+
+def _or_zero(term: str, total: str, keep: Sequence[str]) -> str:
+    """``term``, or 0 where it has no series: ``vector(0)`` when nothing is kept, else 0 times
+    the total (a labelless 0 would match no kept label set)."""
+    zero = f"0 * {total}" if keep else "vector(0)"
+    return f"({term} or {zero})"
 
 
 def selector_labels(slo: ServiceLevelObjective, profile: Profile) -> dict[str, str]:
@@ -87,24 +98,28 @@ def _matchers(labels: Mapping[str, str], extra: str = "") -> str:
     return ",".join(parts)
 
 
-def _bad_outcomes(refs: Sequence[MetricRef], labels: Mapping[str, str]) -> str:
+def _bad_outcomes(
+    refs: Sequence[MetricRef], labels: Mapping[str, str], total: str, keep: Sequence[str]
+) -> str:
     """Sum of bad-outcome counters; same-metric equality matchers merged into one regex."""
     by_name: dict[str, list[MetricRef]] = {}
     for ref in refs:
         by_name.setdefault(ref.name, []).append(ref)
     terms = []
-    for name, group in by_name.items():
+    for group in by_name.values():
         parsed = [equality_labels(r.matchers) for r in group]
         keys = {next(iter(p)) for p in parsed if p is not None and len(p) == 1}
         if len(group) > 1 and len(keys) == 1 and all(p is not None and len(p) == 1 for p in parsed):
             key = keys.pop()
             values = "|".join(regex_escape(p[key]) for p in parsed if p is not None)
             regex = f"{key}=~{quote(values)}"
-            sel = f"{name}{{{_matchers(labels, regex)}}}"
-            terms.append(f"({_increase(sel)} or vector(0))")
+            # the group's own matchers become the regex; the scheme's scope stays
+            sel = dataclasses.replace(group[0], matchers="").selector(_matchers(labels, regex))
+            terms.append(_or_zero(_increase(sel, keep), total, keep))
         else:
             for ref in group:
-                terms.append(f"({_increase(ref.selector(_matchers(labels)))} or vector(0))")
+                term = _increase(ref.selector(_matchers(labels)), keep)
+                terms.append(_or_zero(term, total, keep))
     return "\n+ ".join(terms)
 
 
@@ -113,12 +128,14 @@ def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
     cannot express it (missing signal, outcome, class label, or a threshold off the buckets)."""
     sli = slo.sli
     labels = selector_labels(slo, profile)
+    keep = profile.routing
     if isinstance(sli, AvailabilitySLI):
         outcomes = profile.outcomes
         total_sel = outcomes.total.selector(_matchers(labels))
+        total = _increase(total_sel, keep)
         if outcomes.good is not None:
             good_sel = outcomes.good.selector(_matchers(labels))
-            bad = f"{_increase(total_sel)}\n- ({_increase(good_sel)} or vector(0))"
+            bad = f"{total}\n- {_or_zero(_increase(good_sel, keep), total, keep)}"
         else:
             refs = []
             for outcome in sli.bad:
@@ -130,10 +147,8 @@ def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
                         path=f"{slo.path}.sli.bad",
                     )
                 refs.append(outcomes.bad[outcome])
-            bad = _bad_outcomes(refs, labels)
-        return SLIQuery(
-            bad, _increase(total_sel), total_sel, _absent_labels(outcomes.total, labels)
-        )
+            bad = _bad_outcomes(refs, labels, total, keep)
+        return SLIQuery(bad, total, total_sel, _absent_labels(outcomes.total, labels))
     if isinstance(sli, LatencySLI):
         signal = Signal(sli.signal)
         if not profile.has(signal):
@@ -148,8 +163,8 @@ def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
         m = _matchers(labels)
         count = ref.selector(m, "_count")
         bucket = ref.selector(",".join(p for p in (m, le_matcher(sli.threshold_s)) if p), "_bucket")
-        bad = f"{_increase(count)}\n- {_increase(bucket)}"
-        return SLIQuery(bad, _increase(count), count, _absent_labels(ref, labels))
+        bad = f"{_increase(count, keep)}\n- {_increase(bucket, keep)}"
+        return SLIQuery(bad, _increase(count, keep), count, _absent_labels(ref, labels))
     if isinstance(sli, GoodputSLI):
         if not profile.has(Signal.GOODPUT):
             raise SLOSpecError(
@@ -165,8 +180,8 @@ def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
         # (it starts at 0 with the request counter). Without it the ratio has no value and
         # SLOMetricsAbsent, which watches the goodput counter, says so, instead of every
         # request counting as bad.
-        bad = f"{_increase(total_sel)}\n- {_increase(good_sel)}"
-        return SLIQuery(bad, _increase(total_sel), good_sel, _absent_labels(good_ref, labels))
+        bad = f"{_increase(total_sel, keep)}\n- {_increase(good_sel, keep)}"
+        return SLIQuery(bad, _increase(total_sel, keep), good_sel, _absent_labels(good_ref, labels))
     assert isinstance(sli, RatioSLI)
     if sli.bad is not None:
         bad = f"({_increase(sli.bad)} or vector(0))"
@@ -177,7 +192,9 @@ def sli_query(slo: ServiceLevelObjective, profile: Profile) -> SLIQuery:
 
 
 def _absent_labels(ref: MetricRef, labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels ``absent(selector)`` carries: those its equality matchers fix."""
     out = dict(equality_labels(ref.matchers) or {})
+    out.update({m.name: m.text for m in parse_matcher_list(ref.scope) if m.op == "="})
     out.update(labels)
     return out
 

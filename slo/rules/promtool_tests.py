@@ -17,14 +17,14 @@ SLI names raw regex selectors, or the burn factors cannot be reached (burn x bud
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fleetwatch.core.duration import format_duration
 from fleetwatch.core.profiles import Profile
 from fleetwatch.core.rules import AlertCase, ExpectedAlert, InputSeries, RuleTest, RuleTestFile
 from fleetwatch.slo.rules.generate import ABSENT_ALERT, AlertInfo, RuleSet
-from fleetwatch.slo.rules.series import slo_series
+from fleetwatch.slo.rules.series import routing_example, slo_series
 from fleetwatch.slo.spec import ServiceLevelObjective
 
 __all__ = ["HEADER", "generate_promtool_tests"]
@@ -39,12 +39,15 @@ def _fmt(seconds: int) -> str:
     return format_duration(seconds) if seconds > 0 else "0s"
 
 
-def _expected(alert: AlertInfo) -> ExpectedAlert:
-    return ExpectedAlert(dict(alert.labels), dict(alert.annotations))
+def _expected(alert: AlertInfo, routed: Mapping[str, str] | None = None) -> ExpectedAlert:
+    # the rule's own labels win over the series' (as Prometheus applies them)
+    return ExpectedAlert({**(routed or {}), **alert.labels}, dict(alert.annotations))
 
 
-def _alert_test(at_s: int, alert: AlertInfo, firing: bool) -> AlertCase:
-    return AlertCase(_fmt(at_s), alert.name, (_expected(alert),) if firing else ())
+def _alert_test(
+    at_s: int, alert: AlertInfo, firing: bool, routed: Mapping[str, str] | None = None
+) -> AlertCase:
+    return AlertCase(_fmt(at_s), alert.name, (_expected(alert, routed),) if firing else ())
 
 
 def _first_firing(
@@ -89,6 +92,8 @@ def _tests_for(
     budget = slo.error_budget
     h_bad = max(0, math.floor(min(0.5, min(burns) / 2) * budget * _N))
     tests: list[RuleTest] = []
+    example = routing_example(profile)
+    routed = {n: example[n] for n in profile.routing}
 
     def series(phases: Sequence[tuple[int, int]]) -> tuple[InputSeries, ...] | None:
         good: list[int] = []
@@ -129,7 +134,7 @@ def _tests_for(
             if fire > 1:
                 checks.append(_alert_test((onset + fire - 1) * step, page, False))
             checks += [
-                _alert_test((onset + fire) * step, page, True),
+                _alert_test((onset + fire) * step, page, True, routed),
                 _alert_test(recovered * step, page, False),
             ]
             name = f"{slo.name}: a total outage pages after {_fmt(fire * step)} and resets after recovery"
@@ -153,7 +158,7 @@ def _tests_for(
             checks = [_alert_test(onset * step, ticket, False)]
             if fire > 1:
                 checks.append(_alert_test((onset + fire - 1) * step, ticket, False))
-            checks.append(_alert_test((onset + fire) * step, ticket, True))
+            checks.append(_alert_test((onset + fire) * step, ticket, True, routed))
             if page is not None:
                 checks.append(_alert_test((onset + fire + 1) * step, page, False))
             name = f"{slo.name}: a slow burn ({rate:g}x) opens a ticket after {_fmt(fire * step)}, no page"

@@ -31,7 +31,12 @@ from fleetwatch.slo.spec import (
     SLOSpec,
 )
 
-__all__ = ["counter_values", "records_series", "slo_series"]
+__all__ = [
+    "counter_values",
+    "records_series",
+    "routing_example",
+    "slo_series",
+]
 
 Increments = Sequence[int] | np.ndarray[Any, np.dtype[np.int64]]
 
@@ -64,6 +69,21 @@ def _name(name: str, labels: Mapping[str, str]) -> str:
     return name + "{" + ",".join(f"{k}={quote(v)}" for k, v in labels.items()) + "}"
 
 
+def _scope(profile: Profile) -> dict[str, str]:
+    """The labels a series needs for the label scheme's matchers to select it, and a value
+    of each routing label (what the SLIs are kept by)."""
+    return {k: v for k, v in routing_example(profile).items() if v}
+
+
+def routing_example(profile: Profile) -> dict[str, str]:
+    """The scheme's matcher labels with a value each selects, then each routing label's value
+    in test series (the matchers' where they fix it)."""
+    out = {k: v for k, v in profile.scope_labels.items() if v}
+    for name in profile.routing:
+        out.setdefault(name, "route")
+    return out
+
+
 def _ok_value(key: str) -> str:
     return "stop" if key == "finished_reason" else "ok"
 
@@ -76,7 +96,7 @@ def slo_series(
 ) -> tuple[InputSeries, ...] | None:
     """Series through which ``slo`` sees ``good`` and ``bad`` events per step; None when its
     SLI names raw metrics that cannot be synthesised (regex selectors)."""
-    labels = selector_labels(slo, profile)
+    labels = {**_scope(profile), **selector_labels(slo, profile)}
     g = np.asarray(good, dtype=np.int64)
     b = np.asarray(bad, dtype=np.int64)
     out: list[tuple[str, np.ndarray[Any, np.dtype[np.int64]]]] = []
@@ -165,6 +185,7 @@ def records_series(
     finish = frame["finished_s"].to_numpy(dtype=np.float64)
     k = step_of(finish)
     status = frame["status"].astype(str).to_numpy()
+    scope = _scope(profile)
     group_cols: dict[str, np.ndarray[Any, Any]] = {}
     if profile.class_label is not None:
         group_cols[profile.class_label] = frame["traffic_class"].astype(str).to_numpy()
@@ -184,7 +205,7 @@ def records_series(
                 sel &= group_cols[col] == value
             w = None if weights is None else weights[sel]
             counts = np.bincount(at[sel], weights=w, minlength=steps + 1)[1:]
-            key = _name(name, {**combo, **labels})
+            key = _name(name, {**scope, **combo, **labels})
             series[key] = np.rint(counts).astype(np.int64)
 
     oc = profile.outcomes

@@ -63,7 +63,7 @@ def _api(cumulative, *, medians):
         reps = sorted(cumulative)
         if "histogram_quantile" in q:
             result = vec(({"replica": r}, medians[r]) for r in reps)
-        elif "sum by (replica, le) (increase(" in q and (
+        elif "sum by (model, replica, le) (increase(" in q and (
             "first_token" in q or "request_duration" in q
         ):
             result = vec(
@@ -71,9 +71,9 @@ def _api(cumulative, *, medians):
                 for r in reps
                 for le, n in cumulative[r].items()
             )
-        elif q.startswith("sum by (replica) (increase(fleetwatch_requests_total"):
+        elif q.startswith("sum by (model, replica) (increase(fleetwatch_requests_total"):
             result = vec(({"replica": r}, cumulative[r][float("inf")]) for r in reps)
-        elif q.startswith("sum by (replica) (rate(fleetwatch_requests_total"):
+        elif q.startswith("sum by (model, replica) (rate(fleetwatch_requests_total"):
             result = vec(({"replica": r}, 1.0) for r in reps)
         else:
             result = []

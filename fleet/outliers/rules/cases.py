@@ -7,7 +7,16 @@ from typing import Any
 
 from fleetwatch.core.profiles import Profile, Signal
 from fleetwatch.core.rules import AlertCase, ExpectedSample, ExprCase, InputSeries, RuleTest
-from fleetwatch.fleet.outliers.rules.parts import counter, latency_refs, names, series_name
+from fleetwatch.fleet.outliers.rules.parts import (
+    counter,
+    fleet_of,
+    kept,
+    latency_refs,
+    names,
+    replica_match,
+    series_name,
+    test_labels,
+)
 from fleetwatch.fleet.outliers.sources.exposition import ref_labels
 
 __all__ = ["same_bucket_case"]
@@ -31,11 +40,10 @@ def same_bucket_case(
     refs = latency_refs(profile)
     if not refs:
         return []
-    r, m = profile.replica_label, profile.model_label
     skewed = replicas[2]
     series: list[InputSeries] = []
     for rep in replicas:
-        base = {m: "m", r: rep}
+        base = test_labels(profile, "m", rep)
         if profile.has(Signal.PROMPT_TOKENS):
             tokens = profile.metric(Signal.PROMPT_TOKENS)
             series.append(
@@ -54,17 +62,21 @@ def same_bucket_case(
     lowest = next(b for b in ref0.buckets if b > 0)
     n0 = names(name0, o.window)
 
-    one = (ExpectedSample(series_name("", {m: "m", r: skewed}), 1),)
+    labels = test_labels(profile, "m", skewed)
+    one = (ExpectedSample(series_name("", kept(profile, labels)), 1),)
+    match = replica_match(profile, labels)
     return [
         RuleTest(
             interval,
             tuple(series),
             (AlertCase(at, alert),),
             (
-                ExprCase(f'{n0["ratio"]}{{{r}="{skewed}"}} >= bool {o.min_effect:g}', at, one),
-                ExprCase(f'{n0["z"]}{{{r}="{skewed}"}} > bool {o.z_cutoff:g}', at, one),
+                ExprCase(f"{n0['ratio']}{match} >= bool {o.min_effect:g}", at, one),
+                ExprCase(f"{n0['z']}{match} > bool {o.z_cutoff:g}", at, one),
                 ExprCase(
-                    n0["top"], at, (ExpectedSample(series_name(n0["top"], {m: "m"}), lowest),)
+                    n0["top"],
+                    at,
+                    (ExpectedSample(series_name(n0["top"], fleet_of(profile, labels)), lowest),),
                 ),
             ),
         )

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from fleetwatch.core.duration import format_duration, parse_duration
 from fleetwatch.core.profiles import MetricRef, Profile, Signal
+from fleetwatch.core.profiles.types import by
 from fleetwatch.core.rules import (
     AlertCase,
     AlertingRule,
@@ -47,11 +48,14 @@ from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers.rules.cases import same_bucket_case
 from fleetwatch.fleet.outliers.rules.parts import (
     alert_annotations,
+    kept,
     latency_refs,
     names,
     ok_label,
     peer_records,
     rendered,
+    replica_match,
+    test_labels,
 )
 from fleetwatch.fleet.outliers.rules.parts import series_name as _series
 from fleetwatch.fleet.outliers.sources.exposition import ref_labels
@@ -93,40 +97,38 @@ class RuleOptions:
 def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> RuleFile:
     """The rule file (one group) for ``profile``."""
     o = options or RuleOptions()
-    r, m = profile.replica_label, profile.model_label
+    rs, fs = by(profile.replica_set), by(profile.fleet_labels)
     w = o.window
     volume = f"replica:fleet_requests:rate{w}"
     size = "fleet:fleet_replicas:count"
     records: list[Rule] = [
-        RecordingRule(
-            volume, f"sum by ({m}, {r}) (rate({profile.outcomes.total.selector()}[{w}]))"
-        ),
+        RecordingRule(volume, f"sum by ({rs}) (rate({profile.outcomes.total.selector()}[{w}]))"),
     ]
     peers = peer_records(profile, o, records)
-    records.append(RecordingRule(size, f"count by ({m}) ({peers})"))
+    records.append(RecordingRule(size, f"count by ({fs}) ({peers})"))
     alerts: list[Rule] = []
     signals: list[tuple[str, str, float, str]] = []
     bounds: dict[str, list[float]] = {}
     for name, ref in latency_refs(profile):
         expr = (
-            f"histogram_quantile(0.5, sum by ({m}, {r}, le) "
+            f"histogram_quantile(0.5, sum by ({rs}, le) "
             f"(rate({ref.selector(suffix='_bucket')}[{w}])))"
         )
         signals.append((name, expr, o.rel_floor, "ratio"))
         bounds[name] = sorted({float(b) for b in ref.buckets if math.isfinite(b)})
     bad = profile.outcomes.bad.get("error")
-    total = f"sum by ({m}, {r}) (rate({profile.outcomes.total.selector()}[{w}]))"
+    total = f"sum by ({rs}) (rate({profile.outcomes.total.selector()}[{w}]))"
     if bad is not None:
         signals.append(
             (
                 "error",
-                f"(sum by ({m}, {r}) (rate({bad.selector()}[{w}])) or {total} * 0) / {total}",
+                f"(sum by ({rs}) (rate({bad.selector()}[{w}])) or {total} * 0) / {total}",
                 0.0,
                 "absolute",
             )
         )
     elif profile.outcomes.good is not None:
-        good = f"sum by ({m}, {r}) (rate({profile.outcomes.good.selector()}[{w}]))"
+        good = f"sum by ({rs}) (rate({profile.outcomes.good.selector()}[{w}]))"
         signals.append(("error", f"1 - {good} / {total}", 0.0, "absolute"))
     if not signals:
         raise AnalysisError(f"profile '{profile.name}' has no latency histogram or error counter")
@@ -139,22 +141,22 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> RuleF
         )
         records += [
             RecordingRule(
-                n["replica"], f"({expr}) and on ({m}, {r}) ({volume} >= {o.min_rate_per_s:g})"
+                n["replica"], f"({expr}) and on ({rs}) ({volume} >= {o.min_rate_per_s:g})"
             ),
             RecordingRule(
-                n["median"], f"quantile by ({m}) (0.5, {n['replica']} and on ({m}, {r}) ({peers}))"
+                n["median"], f"quantile by ({fs}) (0.5, {n['replica']} and on ({rs}) ({peers}))"
             ),
             RecordingRule(
                 n["mad"],
-                f"quantile by ({m}) (0.5, abs({n['replica']} - on ({m}) group_left () {n['median']}) and on ({m}, {r}) ({peers}))",
+                f"quantile by ({fs}) (0.5, abs({n['replica']} - on ({fs}) group_left () {n['median']}) and on ({rs}) ({peers}))",
             ),
             RecordingRule(n["scale"], f"(1.4826 * {n['mad']} > {floor_expr}) or ({floor_expr})"),
             RecordingRule(
-                n["ratio"], f"{n['replica']} / on ({m}) group_left () ({n['median']} > 0)"
+                n["ratio"], f"{n['replica']} / on ({fs}) group_left () ({n['median']} > 0)"
             ),
             RecordingRule(
                 n["z"],
-                f"({n['replica']} - on ({m}) group_left () {n['median']}) / on ({m}) group_left () ({n['scale']} > 0)",
+                f"({n['replica']} - on ({fs}) group_left () {n['median']}) / on ({fs}) group_left () ({n['scale']} > 0)",
             ),
         ]
         resolved = ""
@@ -163,19 +165,19 @@ def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> RuleF
             # lies in the same bucket, where histogram_quantile only interpolates (no finding).
             top = " or ".join(f"({n['median']} <= {b:g}) * 0 + {b:g}" for b in bounds[name])
             records.append(RecordingRule(n["top"], f"{top} or {n['median']} * 0 + Inf"))
-            resolved = f" and on ({m}, {r}) ({n['replica']} > on ({m}) group_left () {n['top']})"
+            resolved = f" and on ({rs}) ({n['replica']} > on ({fs}) group_left () {n['top']})"
         if gate == "ratio":
             effect = f"{n['ratio']} >= {o.min_effect:g}"
             shown = '{{ $value | printf "%.2f" }}x'
         else:
             effect = (
-                f"{n['replica']} - on ({m}) group_left () {n['median']} >= {o.error_min_diff:g}"
+                f"{n['replica']} - on ({fs}) group_left () {n['median']} >= {o.error_min_diff:g}"
             )
             shown = "{{ $value | humanizePercentage }} above"
         alerts.append(
             AlertingRule(
                 ALERT_NAME,
-                f"({effect}) and ({n['z']} > {o.z_cutoff:g}){resolved} and on ({m}, {r}) ({peers}) and on ({m}) ({size} >= {o.min_fleet})",
+                f"({effect}) and ({n['z']} > {o.z_cutoff:g}){resolved} and on ({rs}) ({peers}) and on ({fs}) ({size} >= {o.min_fleet})",
                 o.for_,
                 {"severity": o.severity, "signal": name},
                 alert_annotations(profile, o, name, shown),
@@ -205,7 +207,6 @@ def outlier_rules_test(
     replica's p50 1.82x the fleet's, robust z far beyond the cutoff, inside the bucket that holds
     the fleet median: no alert."""
     o = options or RuleOptions()
-    r, m = profile.replica_label, profile.model_label
     replicas = [f"replica-{i}" for i in range(5)]
     slow, failing = replicas[3], replicas[1]
     # The sample grid scales with the rule's window and ``for``, so a 30 s window is tested with
@@ -222,7 +223,7 @@ def outlier_rules_test(
     def fleet_series(bad: bool, long: bool = False) -> tuple[InputSeries, ...]:
         series: list[InputSeries] = []
         for rep in [*replicas, *([long_rep] if long else [])]:
-            base = {m: "m", r: rep}
+            base = test_labels(profile, "m", rep)
             if profile.has(Signal.PROMPT_TOKENS):
                 tokens = profile.metric(Signal.PROMPT_TOKENS)
                 per_request = 320 if rep == long_rep else 40
@@ -288,15 +289,16 @@ def outlier_rules_test(
         i = len(bounds) // 2 + (1 if slow_replica else 0)
         return histogram_quantile(0.5, [(bounds[i], 1.0), (bounds[i - 1], 0.0)])
 
+    slow_labels, failing_labels = (test_labels(profile, "m", rep) for rep in (slow, failing))
     expected = [
         ExpectedAlert(
-            {"severity": o.severity, "signal": name, m: "m", r: slow},
+            {"severity": o.severity, "signal": name, **kept(profile, slow_labels)},
             rendered(
                 profile,
                 o,
                 name,
                 f"{quantile_of(ref, True) / quantile_of(ref, False):.2f}x",
-                {r: slow, m: "m"},
+                slow_labels,
             ),
         )
         for name, ref in latency_refs(profile)
@@ -304,8 +306,8 @@ def outlier_rules_test(
     if "error" in profile.outcomes.bad or profile.outcomes.good is not None:
         expected.append(
             ExpectedAlert(
-                {"severity": o.severity, "signal": "error", m: "m", r: failing},
-                rendered(profile, o, "error", "10% above", {r: failing, m: "m"}),
+                {"severity": o.severity, "signal": "error", **kept(profile, failing_labels)},
+                rendered(profile, o, "error", "10% above", failing_labels),
             )
         )
     alerts = (AlertCase(at, ALERT_NAME, tuple(expected)),)
@@ -316,8 +318,10 @@ def outlier_rules_test(
     if ratio_rule is not None:
         ref = latency_refs(profile)[0][1]
         healthy, slow_v = quantile_of(ref, False), quantile_of(ref, True)
-        sample = ExpectedSample(_series(ratio_rule, {m: "m", r: slow}), slow_v / healthy)
-        expr_tests.append(ExprCase(f'{ratio_rule}{{{r}="{slow}"}}', at, (sample,)))
+        sample = ExpectedSample(_series(ratio_rule, kept(profile, slow_labels)), slow_v / healthy)
+        expr_tests.append(
+            ExprCase(f"{ratio_rule}{replica_match(profile, slow_labels)}", at, (sample,))
+        )
     tests = [
         RuleTest(interval, fleet_series(True), alerts, tuple(expr_tests)),
         RuleTest(interval, fleet_series(False), (AlertCase(at, ALERT_NAME),)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetwatch.core.profiles import MetricRef, Profile, Signal
+from fleetwatch.core.profiles.types import by
 from fleetwatch.core.promql import format_matchers
 from fleetwatch.core.rules import InputSeries, RecordingRule, Rule
 from fleetwatch.fleet.outliers.sources.exposition import LATENCY_SOURCES, ref_labels
@@ -13,12 +14,16 @@ from fleetwatch.fleet.outliers.sources.exposition import LATENCY_SOURCES, ref_la
 __all__ = [
     "alert_annotations",
     "counter",
+    "fleet_of",
+    "kept",
     "latency_refs",
     "names",
     "ok_label",
     "peer_records",
     "rendered",
+    "replica_match",
     "series_name",
+    "test_labels",
 ]
 
 
@@ -51,7 +56,7 @@ def peer_records(profile: Profile, o: Any, records: list[Rule]) -> str:
     their request rate) and return its name: serving at least ``min_rate_per_s``, and, when the
     profile counts prompt tokens, sent a prompt mix within ``mix_ratio`` (either way) of their
     fleet's median prompt tokens per request (recorded before it)."""
-    r, m, w = profile.replica_label, profile.model_label, o.window
+    rs, fs, w = by(profile.replica_set), by(profile.fleet_labels), o.window
     volume = f"replica:fleet_requests:rate{w}"
     serving = f"{volume} >= {o.min_rate_per_s:g}"
     peers = f"replica:fleet_requests:rate{w}_peers"
@@ -65,26 +70,24 @@ def peer_records(profile: Profile, o: Any, records: list[Rule]) -> str:
     records += [
         RecordingRule(
             per_request,
-            f"sum by ({m}, {r}) (rate({tokens}[{w}])) / on ({m}, {r}) ({volume} > 0)",
+            f"sum by ({rs}) (rate({tokens}[{w}])) / on ({rs}) ({volume} > 0)",
         ),
-        RecordingRule(median, f"quantile by ({m}) (0.5, {per_request})"),
-        RecordingRule(ratio, f"{per_request} / on ({m}) group_left () ({median} > 0)"),
+        RecordingRule(median, f"quantile by ({fs}) (0.5, {per_request})"),
+        RecordingRule(ratio, f"{per_request} / on ({fs}) group_left () ({median} > 0)"),
     ]
     k = o.mix_ratio
     records.append(
-        RecordingRule(
-            peers, f"{serving} unless on ({m}, {r}) ({ratio} > {k:g} or {ratio} < {1 / k:g})"
-        )
+        RecordingRule(peers, f"{serving} unless on ({rs}) ({ratio} > {k:g} or {ratio} < {1 / k:g})")
     )
     return peers
 
 
 def alert_annotations(profile: Profile, o: Any, signal: str, shown: str) -> dict[str, str]:
-    r, m = profile.replica_label, profile.model_label
+    r, m = profile.replica_ref(), profile.model_label
     return {
-        "summary": f"Replica {{{{ $labels.{r} }}}} {signal} is {shown} its fleet median",
+        "summary": f"Replica {r} {signal} is {shown} its fleet median",
         "description": (
-            f"{{{{ $labels.{r} }}}} ({{{{ $labels.{m} }}}}) stands out from its peers on "
+            f"{r} ({{{{ $labels.{m} }}}}) stands out from its peers on "
             f"{signal} over {o.window} (robust z > {o.z_cutoff:g}). Run `fleetwatch fleet "
             "outliers --prometheus URL` to see whether the replica or its traffic is to blame."
         ),
@@ -102,6 +105,29 @@ def rendered(
             v = v.replace(f"{{{{ $labels.{name} }}}}", value)
         out[k] = v
     return out
+
+
+def test_labels(profile: Profile, model: str, replica: str) -> dict[str, str]:
+    """A test series' labels: the model's first, then the replica's, routing and the scheme's
+    (``{model_name: model, instance: replica}`` under the default scheme)."""
+    return {profile.model_label: model, **profile.series_labels(model, replica)}
+
+
+def kept(profile: Profile, labels: dict[str, str]) -> dict[str, str]:
+    """The labels of ``labels`` that a per-replica record (and the alert) keeps."""
+    return {k: labels[k] for k in profile.replica_set if k in labels}
+
+
+def fleet_of(profile: Profile, labels: dict[str, str]) -> dict[str, str]:
+    """The labels of ``labels`` that a per-fleet record keeps."""
+    return {k: labels[k] for k in profile.fleet_labels if k in labels}
+
+
+def replica_match(profile: Profile, labels: dict[str, str]) -> str:
+    """Matchers selecting one replica's records (``{instance="replica-3"}``)."""
+    return (
+        "{" + format_matchers({k: labels[k] for k in profile.replica_labels if k in labels}) + "}"
+    )
 
 
 def ok_label(bad: MetricRef) -> dict[str, str]:
