@@ -8,7 +8,7 @@ the demo scales its 12 h period), the outlier rules and the operational alerts
 (``fleetwatch.scenarios.day_one``, ``day_one_fleet``). Then, through Prometheus's HTTP API:
 
 - healthy chat and batch traffic until the 30-day SLO's page window (30 s scaled) is full: no
-  alert fires, none is pending;
+  alert fires, and no SLO or operational alert is pending;
 - every query of every fleetwatch dashboard returns data, except panels that need hardware this
   host lacks or an event that did not happen, and those say so in their description (the GPU
   row opens with a "GPU available" stat that reads "no GPU on this host");
@@ -220,7 +220,11 @@ def test_both_traffic_classes_reach_the_metrics(day_one: Seen) -> None:
 
 def test_healthy_traffic_fires_no_alert(day_one: Seen) -> None:
     assert day_one.diagnostics["fired"] == [], day_one.diagnostics
-    assert _alerts(day_one.healthy_pending) == []
+    # No SLO or operational alert is even pending. An outlier alert may be: four replicas share
+    # two cores and one event loop here, and a replica starved for a few seconds really is slower
+    # than its peers for that long; its `for:` is what keeps that from firing (checked above).
+    pending = [a for a in _alerts(day_one.healthy_pending) if a["alertname"] != OUTLIER]
+    assert pending == []
     assert all(k.endswith(":ok") for k in day_one.outcomes if day_one.outcomes[k]), day_one.outcomes
 
 
