@@ -16,11 +16,13 @@ page in ``runbooks/``.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 from fleetwatch.core.duration import parse_duration
+from fleetwatch.core.links import Links
 from fleetwatch.core.profiles import MetricRef, Profile, Signal
 from fleetwatch.core.profiles.types import by as _by
 from fleetwatch.core.promql import format_matchers, quote
@@ -66,6 +68,8 @@ ALERT_PAGES: Final[Mapping[str, str]] = {
     "FleetwatchBreakerOpen": "breaker-open.md",
     "FleetwatchRetryBudgetExhausted": "retry-budget-exhausted.md",
     "FleetwatchTelemetryDrops": "telemetry-drops.md",
+    "FleetwatchReplicaDown": "replica-down.md",
+    "FleetwatchQueueGrowing": "queue-growing.md",
 }
 
 # NVML clock-event reasons that are not throttling (the GPU idles or runs at set clocks).
@@ -87,6 +91,11 @@ class Thresholds:
     retry_for: str = "5m"
     telemetry_drops_per_s: float = 0.0
     telemetry_for: str = "10m"
+    down_for: str = "5m"
+    served_within: str = "1h"
+    queue_waiting: float = 5
+    queue_window: str = "10m"
+    queue_for: str = "5m"
     window: str = "5m"
 
 
@@ -102,7 +111,9 @@ class Example:
 
 @dataclass(frozen=True, slots=True)
 class AlertRule:
-    """One alerting rule plus the example traffic that proves it."""
+    """One alerting rule plus the example traffic that proves it. ``value`` is the sentence
+    ending the description that shows the alert's ``$value``; ``example_value`` the same
+    sentence as promtool renders it on the firing example; ``view`` the dashboard it links."""
 
     name: str
     expr: str
@@ -113,15 +124,32 @@ class AlertRule:
     labels: tuple[str, ...]
     examples: tuple[Example, ...]
     example_labels: Mapping[str, str] = field(default_factory=dict)
+    value: str = ""
+    example_value: str = ""
+    view: str = "replica"
 
-    def runbook(self, base: str) -> str:
-        return f"{base.rstrip('/')}/{ALERT_PAGES[self.name]}"
+    def runbook(self, links: Links, base: str | None = None) -> str:
+        if base is not None:
+            return f"{base.rstrip('/')}/{ALERT_PAGES[self.name]}"
+        return links.runbook(ALERT_PAGES[self.name])
 
-    def annotations(self, base: str) -> dict[str, str]:
+    def dashboard(self, profile: Profile) -> str:
+        """The link to the dashboard of this alert's view, its model and replica variables
+        set from the alert's labels where it has them."""
+        owner = "fleetwatch" if self.view == "resilience" else profile.name
+        variables = {
+            var: "{{ $labels." + label + " | urlquery }}"
+            for var, label in (("model", profile.model_label), ("replica", profile.replica_label))
+            if label in self.labels
+        }
+        return profile.links.dashboard(f"fleetwatch-{owner}-{self.view}", variables)
+
+    def annotations(self, profile: Profile, base: str | None = None) -> dict[str, str]:
         return {
             "summary": self.summary,
-            "description": self.description,
-            "runbook_url": self.runbook(base),
+            "description": f"{self.description} {self.value}".strip(),
+            "runbook_url": self.runbook(profile.links, base),
+            "dashboard_url": self.dashboard(profile),
         }
 
 
@@ -133,6 +161,13 @@ def _ref(label: str) -> str:
 def _series(ref: MetricRef, labels: Mapping[str, str]) -> str:
     """An example input series of ``ref`` with ``labels`` (its own matchers first)."""
     return f"{ref.name}{{{','.join(p for p in (ref.matchers, format_matchers(labels)) if p)}}}"
+
+
+def _series_named(selector: str, labels: Mapping[str, str]) -> str:
+    """An example input series of a raw ``selector`` (``up{job="vllm"}``) with ``labels``."""
+    name, _, rest = selector.partition("{")
+    own = rest.rstrip("}")
+    return f"{name}{{{','.join(p for p in (own, format_matchers(labels)) if p)}}}"
 
 
 def _keep(labels: Mapping[str, str], names: tuple[str, ...]) -> dict[str, str]:
@@ -162,6 +197,8 @@ def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
                 keep,
                 (Example(_series(kv, example), "0.99x40", "0.5x40"),),
                 _keep(example, keep),
+                "Usage now {{ $value | humanizePercentage }}.",
+                "Usage now 99%.",
             )
         )
     if profile.has(Signal.PREEMPTIONS):
@@ -183,6 +220,8 @@ def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
                     Example(_series(total, example), "0+600x40", "0+600x40"),
                 ),
                 _keep(example, keep),
+                'Now {{ $value | printf "%.2f" }} preemptions per request.',
+                "Now 0.20 preemptions per request.",
             )
         )
     gpu = (Signal.GPU_SM_CLOCK, Signal.GPU_SM_CLOCK_MAX, Signal.GPU_CLOCK_EVENT)
@@ -211,6 +250,60 @@ def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
                     ),
                 ),
                 _keep(dex, dev_labels),
+                "SM clock now {{ $value | humanizePercentage }} of max.",
+                "SM clock now 60.61% of max.",
+            )
+        )
+    # `up` carries only target labels: join it to the replica's labels through the scrape
+    # target (job, instance), so the alert names the replica whether its labels are target
+    # labels (pod, under Kubernetes discovery) or the engine's own (copied from the counter).
+    total = profile.outcomes.total
+    up = "up{" + total.scope + "}" if total.scope else "up"
+    target = ("job", "instance")
+    carried = tuple(n for n in replica if n not in target)
+    tb, full = _by(target), _by(tuple(dict.fromkeys((*target, *replica))))
+    tgt = {"job": example.get("job", "fleet"), "instance": example.get("instance", "r0:8000")}
+    up_labels = {**profile.scope_labels, **tgt}
+    rules.append(
+        AlertRule(
+            "FleetwatchReplicaDown",
+            f"({up} == 0) + on ({tb}) group_left ({_by(carried)}) "
+            f"(0 * max by ({full}) (max_over_time({total.selector()}[{t.served_within}])))",
+            t.down_for,
+            "ticket",
+            f"{r} is not being scraped",
+            f"Prometheus cannot scrape this replica, which served requests within the last "
+            f"{t.served_within}: it crashed, hangs, or its pod is gone without being scaled "
+            "down. Every panel and SLO under-counts it.",
+            (*up_labels, *carried),
+            (
+                Example(_series_named(up, up_labels), "1x2 0x38", "1x40"),
+                Example(_series(total, {**example, **tgt}), "0+60x2 _x38", "0+60x40"),
+            ),
+            {**up_labels, **_keep(example, carried)},
+        )
+    )
+    if profile.has(Signal.WAITING):
+        waiting = profile.metric(Signal.WAITING)
+        w = waiting.selector()
+        qw = t.queue_window
+        rules.append(
+            AlertRule(
+                "FleetwatchQueueGrowing",
+                f"max by ({by}) ({w}) >= {t.queue_waiting:g} and on ({by}) "
+                f"min by ({by}) (min_over_time({w}[{qw}])) >= {t.queue_waiting:g} "
+                f"and on ({by}) sum by ({by}) (deriv({w}[{qw}])) > 0",
+                t.queue_for,
+                "ticket",
+                f"Waiting queue of {r} is growing",
+                f"At least {t.queue_waiting:g} requests have waited for {qw} and the queue is "
+                "still growing: the replica admits less than it is sent (KV cache full, long "
+                "prompts, or too little capacity).",
+                keep,
+                (Example(_series(waiting, example), "10+1x40", "8x40"),),
+                _keep(example, keep),
+                'Now {{ $value | printf "%.0f" }} requests waiting.',
+                "Now 25 requests waiting.",
             )
         )
     if profile.has(Signal.TELEMETRY_DROPS):
@@ -228,6 +321,8 @@ def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
                 replica,
                 (Example(_series(drops, device), "0+60x40", "0x40"),),
                 _keep(device, replica),
+                'Now {{ $value | printf "%.3g" }} items dropped per second.',
+                "Now 1 items dropped per second.",
             )
         )
     return rules
@@ -264,6 +359,10 @@ def _resilience_alerts(t: Thresholds) -> list[AlertRule]:
                 Example(state.selector(f'{b}="r0",{s}="closed"'), "0x40", "1x5 0x35"),
             ),
             {b: "r0"},
+            # Its value is the state gauge (1): the summary says all there is.
+            "",
+            "",
+            "resilience",
         ),
         AlertRule(
             "FleetwatchRetryBudgetExhausted",
@@ -282,6 +381,9 @@ def _resilience_alerts(t: Thresholds) -> list[AlertRule]:
                 Example(attempts.selector('policy="p0"'), "0+600x40", "0+600x40"),
             ),
             {budget: "b0"},
+            'This budget refuses {{ $value | printf "%.3g" }} retries per second.',
+            "This budget refuses 1 retries per second.",
+            "resilience",
         ),
     ]
 
@@ -298,7 +400,7 @@ def alert_rules(
 
 def rules_document(
     profile: Profile,
-    runbook_base: str = "runbooks",
+    runbook_base: str | None = None,
     thresholds: Thresholds = Thresholds(),
     *,
     resilience: bool | None = None,
@@ -315,7 +417,7 @@ def rules_document(
                 a.expr,
                 a.duration,
                 {"severity": a.severity, "profile": profile.name},
-                a.annotations(runbook_base),
+                a.annotations(profile, runbook_base),
             )
             for a in rules
         ),
@@ -333,17 +435,24 @@ def _eval_after(duration: str) -> str:
     return f"{seconds // 60 + 10}m"
 
 
-_LABEL_REF = re.compile(r"\{\{ \$labels\.(\w+) \}\}")
+_LABEL_REF = re.compile(r"\{\{ \$labels\.(\w+)( \| urlquery)? \}\}")
 
 
 def _expand(template: str, labels: Mapping[str, str]) -> str:
-    return _LABEL_REF.sub(lambda m: labels.get(m.group(1), ""), template)
+    """``template`` as Prometheus renders it for ``labels`` (``urlquery`` is Go's
+    ``url.QueryEscape``)."""
+
+    def value(m: re.Match[str]) -> str:
+        text = labels.get(m.group(1), "")
+        return urllib.parse.quote_plus(text) if m.group(2) else text
+
+    return _LABEL_REF.sub(value, template)
 
 
 def alert_tests(
     profile: Profile,
     rules_file: str,
-    runbook_base: str = "runbooks",
+    runbook_base: str | None = None,
     thresholds: Thresholds = Thresholds(),
     *,
     resilience: bool | None = None,
@@ -354,7 +463,9 @@ def alert_tests(
     for a in alert_rules(profile, thresholds, resilience=resilience):
         at = _eval_after(a.duration)
         expected = {"severity": a.severity, "profile": profile.name, **a.example_labels}
-        notes = {k: _expand(v, a.example_labels) for k, v in a.annotations(runbook_base).items()}
+        annotations = a.annotations(profile, runbook_base)
+        annotations["description"] = f"{a.description} {a.example_value}".strip()
+        notes = {k: _expand(v, a.example_labels) for k, v in annotations.items()}
         firing = (ExpectedAlert(expected, notes),)
         for case, values, alerts in (
             ("firing", [(e.series, e.firing) for e in a.examples], firing),

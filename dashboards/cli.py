@@ -55,8 +55,13 @@ def alerts(
         Path, typer.Option("-o", "--output", help="Rules file; its promtool test goes beside it.")
     ] = Path("fleetwatch-operational.rules.yaml"),
     runbook_base: Annotated[
-        str, typer.Option("--runbook-base", help="URL or path prefix of the runbook pages.")
-    ] = "runbooks",
+        str | None,
+        typer.Option(
+            "--runbook-base",
+            help="Deprecated: set links.runbooks in the labels file (--labels). URL or path "
+            "prefix of the runbook pages; overrides links.runbooks.",
+        ),
+    ] = None,
     resilience: Annotated[
         bool | None,
         typer.Option(
@@ -80,6 +85,14 @@ def alerts(
 
     tests = output_file(promtool_test_path(output_file(output)))
     chosen = with_labels(get_profile(profile), labels)
+    warning = chosen.links.warning()
+    if warning:
+        typer.echo(warning, err=True)
+    if runbook_base is not None:
+        typer.echo(
+            "warning: --runbook-base is deprecated; set links.runbooks in the labels file",
+            err=True,
+        )
     document = rules_document(chosen, runbook_base, resilience=resilience)
     atomic_write_text(output, render_yaml(document))
     test_doc = alert_tests(chosen, output.name, runbook_base, resilience=resilience)

@@ -404,6 +404,9 @@ def rules(
     test_path = output_file(test_file or promtool_test_path(output_file(output)))
     prof = with_labels(get_profile(profile), labels)
     opts = RuleOptions(window=window, for_=for_)
+    warning = prof.links.warning()
+    if warning:
+        typer.echo(warning, err=True)
     try:
         rel = Path(os.path.relpath(output, test_path.parent)).as_posix()
     except ValueError:

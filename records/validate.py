@@ -26,6 +26,8 @@ from fleetwatch.core.records.schema import (
     MAX_TIMESTAMP_S,
     TIME_EPS,
     TIME_FIELDS,
+    TRACE_ID,
+    TRACE_ID_PROBLEM,
     FieldSpec,
     RecordError,
     Status,
@@ -125,6 +127,17 @@ def _too_many_gaps(col: pd.Series, output_tokens: Floats) -> Mask:
         v = values[i]
         if check_type(spec, v) is None:
             bad[i] = float(np.sum(v)) > max(output_tokens[i] - 1, 0)
+    return bad
+
+
+def _bad_trace_ids(col: pd.Series) -> Mask:
+    """Rows whose ``trace_id`` is set but is not a trace id (a non-string is a type problem,
+    flagged here too)."""
+    present = col.notna().to_numpy()
+    text = col[present].astype(str)
+    ok = (text.str.fullmatch(TRACE_ID.pattern) & (text != "0" * 32)).to_numpy(dtype=bool)
+    bad = present.copy()
+    bad[present] = ~ok
     return bad
 
 
@@ -239,6 +252,8 @@ def validate_frame(
             _too_many_gaps(df["itl_buckets"], num("output_tokens")),
             _always("counts more inter-token gaps than output_tokens - 1"),
         )
+    if "trace_id" in df.columns:
+        add("trace_id", _bad_trace_ids(df["trace_id"]), _always(TRACE_ID_PROBLEM))
 
     first_bad: tuple[int, int] | None = None
     for order, (_, _, mask) in enumerate(problems):

@@ -232,6 +232,14 @@ def rules(
     prof = with_labels(get_profile(profile), labels)
     parsed = read_spec(spec)
     _check_alerts(parsed, prof, goodput)
+    warning = prof.links.warning()
+    if parsed.runbook_base is not None:
+        warning = (
+            f"warning: {spec}: runbook_base is deprecated; set links.runbooks in the labels "
+            "file (--labels)"
+        )
+    if warning:
+        typer.echo(warning, err=True)
     ruleset = generate_rules(parsed, prof)
     tests = generate_promtool_tests(ruleset, prof, output.name)
     atomic_write_text(output, render_rules(ruleset))

@@ -5,7 +5,7 @@ The format (``version: fleetwatch/slo/v1``)::
     service: chat-api
     labels: {team: inference}            # added to every alert
     evaluation_interval: 30s             # rule group interval and backtest step
-    runbook_base: runbooks/              # where default runbook links point
+    runbook_base: runbooks/              # deprecated: links.runbooks in the labels file
     slos:
       - name: ttft
         objective: 99                    # percent, 0 < objective < 100
@@ -138,7 +138,8 @@ def parse_spec(data: Any) -> SLOSpec:
     service = _string(root.get("service"), "service", _NAME)
     labels = _labels(root.get("labels"), "labels")
     interval = _seconds(root.get("evaluation_interval", "30s"), "evaluation_interval")
-    runbook_base = _string(root.get("runbook_base", "runbooks/"), "runbook_base")
+    base = root.get("runbook_base")
+    runbook_base = _string(base, "runbook_base") if base is not None else None
     raw_slos = root.get("slos")
     if raw_slos is None or raw_slos == []:
         raise _fail("slos", "spec has no SLOs: add at least one entry under 'slos'")

@@ -192,4 +192,5 @@ class SLOSpec:
     slos: tuple[ServiceLevelObjective, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
     evaluation_interval_s: int = 30
-    runbook_base: str = "runbooks/"
+    runbook_base: str | None = None
+    """Where default runbook links point; None: the labels file's ``links.runbooks``."""

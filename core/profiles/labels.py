@@ -15,6 +15,9 @@ The scheme is set once, in a small YAML file given to each command as ``--labels
     matchers:                     # applied to every series the rules read
       - job="vllm"
       - namespace=~"llm-.*"
+    links:                        # absolute bases of the alerts' links (``core.links``)
+      runbooks: https://git.example.com/sre/runbooks
+      grafana: https://grafana.example.com
 
 Matchers are PromQL's four (``=``, ``!=``, ``=~``, ``!~``) on a double-quoted value; a regex is
 anchored, as Prometheus anchors it. The replica key is ``core.identity.Identity``: the same
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetwatch.core.identity import Identity, IdentityError
+from fleetwatch.core.links import Links, LinksError, links_from_mapping
 from fleetwatch.core.profiles.types import Profile, ProfileError
 
 __all__ = [
@@ -48,11 +52,12 @@ __all__ = [
 _MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
 _SPLIT = re.compile(r'(?:[^,"]|"(?:[^"\\]|\\.)*")+')
 _RESERVED = frozenset({"le", "quantile", "alertname", "alertstate", "severity"})
-_KEYS = ("replica", "model", "routing", "matchers")
+_KEYS = ("replica", "model", "routing", "matchers", "links")
 
 LABELS_HELP = (
-    "Label scheme (YAML: replica, model, routing, matchers) of your Prometheus; "
-    "default: the profile's own names, no matchers."
+    "Label scheme (YAML: replica, model, routing, matchers) of your Prometheus, and the "
+    "links alerts carry (links: runbooks, grafana, prometheus); default: the profile's own "
+    "names, no matchers, relative links."
 )
 
 
@@ -143,6 +148,7 @@ class LabelScheme:
     model: str | None = None
     routing: tuple[str, ...] = ()
     matchers: tuple[Matcher, ...] = ()
+    links: Links = dataclasses.field(default_factory=Links)
 
     def __post_init__(self) -> None:
         if self.replica is not None:
@@ -170,6 +176,8 @@ class LabelScheme:
         keep the replica, model and routing labels. The default scheme returns it unchanged."""
         if self.is_default:
             return profile
+        if dataclasses.replace(self, links=Links()).is_default:
+            return dataclasses.replace(profile, links=self.links)
         scope = ",".join(str(m) for m in self.matchers)
 
         def scoped(ref: Any) -> Any:
@@ -184,6 +192,7 @@ class LabelScheme:
             identity=tuple(replica),
             routing=tuple(self.routing),
             scope_labels=self.examples(),
+            links=self.links,
             signals={s: scoped(ref) for s, ref in profile.signals.items()},
             outcomes=dataclasses.replace(
                 outcomes,
@@ -260,7 +269,10 @@ def scheme_from_mapping(data: Mapping[str, Any], where: str) -> LabelScheme:
             model=model.strip() if model else None,
             routing=_names(data["routing"], "routing", where) if "routing" in data else (),
             matchers=parse_matcher_list(matchers, f"{where}: matchers"),
+            links=links_from_mapping(data.get("links"), where),
         )
+    except LinksError as exc:
+        raise LabelSchemeError(str(exc)) from None
     except LabelSchemeError as exc:
         text = str(exc)
         raise LabelSchemeError(text if text.startswith(where) else f"{where}: {text}") from None

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
+from fleetwatch.core.links import Links
+
 __all__ = [
     "Kind",
     "MetricRef",
@@ -143,7 +145,7 @@ class Profile:
     """The metric names, labels and buckets one engine exports, and the labels its fleet's
     Prometheus names replicas by.
 
-    ``identity``, ``routing`` and ``scope_labels`` are set by a label scheme
+    ``identity``, ``routing``, ``scope_labels`` and ``links`` are set by a label scheme
     (``labels.LabelScheme.apply``): the labels whose values name one replica (default: the
     engine's ``replica_label`` alone), the labels every aggregation keeps so alerts can be
     routed, and for each label the scheme's matchers constrain, a value they select (what
@@ -160,6 +162,8 @@ class Profile:
     identity: tuple[str, ...] = ()
     routing: tuple[str, ...] = ()
     scope_labels: Mapping[str, str] = field(default_factory=dict)
+    links: Links = field(default_factory=Links)
+    """Where alerts link to (runbooks, Grafana, Prometheus), from the labels file."""
 
     @property
     def replica_labels(self) -> tuple[str, ...]:

@@ -43,6 +43,9 @@ VLLM: Final = Profile(
         Signal.STEP_TOKENS: _h(
             "vllm:iteration_tokens_total", FLEETWATCH_STEP_TOKEN_BUCKETS, "tokens"
         ),
+        # Not vLLM's own: fleetwatch's stat-logger plugin exports it in the serving process
+        # (zero per stage from the start), so its alert and panel see it.
+        Signal.TELEMETRY_DROPS: _c("fleetwatch_telemetry_dropped_total"),
     },
     outcomes=OutcomeCounter(
         total=_c(_VLLM_SUCCESS),

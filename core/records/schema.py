@@ -19,6 +19,9 @@ Plausibility, checked on each record before anything is built from a file: a tim
 hint), a request lasts at most ``MAX_REQUEST_S`` (a record finished 1e7 s late is refused), and
 integers fit in 64 bits. So no analysis sizes its arrays from an absurd span.
 
+``trace_id`` (optional) is the W3C trace id of the request's span where one was exported, so a
+record, a histogram exemplar and a trace name the same request.
+
 ``itl_buckets`` (optional) counts the request's inter-token gaps per bucket of ``ITL_BOUNDS``: entry
 ``i`` holds the gaps in (ITL_BOUNDS[i-1], ITL_BOUNDS[i]] seconds, the last entry those above the
 largest bound. It is what an exporter's per-gap ITL histogram saw of this request, so an ITL SLO
@@ -30,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -47,10 +51,13 @@ __all__ = [
     "MAX_REQUEST_S",
     "MAX_TIMESTAMP_S",
     "TIME_EPS",
+    "TRACE_ID",
+    "TRACE_ID_PROBLEM",
     "FieldSpec",
     "RecordError",
     "RequestRecord",
     "Status",
+    "is_trace_id",
 ]
 
 
@@ -142,6 +149,9 @@ class RequestRecord:
     itl_buckets: tuple[int, ...] | None = None
     """Inter-token gaps per ``ITL_BOUNDS`` bucket, ``len(ITL_BOUNDS) + 1`` counts (None: not
     recorded)."""
+    trace_id: str | None = None
+    """The W3C trace id (32 lowercase hex digits) of the request's exported span, the one its
+    histogram exemplars carry (None: no span, or not sampled)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):
@@ -218,6 +228,7 @@ FIELDS: Final[tuple[FieldSpec, ...]] = (
     FieldSpec("finish_reason", str, True, _STRING),
     FieldSpec("error_type", str, True, _STRING),
     FieldSpec("itl_buckets", tuple, True, "object"),
+    FieldSpec("trace_id", str, True, _STRING),
 )
 FIELD_BY_NAME: Final[Mapping[str, FieldSpec]] = {f.name: f for f in FIELDS}
 
@@ -343,7 +354,19 @@ def check_values(row: Mapping[str, Any]) -> tuple[str, str] | None:
         row.get("output_tokens", 0) - 1, 0
     ):
         return "itl_buckets", "counts more inter-token gaps than output_tokens - 1"
+    trace = row.get("trace_id")
+    if trace is not None and not is_trace_id(trace):
+        return "trace_id", TRACE_ID_PROBLEM
     return None
+
+
+TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
+TRACE_ID_PROBLEM: Final = "is not a trace id (32 lowercase hex digits, not all zero)"
+
+
+def is_trace_id(value: str) -> bool:
+    """Whether ``value`` is a valid W3C trace id."""
+    return TRACE_ID.fullmatch(value) is not None and value != "0" * 32
 
 
 DEFAULTS: Final[Mapping[str, Any]] = {

@@ -72,9 +72,12 @@ class StatusRoutes:
         return web.json_response(self.model_object())
 
     async def metrics(self, request: web.Request) -> web.Response:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+        from prometheus_client.exposition import choose_encoder
 
-        body = await asyncio.to_thread(generate_latest, self.registry)
+        # OpenMetrics when the scraper asks for it (Prometheus does): its histograms carry
+        # exemplars (trace ids); the Prometheus text format otherwise.
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = await asyncio.to_thread(encoder, self.registry)
         resp = web.Response(body=body)
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        resp.headers["Content-Type"] = content_type
         return resp

@@ -115,7 +115,5 @@ def write_rules(folder: Path) -> DayOneRules:
         if status != 0:
             raise RuntimeError(f"fleet rules failed: {err.getvalue()}")
     ops = folder / "operational.rules.yaml"
-    ops.write_text(
-        render_yaml(rules_document(get_profile("fleetwatch"), "runbooks", thresholds=OPERATIONAL))
-    )
+    ops.write_text(render_yaml(rules_document(get_profile("fleetwatch"), thresholds=OPERATIONAL)))
     return DayOneRules(spec, (slo_rules, fleet_rules, ops), out.getvalue() + err.getvalue())

@@ -19,6 +19,7 @@ the same evaluation.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -154,6 +155,7 @@ def _annotations(
     severity: Severity,
     windows: tuple[BurnWindow, ...],
     runbook: str,
+    dashboard: str,
 ) -> dict[str, str]:
     period = format_duration(slo.period_s)
     budget_min = slo.budget_s / 60
@@ -170,16 +172,28 @@ def _annotations(
             f"{budget_min:.1f} minutes). SLI: {_describe_sli(slo)}. Burning at more than {conds}."
         ),
         "runbook_url": runbook,
+        "dashboard_url": dashboard,
     }
     out.update(slo.alerting.annotations)
     return out
 
 
-def _runbook_url(spec: SLOSpec, slo: ServiceLevelObjective, severity: Severity | None) -> str:
+def _runbook_url(
+    spec: SLOSpec, slo: ServiceLevelObjective, severity: Severity | None, profile: Profile
+) -> str:
+    """The SLO's own ``runbook_url``, else its page under the spec's ``runbook_base`` (kept
+    for old specs), else under the labels file's ``links.runbooks``."""
     if slo.alerting.runbook_url:
         return slo.alerting.runbook_url
-    base = spec.runbook_base if spec.runbook_base.endswith("/") else spec.runbook_base + "/"
-    return base + runbook_file(slo, severity)
+    if spec.runbook_base is None:
+        return profile.links.runbook(runbook_file(slo, severity))
+    return f"{spec.runbook_base.rstrip('/')}/{runbook_file(slo, severity)}"
+
+
+def _dashboard_url(slo: ServiceLevelObjective, profile: Profile) -> str:
+    """The profile's SLO dashboard with this SLO chosen."""
+    uid = f"fleetwatch-{profile.name}-slo"
+    return profile.links.dashboard(uid, {"slo": urllib.parse.quote_plus(slo.name)})
 
 
 def _for(seconds: int) -> str | None:
@@ -225,6 +239,7 @@ def _slo_group(
         ),
     ]
     alerts: list[AlertInfo] = []
+    dashboard = _dashboard_url(slo, profile)
     if slo.alerting.enabled:
         for sev in SEVERITIES:
             windows = tuple(w for w in slo.windows if w.severity == sev)
@@ -233,13 +248,13 @@ def _slo_group(
             name = alert_name(slo, sev)
             extra = slo.alerting.page_labels if sev == "page" else slo.alerting.ticket_labels
             labels = {**spec.labels, **extra, **ident, "severity": sev}
-            runbook = _runbook_url(spec, slo, sev)
-            annotations = _annotations(spec, slo, sev, windows, runbook)
+            runbook = _runbook_url(spec, slo, sev, profile)
+            annotations = _annotations(spec, slo, sev, windows, runbook, dashboard)
             expr = "\nor\n".join(_condition(slo, w, match) for w in windows)
             rules.append(AlertingRule(name, expr, labels=labels, annotations=annotations))
             alerts.append(AlertInfo(slo, name, sev, labels, annotations, windows, runbook))
         absent_labels = {**spec.labels, **slo.alerting.page_labels, **ident, "severity": "page"}
-        runbook = _runbook_url(spec, slo, None)
+        runbook = _runbook_url(spec, slo, None, profile)
         absent_ann = {
             "summary": f"{spec.service} SLO {slo.name}: its metrics are missing",
             "description": (
@@ -248,6 +263,7 @@ def _slo_group(
                 "metric names of the profile."
             ),
             "runbook_url": runbook,
+            "dashboard_url": dashboard,
             **slo.alerting.annotations,
         }
         rules.append(

@@ -17,7 +17,7 @@ from fleetwatch.core.deadline import Deadline, run_bounded
 from fleetwatch.core.records import RequestRecord, Status
 from fleetwatch.telemetry.instrument.observer import TelemetryObserver
 from fleetwatch.telemetry.metrics.drops import DropCounter
-from fleetwatch.telemetry.metrics.serving import ServingMetrics
+from fleetwatch.telemetry.metrics.serving import Series, ServingMetrics
 from fleetwatch.telemetry.request_state import RequestState, record_gaps
 from fleetwatch.telemetry.sink.records import RecordSink
 from fleetwatch.telemetry.spans.builder import SpanBuilder
@@ -336,16 +336,39 @@ def _finished_handler(
     record_offset: float,
 ) -> Callable[[Sequence[RequestState]], None]:
     def handle(batch: Sequence[RequestState]) -> None:
+        traces: list[str | None] = [None] * len(batch)
         if builder is not None:
-            for s in batch:
-                builder.emit(s)
+            for i, s in enumerate(batch):
+                traces[i] = trace = builder.emit(s)
+                if trace is not None and s.series is not None:
+                    exemplify(s, s.series, trace)
         if sink is not None:
-            sink.write([to_record(s, model, replica, record_offset) for s in batch])
+            sink.write(
+                [
+                    to_record(s, model, replica, record_offset, trace_id=trace)
+                    for s, trace in zip(batch, traces, strict=True)
+                ]
+            )
 
     return handle
 
 
-def to_record(s: RequestState, model: str, replica: str, offset_s: float = 0.0) -> RequestRecord:
+def exemplify(s: RequestState, series: Series, trace_id: str) -> None:
+    """Make the request's trace the exemplar of its TTFT and e2e buckets (OpenMetrics
+    exposition), so a slow bucket leads to a trace."""
+    if s.first_token is not None:
+        series.ttft.exemplify(s.first_token - s.arrival, trace_id)
+    series.e2e.exemplify(s.finished - s.arrival, trace_id)
+
+
+def to_record(
+    s: RequestState,
+    model: str,
+    replica: str,
+    offset_s: float = 0.0,
+    *,
+    trace_id: str | None = None,
+) -> RequestRecord:
     """The foundation's ``RequestRecord`` for a finished request (times + ``offset_s``)."""
 
     def at(t: float | None) -> float | None:
@@ -372,4 +395,5 @@ def to_record(s: RequestState, model: str, replica: str, offset_s: float = 0.0) 
         error_type=s.error_type,
         traffic_class=info.traffic_class,
         tenant=info.tenant,
+        trace_id=trace_id,
     )

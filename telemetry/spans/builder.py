@@ -124,8 +124,9 @@ class SpanBuilder:
                 attrs["gen_ai.output.messages"] = s.text["output"]
         return attrs
 
-    def emit(self, s: RequestState) -> None:
-        """Create and end the request's spans (the processor decides when they are exported)."""
+    def emit(self, s: RequestState) -> str | None:
+        """Create and end the request's spans (the processor decides when they are exported);
+        return the trace id (32 hex digits) when the span is sampled, else None."""
         info = s.info
         parent: Context = Context()
         if info.traceparent:
@@ -162,6 +163,10 @@ class SpanBuilder:
         if s.status in ERROR_STATUSES:
             root.set_status(Status(StatusCode.ERROR, s.error_type or s.status))
         root.end(end_time=self._ns(end))
+        context = root.get_span_context()
+        if not (context.is_valid and context.trace_flags.sampled):
+            return None
+        return trace.format_trace_id(context.trace_id)
 
     def _child(
         self,

@@ -33,12 +33,20 @@ def test_alerts_are_left_out_where_the_profile_lacks_the_signal() -> None:
         "FleetwatchKVCachePressure",
         "FleetwatchPreemptionStorm",
         "FleetwatchGPUThrottling",
+        "FleetwatchReplicaDown",
+        "FleetwatchQueueGrowing",
         "FleetwatchTelemetryDrops",
         "FleetwatchBreakerOpen",
         "FleetwatchRetryBudgetExhausted",
     ]
     assert "FleetwatchGPUThrottling" not in _names("vllm")
-    assert "FleetwatchPreemptionStorm" in _names("vllm")
+    assert _names("vllm") == [
+        "FleetwatchKVCachePressure",
+        "FleetwatchPreemptionStorm",
+        "FleetwatchReplicaDown",
+        "FleetwatchQueueGrowing",
+        "FleetwatchTelemetryDrops",
+    ]
     assert "FleetwatchPreemptionStorm" not in _names("sglang")
     assert set(ALERT_PAGES) == set(_names("fleetwatch"))
 

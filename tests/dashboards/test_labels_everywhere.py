@@ -148,13 +148,20 @@ def test_an_empty_labels_file_is_the_default_scheme_byte_for_byte(tmp_path, argv
     assert outs[0] == outs[1] and outs[0]
 
 
+BAD_LABELS = {
+    "bad regex": "replica: [pod]\nmatchers: ['job=~\"[\"']\n",
+    "links.grafana": "links:\n  grafana: grafana.example.com\n",
+}
+
+
+@pytest.mark.parametrize("problem", sorted(BAD_LABELS))
 @pytest.mark.parametrize("argv", GENERATORS, ids=lambda a: " ".join(a[:2]))
-def test_a_bad_labels_file_stops_every_generator_before_it_writes(tmp_path, argv, capsys):
+def test_a_bad_labels_file_stops_every_generator_before_it_writes(tmp_path, argv, problem, capsys):
     labels = tmp_path / "labels.yaml"
-    labels.write_text("replica: [pod]\nmatchers: ['job=~\"[\"']\n")
+    labels.write_text(BAD_LABELS[problem])
     out = tmp_path / "out"
     out.mkdir()
     assert main([a.replace("{out}", str(out)) for a in argv] + ["--labels", str(labels)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "labels.yaml" in err and "bad regex" in err and "\n" not in err
+    assert "labels.yaml" in err and problem in err and "\n" not in err
     assert list(out.rglob("*")) == []

@@ -11,7 +11,6 @@ from fleetwatch.core.profiles import PROFILES, get_profile
 from fleetwatch.core.rules import AlertingRule, RecordingRule
 from fleetwatch.fleet.outliers.rules.generate import (
     ALERT_NAME,
-    RUNBOOK,
     RuleOptions,
     outlier_rules,
     outlier_rules_test,
@@ -64,7 +63,17 @@ def test_each_replica_is_compared_with_the_fleet_median_of_its_model():
     alerts = [r for r in rules if isinstance(r, AlertingRule)]
     assert {a.alert for a in alerts} == {ALERT_NAME}
     assert {a.labels["signal"] for a in alerts} == {"ttft", "tpot", "e2e", "error"}
-    assert all(a.annotations["runbook_url"] == RUNBOOK for a in alerts)
+    assert all(a.annotations["runbook_url"] == "runbooks/replica-outlier.md" for a in alerts)
+    assert all(
+        a.annotations["dashboard_url"] == "/d/fleetwatch-vllm-replica?var-model="
+        "{{ $labels.model_name | urlquery }}&var-replica={{ $labels.instance | urlquery }}"
+        for a in alerts
+    )
+    assert all(
+        "`fleetwatch fleet outliers --prometheus {{ $externalURL }} --profile vllm`"
+        in a.annotations["description"]
+        for a in alerts
+    )
 
 
 def test_rules_yaml_round_trips():

@@ -243,6 +243,14 @@ def test_plugin_records_validate_and_each_request_span_has_three_phases(
     ]
     assert chat_root["name"] == f"chat {MODEL_NAME}"
     assert chat_root["attributes"]["gen_ai.operation.name"] == "chat"
+    # Each plugin record names its request's trace (the span file's, without its 0x).
+    traces = {
+        r["attributes"]["gen_ai.response.id"]: r["context"]["trace_id"].removeprefix("0x")
+        for r in roots.values()
+    }
+    records = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    named = [r for r in records if r["request_id"] in traces]
+    assert named and all(r["trace_id"] == traces[r["request_id"]] for r in named)
 
 
 def test_rules_load_healthy_and_stay_quiet_on_healthy_traffic(
@@ -392,10 +400,21 @@ def test_an_outage_fires_the_absent_alerts(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         names = firing(prometheus)
-        if sum(n.startswith("SLOMetricsAbsent") for n in names) == 4:
+        absent = sum(n.startswith("SLOMetricsAbsent") for n in names)
+        if absent == 4 and names.count("FleetwatchReplicaDown{}") == len(vllm_fleet):
             break
         time.sleep(1)
     names = firing(prometheus)
+    # Each stopped replica is down by its own name, and its alert links its drill-down.
+    down = [
+        a for a in prometheus.alerts()
+        if a["state"] == "firing" and a["labels"]["alertname"] == "FleetwatchReplicaDown"
+    ]  # fmt: skip
+    assert sorted(a["labels"]["pod"] for a in down) == sorted(vllm_fleet)
+    assert all(
+        a["annotations"]["dashboard_url"].endswith(f"var-replica={a['labels']['pod']}")
+        for a in down
+    )
     assert [n for n in names if n.startswith("SLOMetricsAbsent")] == [
         "SLOMetricsAbsent{availability}",
         "SLOMetricsAbsent{e2e}",

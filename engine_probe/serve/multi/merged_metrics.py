@@ -8,7 +8,7 @@ samples from a model's registry without a ``model`` label get one, so series sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -25,8 +25,13 @@ class _Fixed(Collector):
         return iter(self._families)
 
 
-def merged_exposition(own: CollectorRegistry, per_model: Mapping[str, CollectorRegistry]) -> bytes:
-    """Prometheus text of ``own`` and every registry in ``per_model`` (keyed by model name)."""
+def merged_exposition(
+    own: CollectorRegistry,
+    per_model: Mapping[str, CollectorRegistry],
+    encoder: Callable[[CollectorRegistry], bytes] = generate_latest,
+) -> bytes:
+    """The exposition (``encoder``: Prometheus text by default, or OpenMetrics) of ``own`` and
+    every registry in ``per_model`` (keyed by model name)."""
     families: dict[str, Metric] = {}
 
     def add(family: Metric, model: str | None) -> None:
@@ -46,4 +51,4 @@ def merged_exposition(own: CollectorRegistry, per_model: Mapping[str, CollectorR
             add(family, model)
     out = CollectorRegistry(auto_describe=False)
     out.register(_Fixed(families.values()))
-    return generate_latest(out)
+    return encoder(out)

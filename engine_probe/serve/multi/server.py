@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 
 from fleetwatch.engine_probe.engine.config import EngineConfig, ModelConfig
 from fleetwatch.engine_probe.engine.startup import StartupTimer, warm_up
@@ -307,9 +308,10 @@ class MultiModelServer:
             entry = self.cache.entry(name)
             if entry is not None and entry.value is not None:
                 parts[name] = entry.value.registry
-        body = await asyncio.to_thread(merged_exposition, self.registry, parts)
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = await asyncio.to_thread(merged_exposition, self.registry, parts, encoder)
         resp = web.Response(body=body)
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        resp.headers["Content-Type"] = content_type
         return resp
 
     async def close(self) -> None:

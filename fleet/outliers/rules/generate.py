@@ -63,7 +63,6 @@ from fleetwatch.fleet.outliers.sources.histogram import histogram_quantile
 
 __all__ = [
     "ALERT_NAME",
-    "RUNBOOK",
     "RuleOptions",
     "outlier_rules",
     "outlier_rules_test",
@@ -71,7 +70,6 @@ __all__ = [
 ]
 
 ALERT_NAME = "FleetReplicaOutlier"
-RUNBOOK = "runbooks/replica-outlier.md"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +89,8 @@ class RuleOptions:
     mix_ratio: float = 1.25
     for_: str = "10m"
     severity: str = "ticket"
-    runbook_url: str = RUNBOOK
+    runbook_url: str | None = None
+    """Overrides the labels file's ``links.runbooks`` (default: its replica-outlier page)."""
 
 
 def outlier_rules(profile: Profile, options: RuleOptions | None = None) -> RuleFile:

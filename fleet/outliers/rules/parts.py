@@ -3,6 +3,7 @@ series' names, the set of replicas compared with each other, and the alerts' ann
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 from fleetwatch.core.profiles import MetricRef, Profile, Signal
@@ -12,6 +13,7 @@ from fleetwatch.core.rules import InputSeries, RecordingRule, Rule
 from fleetwatch.fleet.outliers.sources.exposition import LATENCY_SOURCES, ref_labels
 
 __all__ = [
+    "RUNBOOK_PAGE",
     "alert_annotations",
     "counter",
     "fleet_of",
@@ -25,6 +27,8 @@ __all__ = [
     "series_name",
     "test_labels",
 ]
+
+RUNBOOK_PAGE = "replica-outlier.md"
 
 
 def latency_refs(profile: Profile) -> list[tuple[str, MetricRef]]:
@@ -83,27 +87,37 @@ def peer_records(profile: Profile, o: Any, records: list[Rule]) -> str:
 
 
 def alert_annotations(profile: Profile, o: Any, signal: str, shown: str) -> dict[str, str]:
+    """The outlier alert's annotations: its value in the summary, the command to run against
+    the Prometheus that holds the series (``links.prometheus``, else the evaluating server's
+    ``$externalURL``), the runbook and the replica's drill-down dashboard."""
     r, m = profile.replica_ref(), profile.model_label
+    links = profile.links
+    variables = {"model": f"{{{{ $labels.{m} | urlquery }}}}"}
+    variables["replica"] = f"{{{{ $labels.{profile.replica_label} | urlquery }}}}"
     return {
         "summary": f"Replica {r} {signal} is {shown} its fleet median",
         "description": (
             f"{r} ({{{{ $labels.{m} }}}}) stands out from its peers on "
             f"{signal} over {o.window} (robust z > {o.z_cutoff:g}). Run `fleetwatch fleet "
-            "outliers --prometheus URL` to see whether the replica or its traffic is to blame."
+            f"outliers --prometheus {links.outliers_url()} --profile {profile.name}` to see "
+            "whether the replica or its traffic is to blame."
         ),
-        "runbook_url": o.runbook_url,
+        "runbook_url": o.runbook_url or links.runbook(RUNBOOK_PAGE),
+        "dashboard_url": links.dashboard(f"fleetwatch-{profile.name}-replica", variables),
     }
 
 
 def rendered(
     profile: Profile, o: Any, signal: str, shown: str, labels: dict[str, str]
 ) -> dict[str, str]:
-    """The annotations as promtool renders them for one alert (for the test's expectations)."""
+    """The annotations as promtool renders them for one alert (for the test's expectations):
+    promtool's unit tests have no external URL, so ``$externalURL`` renders empty."""
     out = {}
     for k, v in alert_annotations(profile, o, signal, shown).items():
         for name, value in labels.items():
             v = v.replace(f"{{{{ $labels.{name} }}}}", value)
-        out[k] = v
+            v = v.replace(f"{{{{ $labels.{name} | urlquery }}}}", urllib.parse.quote_plus(value))
+        out[k] = v.replace("{{ $externalURL }}", "")
     return out
 
 

@@ -9,6 +9,7 @@ what it drops. The worker thread rebuilds records (``reconstruct.py``), writes t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -212,9 +213,11 @@ class VllmExporter:
                 replica=self.settings.replica_for(engine_idx, n),
                 traffic_class=self.settings.traffic_class,
             )
-            records.append(record)
             if self.builder is not None:
-                self.builder.emit(state_for_span(record, f, engine_idx, now_s))
+                trace = self.builder.emit(state_for_span(record, f, engine_idx, now_s))
+                if trace is not None:
+                    record = dataclasses.replace(record, trace_id=trace)
+            records.append(record)
         if self.sink is not None:
             self.sink.write(records)
 
