@@ -48,6 +48,28 @@ def build(
     typer.echo(f"wrote {len(written)} dashboards to {out}")
 
 
+@app.command("runbooks")
+def runbooks(
+    out: Annotated[Path, typer.Option("--out", help="Folder for the pages and index.yaml.")],
+    profile: Annotated[str, typer.Option("--profile", help="Metric profile name.")] = "vllm",
+    labels: Annotated[Path | None, typer.Option("--labels", help=LABELS_HELP)] = None,
+) -> None:
+    """Write the runbook pages with every query in one profile's metric and label names, under
+    the labels file's scheme (its matchers on every selector, its replica labels in every
+    grouping); a query the profile cannot answer is kept and marked. Host the folder where
+    links.runbooks points."""
+    from fleetwatch.core.preflight import output_dir
+    from fleetwatch.core.profiles import get_profile
+    from fleetwatch.core.profiles.labels import with_labels
+    from fleetwatch.dashboards.build import write_dashboards
+    from fleetwatch.dashboards.runbooks import render_runbooks
+
+    output_dir(out)
+    pages = render_runbooks(with_labels(get_profile(profile), labels))
+    written = write_dashboards(out, pages)
+    typer.echo(f"wrote {len(written)} runbook files ({profile} profile) to {out}")
+
+
 @app.command("alerts")
 def alerts(
     profile: Annotated[str, typer.Option("--profile", help="Metric profile name.")] = "fleetwatch",

@@ -177,21 +177,29 @@ def _promql_blocks() -> list[tuple[str, str]]:
     """(page, expression) for every expression in a ```promql block; indented lines continue
     the previous expression."""
     found = []
-    fence = re.compile(r"^( *)```promql\n(.*?)^\1```", re.S | re.M)
     for page in _pages():
-        for match in fence.finditer(page.read_text()):
-            indent = len(match.group(1))
-            expressions: list[str] = []
-            for line in match.group(2).splitlines():
-                line = line[indent:]
-                if not line.strip():
-                    continue
-                if line[0].isspace() and expressions:
-                    expressions[-1] += " " + line.strip()
-                else:
-                    expressions.append(line.strip())
-            found.extend((page.name, e) for e in expressions)
+        for match in FENCE.finditer(page.read_text()):
+            found.extend((page.name, e) for e in expressions(match))
     return found
+
+
+FENCE = re.compile(r"^( *)```promql\n(.*?)^\1```", re.S | re.M)
+
+
+def expressions(block: re.Match[str]) -> list[str]:
+    """The expressions of one ```promql block (a ``FENCE`` match); indented lines continue
+    the previous expression."""
+    indent = len(block.group(1))
+    out: list[str] = []
+    for line in block.group(2).splitlines():
+        line = line[indent:]
+        if not line.strip():
+            continue
+        if line[0].isspace() and out:
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line.strip())
+    return out
 
 
 def test_runbook_queries_name_only_fleetwatch_metrics_and_rules() -> None:
