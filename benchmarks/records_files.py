@@ -47,7 +47,7 @@ def _line_format(rep: Replica) -> str:
         '"first_token_s":%s,"finished_s":%s,"intended_s":null,"prompt_tokens":%d,'
         '"output_tokens":%d,"cached_prompt_tokens":%d,"preemptions":%d,'
         '"preemption_stall_s":0.0,"max_itl_s":null,"status":"%s","finish_reason":"%s",'
-        '"error_type":%s,"itl_buckets":null}\n'
+        '"error_type":%s,"itl_buckets":null,"trace_id":null}\n'
     )  # fmt: skip
 
 
@@ -138,6 +138,7 @@ def _arrow_table(rep: Replica, cols: Columns, rows: slice) -> Any:
                 for name in ("status", "finish_reason", "error_type")
             },
             "itl_buckets": constant(None, pa.list_(pa.int64())),
+            "trace_id": constant(None, pa.string()),
         }
     )
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from grafana_foundation_sdk.builders.dashboard import (
+    CustomVariable,
     Dashboard,
     DatasourceVariable,
     QueryVariable,
@@ -53,7 +54,7 @@ from fleetwatch.dashboards.names import (
     unknown_names,
 )
 from fleetwatch.dashboards.panels import DATASOURCE, PanelSpec, RowSpec, render_panel
-from fleetwatch.dashboards.promql import metric_names
+from fleetwatch.dashboards.promql import Scope, metric_names
 from fleetwatch.dashboards.views import VIEWS, views_for
 
 __all__ = [
@@ -110,12 +111,14 @@ def _query_variable(name: str, label: str, query: str) -> QueryVariable:
     )
 
 
-def _variables(profile: Profile, view: str) -> list[QueryVariable | DatasourceVariable]:
+def _variables(
+    profile: Profile, view: str
+) -> list[QueryVariable | DatasourceVariable | CustomVariable]:
     outcomes = profile.outcomes.total
     total = outcomes.selector()
     model, replica = profile.model_label, profile.replica_label
     chosen = f'{model}=~"$model"'
-    variables: list[QueryVariable | DatasourceVariable] = [
+    variables: list[QueryVariable | DatasourceVariable | CustomVariable] = [
         DatasourceVariable("datasource")
         .label("Data source")
         .type("prometheus")
@@ -131,6 +134,18 @@ def _variables(profile: Profile, view: str) -> list[QueryVariable | DatasourceVa
             f"label_values({outcomes.selector(chosen)}, {replica})",
         ),
     ]
+    # The scheme's routing labels (a namespace, a team): each a variable every selector reads.
+    variables[2:2] = [
+        _query_variable(n, n, f"label_values({total}, {n})") for n in Scope(profile).routing
+    ]
+    if view == "fleet":
+        variables.append(
+            CustomVariable("topk")
+            .label("Replicas shown")
+            .description("How many replicas the per-replica panels show: the worst ones.")
+            .values("5,10,20,50")
+            .current(VariableOption(selected=True, text="10", value="10"))
+        )
     if view == "slo":
         variables.append(
             _query_variable(

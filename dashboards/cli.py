@@ -7,6 +7,11 @@ from typing import Annotated
 
 import typer
 
+from fleetwatch.core.kubernetes import (
+    PROMETHEUS_RULE_HELP,
+    RULE_LABEL_HELP,
+    RULE_NAMESPACE_HELP,
+)
 from fleetwatch.core.profiles.labels import LABELS_HELP
 from fleetwatch.dashboards.errors import DashboardError
 
@@ -94,6 +99,15 @@ def alerts(
         ),
     ] = None,
     labels: Annotated[Path | None, typer.Option("--labels", help=LABELS_HELP)] = None,
+    prometheus_rule: Annotated[
+        bool, typer.Option("--prometheus-rule", help=PROMETHEUS_RULE_HELP)
+    ] = False,
+    rule_namespace: Annotated[
+        str | None, typer.Option("--rule-namespace", help=RULE_NAMESPACE_HELP)
+    ] = None,
+    rule_label: Annotated[
+        list[str] | None, typer.Option("--rule-label", help=RULE_LABEL_HELP)
+    ] = None,
 ) -> None:
     """Write the operational alert rules (KV cache, preemption, GPU, telemetry; breaker and
     retries where the resilience library is in use) for one profile, and its promtool unit test
@@ -103,10 +117,25 @@ def alerts(
     from fleetwatch.core.profiles import get_profile
     from fleetwatch.core.profiles.labels import with_labels
     from fleetwatch.core.rules.files import promtool_test_path
+    from fleetwatch.core.rules.kubernetes import prometheus_rule_for
     from fleetwatch.dashboards.alerts import alert_tests, render_yaml, rules_document
 
     tests = output_file(promtool_test_path(output_file(output)))
     chosen = with_labels(get_profile(profile), labels)
+    document = rules_document(chosen, runbook_base, resilience=resilience)
+    test_doc = alert_tests(chosen, output.name, runbook_base, resilience=resilience)
+    manifest = None
+    if prometheus_rule:
+        manifest = prometheus_rule_for(
+            document, output_file(output), namespace=rule_namespace, labels=rule_label or []
+        )
+    atomic_write_text(output, render_yaml(document))
+    atomic_write_text(tests, render_yaml(test_doc))
+    written = [str(output), str(tests)]
+    if manifest is not None:
+        atomic_write_text(output_file(manifest[0]), render_yaml(manifest[1]))
+        written.append(str(manifest[0]))
+    typer.echo(f"wrote {', '.join(written)}")
     warning = chosen.links.warning()
     if warning:
         typer.echo(warning, err=True)
@@ -115,8 +144,3 @@ def alerts(
             "warning: --runbook-base is deprecated; set links.runbooks in the labels file",
             err=True,
         )
-    document = rules_document(chosen, runbook_base, resilience=resilience)
-    atomic_write_text(output, render_yaml(document))
-    test_doc = alert_tests(chosen, output.name, runbook_base, resilience=resilience)
-    atomic_write_text(tests, render_yaml(test_doc))
-    typer.echo(f"wrote {output} and {tests}")

@@ -35,6 +35,7 @@ TEMPLATE_VALUES: Final[Mapping[str, str]] = {
     "model": "model-a",
     "replica": "replica-0",
     "slo": "availability",
+    "topk": "10",
 }
 
 
@@ -56,15 +57,24 @@ class Scope:
     def model(self) -> str:
         return self.profile.model_label
 
+    @property
+    def routing(self) -> tuple[str, ...]:
+        """The label scheme's routing labels, each a dashboard variable of its own name."""
+        own = (self.model, self.replica)
+        return tuple(n for n in self.profile.routing if n not in own)
+
+    def _routed(self, *matchers: str) -> str:
+        return ",".join((*matchers, *(f'{n}=~"${n}"' for n in self.routing)))
+
     def fleet(self) -> str:
-        return f'{self.model}=~"$model"'
+        return self._routed(f'{self.model}=~"$model"')
 
     def chosen(self) -> str:
-        return f'{self.model}=~"$model",{self.replica}=~"$replica"'
+        return self._routed(f'{self.model}=~"$model"', f'{self.replica}=~"$replica"')
 
     def hardware(self) -> str:
         """Device series (GPU gauges) carry the replica but not necessarily the model."""
-        return f'{self.replica}=~"$replica"'
+        return self._routed(f'{self.replica}=~"$replica"')
 
     def rate(self, ref: MetricRef, by: str, *, fleet: bool = False, suffix: str = "") -> str:
         """``sum by (by) (rate(metric[$__rate_interval]))`` over the chosen (or all) replicas."""
@@ -111,7 +121,7 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _MATCHERS = re.compile(r"\{[^{}]*\}")
 _RANGE = re.compile(r"\[[^\[\]]*\]")
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
-_IDENT = re.compile(r"(?<![\w.:])([A-Za-z_:][A-Za-z0-9_:]*)(\s*\()?")
+_IDENT = re.compile(r"(?<![\w.:$])([A-Za-z_:][A-Za-z0-9_:]*)(\s*\()?")
 _KEYWORDS: Final = frozenset(
     {
         "and", "or", "unless", "by", "without", "on", "ignoring", "group_left",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
+from fleetwatch.core.kubernetes import PROMETHEUS_RULE_HELP, RULE_LABEL_HELP, RULE_NAMESPACE_HELP
 from fleetwatch.core.profiles.labels import LABELS_HELP
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.rowcap import DEFAULT_MAX_ROWS
@@ -384,6 +385,9 @@ def rules(
     window: str = typer.Option("5m", help="Rate window of the recording rules."),
     for_: str = typer.Option("10m", "--for", help="How long before the alert fires."),
     labels: Path | None = typer.Option(None, "--labels", help=LABELS_HELP),
+    prometheus_rule: bool = typer.Option(False, "--prometheus-rule", help=PROMETHEUS_RULE_HELP),
+    rule_namespace: str | None = typer.Option(None, "--rule-namespace", help=RULE_NAMESPACE_HELP),
+    rule_label: list[str] | None = typer.Option(None, "--rule-label", help=RULE_LABEL_HELP),
 ) -> None:
     """Write the outlier detector as Prometheus recording and alerting rules, plus a promtool test."""
     from fleetwatch.core.atomic import atomic_write_text
@@ -391,6 +395,7 @@ def rules(
     from fleetwatch.core.profiles import get_profile
     from fleetwatch.core.profiles.labels import with_labels
     from fleetwatch.core.rules.files import promtool_test_path
+    from fleetwatch.core.rules.kubernetes import prometheus_rule_for
     from fleetwatch.fleet.checks import check_duration
     from fleetwatch.fleet.outliers.rules.generate import (
         RuleOptions,
@@ -404,21 +409,78 @@ def rules(
     test_path = output_file(test_file or promtool_test_path(output_file(output)))
     prof = with_labels(get_profile(profile), labels)
     opts = RuleOptions(window=window, for_=for_)
-    warning = prof.links.warning()
-    if warning:
-        typer.echo(warning, err=True)
     try:
         rel = Path(os.path.relpath(output, test_path.parent)).as_posix()
     except ValueError:
         rel = str(output.resolve())
-    text = render_yaml(outlier_rules(prof, opts))
+    rules_value = outlier_rules(prof, opts)
+    text = render_yaml(rules_value)
     test_text = render_yaml(outlier_rules_test(prof, rel, opts))
+    manifest = None
+    if prometheus_rule:
+        manifest = prometheus_rule_for(
+            rules_value, output, namespace=rule_namespace, labels=rule_label or []
+        )
+        output_file(manifest[0])
     try:
         atomic_write_text(output, text)
         atomic_write_text(test_path, test_text)
+        if manifest is not None:
+            atomic_write_text(manifest[0], render_yaml(manifest[1]))
     except OSError as exc:
         raise AnalysisError(f"cannot write rules: {exc}") from None
     typer.echo(f"wrote {output} and {test_path} (check: promtool test rules {test_path})")
+    if manifest is not None:
+        typer.echo(f"wrote {manifest[0]} (PrometheusRule {manifest[1]['metadata']['name']})")
+    warning = prof.links.warning()
+    if warning:
+        typer.echo(warning, err=True)
+
+
+@app.command("podmonitor")
+def podmonitor(
+    engine: str = typer.Option(
+        "vllm", help="What the pods run: vllm or fleetwatch (engine serve)."
+    ),
+    name: str = typer.Option(..., "--name", help="PodMonitor name (DNS-1123)."),
+    namespace: str = typer.Option(..., "--namespace", help="Namespace of the PodMonitor."),
+    selector: list[str] = typer.Option(
+        ..., "--selector", help="Pod label the pods carry, KEY=VALUE, repeatable."
+    ),
+    port: str = typer.Option("http", "--port", help="Name of the pods' metrics port."),
+    interval: str = typer.Option("15s", "--interval", help="Scrape interval."),
+    job: str | None = typer.Option(
+        None, "--job", help="job label of the targets (default: the operator's namespace/name)."
+    ),
+    pod_namespace: list[str] | None = typer.Option(
+        None, "--pod-namespace", help="Namespace the pods are in, repeatable (default: its own)."
+    ),
+    label: list[str] | None = typer.Option(
+        None, "--label", help="Label of the PodMonitor, KEY=VALUE (its podMonitorSelector)."
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Manifest file to write (YAML)."),
+) -> None:
+    """Write a prometheus-operator PodMonitor that scrapes vLLM's or engine serve's /metrics, its
+    targets labelled namespace and pod (what a label scheme of namespace,pod reads)."""
+    from fleetwatch.core.atomic import atomic_write_text
+    from fleetwatch.core.preflight import output_file
+    from fleetwatch.core.rules import render_yaml
+    from fleetwatch.core.rules.kubernetes import parse_labels
+    from fleetwatch.fleet.podmonitor import pod_monitor
+
+    manifest = pod_monitor(
+        engine,
+        name,
+        namespace=namespace,
+        match_labels=parse_labels(selector, "--selector"),
+        port=port,
+        interval=interval,
+        namespaces=tuple(pod_namespace or ()),
+        job=job,
+        labels=parse_labels(label or [], "--label"),
+    )
+    atomic_write_text(output_file(output), render_yaml(manifest))
+    typer.echo(f"wrote {output} (PodMonitor {namespace}/{name})")
 
 
 @app.command("capacity")
@@ -453,7 +515,8 @@ def capacity(
         None,
         "-o",
         "--output",
-        help="Directory for hpa.yaml, keda.yaml, capacity.rules.yaml + test.",
+        help="Directory for hpa.yaml, keda.yaml, capacity.rules.yaml + test, and "
+        "capacity.prometheusrule.yaml.",
     ),
     simulate: bool = typer.Option(False, "--simulate", help="Also run the burst simulator."),
     seed: int = typer.Option(0, help="Simulator seed."),

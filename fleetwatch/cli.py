@@ -40,6 +40,7 @@ _USER_ERRORS = (
     ("fleetwatch.engine_probe.engine.errors", "EngineConfigError"),
     ("fleetwatch.engine_probe.probe.errors", "ProbeError"),
     ("fleetwatch.core.model", "ModelShapeError"),
+    ("fleetwatch.core.kubernetes", "ManifestError"),
     ("fleetwatch.core.profiles.types", "ProfileError"),
     ("fleetwatch.core.records.schema", "RecordError"),
     ("fleetwatch.core.rules.render", "RulesError"),

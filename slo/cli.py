@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from fleetwatch.core.kubernetes import PROMETHEUS_RULE_HELP, RULE_LABEL_HELP, RULE_NAMESPACE_HELP
 from fleetwatch.core.profiles.labels import LABELS_HELP
 from fleetwatch.records.options import (
     ENGINE_OPTION,
@@ -213,13 +214,18 @@ def rules(
     output: Path = typer.Option(..., "-o", "--output", help="Rules file to write."),
     goodput: str | None = _GOODPUT,
     labels: Path | None = typer.Option(None, "--labels", help=LABELS_HELP),
+    prometheus_rule: bool = typer.Option(False, "--prometheus-rule", help=PROMETHEUS_RULE_HELP),
+    rule_namespace: str | None = typer.Option(None, "--rule-namespace", help=RULE_NAMESPACE_HELP),
+    rule_label: list[str] | None = typer.Option(None, "--rule-label", help=RULE_LABEL_HELP),
 ) -> None:
     """Write Prometheus rules for a profile, and their promtool test file beside them."""
     from fleetwatch.core.atomic import atomic_write_text
     from fleetwatch.core.preflight import output_file
     from fleetwatch.core.profiles import get_profile
     from fleetwatch.core.profiles.labels import with_labels
+    from fleetwatch.core.rules import render_yaml
     from fleetwatch.core.rules.files import promtool_test_path
+    from fleetwatch.core.rules.kubernetes import prometheus_rule_for
     from fleetwatch.slo.load import read_spec
     from fleetwatch.slo.rules import (
         generate_promtool_tests,
@@ -227,11 +233,30 @@ def rules(
         render_rules,
         render_tests,
     )
+    from fleetwatch.slo.rules.render import WIDTH, rule_file
 
     test_path = output_file(promtool_test_path(output_file(output)))
     prof = with_labels(get_profile(profile), labels)
     parsed = read_spec(spec)
     _check_alerts(parsed, prof, goodput)
+    ruleset = generate_rules(parsed, prof)
+    tests = generate_promtool_tests(ruleset, prof, output.name)
+    manifest = None
+    if prometheus_rule:
+        manifest = prometheus_rule_for(
+            rule_file(ruleset), output, namespace=rule_namespace, labels=rule_label or []
+        )
+        output_file(manifest[0])
+    atomic_write_text(output, render_rules(ruleset))
+    atomic_write_text(test_path, render_tests(tests))
+    n_rules = sum(len(g.rules) for g in ruleset.groups)
+    typer.echo(
+        f"wrote {output} ({len(ruleset.groups)} groups, {n_rules} rules, "
+        f"{len(ruleset.alerts)} alerts) and {test_path} ({len(tests.tests)} promtool tests)"
+    )
+    if manifest is not None:
+        atomic_write_text(manifest[0], render_yaml(manifest[1], width=WIDTH))
+        typer.echo(f"wrote {manifest[0]} (PrometheusRule {manifest[1]['metadata']['name']})")
     warning = prof.links.warning()
     if parsed.runbook_base is not None:
         warning = (
@@ -240,15 +265,6 @@ def rules(
         )
     if warning:
         typer.echo(warning, err=True)
-    ruleset = generate_rules(parsed, prof)
-    tests = generate_promtool_tests(ruleset, prof, output.name)
-    atomic_write_text(output, render_rules(ruleset))
-    atomic_write_text(test_path, render_tests(tests))
-    n_rules = sum(len(g.rules) for g in ruleset.groups)
-    typer.echo(
-        f"wrote {output} ({len(ruleset.groups)} groups, {n_rules} rules, "
-        f"{len(ruleset.alerts)} alerts) and {test_path} ({len(tests.tests)} promtool tests)"
-    )
 
 
 @app.command("report", cls=OnceEach)

@@ -296,6 +296,18 @@ def _rows() -> list[Row]:
     add(c, "garbage", "dashboards alerts -o {T}/o.yaml --labels {T}/garbage.yaml", "not YAML")
     c = "dashboards build"
     add(c, "dir-for-file", "dashboards build --out {T}/d --labels {T}/dir", "is a directory")
+    c = "dashboards runbooks"
+    add(c, "missing", "dashboards runbooks --out {T}/r --labels {T}/missing.yaml", "missing.yaml")
+    add(c, "dir-for-file", "dashboards runbooks --out {T}/r --labels {T}/dir", "is a directory")
+    add(c, "file-for-dir", "dashboards runbooks --out {T}/file.txt", "is a file")
+    add(c, "unwritable", "dashboards runbooks --out {T}/file.txt/r", "not a directory")
+    add(c, "garbage", "dashboards runbooks --profile nosuch --out {T}/r", "nosuch")
+    c = "fleet podmonitor"
+    pm = "fleet podmonitor --name llm --namespace llm --selector app=llm"
+    add(c, "dir-for-file", pm + " -o {T}/dir", "is a directory, not a file")
+    add(c, "unwritable", pm + " -o {T}/file.txt/pm.yaml", "not a directory")
+    add(c, "garbage", pm + " --selector app -o {T}/pm.yaml", "--selector")
+    add(c, "range", pm + " --interval soon -o {T}/pm.yaml", "interval")
     # demo
     c = "demo"
     add(c, "file-for-dir", "demo --out {T}/file.txt", "is a file")
@@ -331,6 +343,8 @@ NOT_APPLICABLE: dict[str, str] = {
     "probe bound": "file-for-dir url extra",
     "dashboards build": "empty garbage range url extra",
     "dashboards alerts": "missing file-for-dir empty range url extra",
+    "dashboards runbooks": "empty range url extra",
+    "fleet podmonitor": "missing file-for-dir empty url extra",
     "demo": "missing dir-for-file empty garbage url",
 }
 

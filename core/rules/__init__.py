@@ -3,7 +3,8 @@ frozen values, written as YAML by ``render_yaml``; and where a rule file's test 
 
 Every generator of rules (SLO burn-rate alerts, outlier and capacity rules, operational alerts)
 builds these values and hands them to the one renderer, so the files share one style and one
-refusal of an empty rule file.
+refusal of an empty rule file. ``prometheus_rule`` wraps a rule file into the prometheus-operator
+object that carries it on Kubernetes.
 
 >>> rule = AlertingRule("Down", "up == 0", for_="5m", labels={"severity": "page"})
 >>> print(render_yaml(RuleFile((RuleGroup("availability", (rule,)),))), end="")
@@ -20,6 +21,7 @@ groups:
 from __future__ import annotations
 
 from fleetwatch.core.rules.files import promtool_test_path
+from fleetwatch.core.rules.kubernetes import PrometheusRuleError, prometheus_rule
 from fleetwatch.core.rules.model import AlertingRule, RecordingRule, Rule, RuleFile, RuleGroup
 from fleetwatch.core.rules.render import WIDTH, RulesError, render_yaml, to_document
 from fleetwatch.core.rules.unittests import (
@@ -40,6 +42,7 @@ __all__ = [
     "ExpectedSample",
     "ExprCase",
     "InputSeries",
+    "PrometheusRuleError",
     "RecordingRule",
     "Rule",
     "RuleFile",
@@ -47,6 +50,7 @@ __all__ = [
     "RuleTest",
     "RuleTestFile",
     "RulesError",
+    "prometheus_rule",
     "promtool_test_path",
     "render_yaml",
     "to_document",

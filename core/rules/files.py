@@ -17,14 +17,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["promtool_test_path"]
+__all__ = ["beside", "prometheus_rule_path", "promtool_test_path"]
 
 
-def promtool_test_path(rules_file: Path) -> Path:
-    """Where the promtool unit-test file of ``rules_file`` goes: beside it, ``<stem>.test.yaml``."""
+def beside(rules_file: Path, kind: str) -> Path:
+    """``rules_file``'s ``.yaml`` (or ``.yml``) suffix replaced by ``.<kind>.yaml``."""
     name = rules_file.name
     for suffix in (".yaml", ".yml"):
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
             break
-    return rules_file.with_name(f"{name}.test.yaml")
+    return rules_file.with_name(f"{name}.{kind}.yaml")
+
+
+def promtool_test_path(rules_file: Path) -> Path:
+    """Where the promtool unit-test file of ``rules_file`` goes: beside it, ``<stem>.test.yaml``."""
+    return beside(rules_file, "test")
+
+
+def prometheus_rule_path(rules_file: Path) -> Path:
+    """Where the PrometheusRule of ``rules_file`` goes: ``<stem>.prometheusrule.yaml``."""
+    return beside(rules_file, "prometheusrule")

@@ -1,4 +1,6 @@
-"""Fleet view: every replica side by side, and each against the fleet median."""
+"""Fleet view: each model's fleet as one line per quantile, and the worst ``$topk`` replicas
+(slowest, furthest above their fleet median, least busy, most failing) rather than every
+replica: 200 replicas draw 10 lines, not 400."""
 
 from __future__ import annotations
 
@@ -20,32 +22,47 @@ __all__ = ["fleet_rows"]
 _RATIO_STEPS: Final = (Threshold(None, "green"), Threshold(1.5, "orange"), Threshold(2.0, "red"))
 
 
+TOPK: Final = "$topk"
+"""The fleet view's variable: how many replicas a per-replica panel shows (the worst)."""
+
+
 def _latency_panels(scope: Scope, signal: Signal, title: str) -> tuple[PanelSpec, ...]:
     ref = scope.profile.metric(signal)
     replica, model = scope.replica, scope.model
     by = f"{replica}, {model}"
-    legend = legend_of(replica)
+    fleet_by = ", ".join((model, *scope.routing))
+    legend, model_legend = legend_of(replica), legend_of(model)
     mine = scope.quantile(0.99, ref, by)
     fleet = scope.quantile(0.99, ref, by, fleet=True)
     return (
         PanelSpec(
-            f"{title}: p50 and p99 per replica",
-            f"{title} quantiles per replica from the {ref.name} histogram (interpolated within "
-            "buckets, so read them to the nearest bucket boundary).",
+            f"{title}: fleet p50 and p99",
+            f"{title} quantiles of each model's whole fleet, from the {ref.name} histogram "
+            "summed over its replicas (interpolated within buckets, so read them to the nearest "
+            "bucket boundary). One line per model, however many replicas serve it.",
             (
-                Query(scope.quantile(0.5, ref, by), f"{legend} p50"),
-                Query(mine, f"{legend} p99"),
+                Query(scope.quantile(0.5, ref, fleet_by, fleet=True), f"{model_legend} p50"),
+                Query(scope.quantile(0.99, ref, fleet_by, fleet=True), f"{model_legend} p99"),
             ),
             units.Seconds,
         ),
         PanelSpec(
+            f"{title}: p99 of the slowest replicas",
+            f"The $topk replicas with the highest {title.lower()} p99 at each moment (the "
+            "Replicas shown variable), each line one replica.",
+            (Query(f"topk({TOPK}, {mine})", f"{legend} p99"),),
+            units.Seconds,
+        ),
+        PanelSpec(
             f"{title}: p99 against the fleet median",
-            "Each replica's p99 divided by the median of all replicas' p99 for the same model. "
-            "1 is typical; a replica persistently above 1.5 is an outlier candidate "
-            "(run fleetwatch fleet outliers to say whether it is the replica or its traffic).",
+            "The $topk replicas furthest above their fleet: each one's p99 divided by the median "
+            "of all replicas' p99 for the same model. 1 is typical; a replica persistently above "
+            "1.5 is an outlier candidate (run fleetwatch fleet outliers to say whether it is the "
+            "replica or its traffic).",
             (
                 Query(
-                    f"{mine} / on ({model}) group_left () quantile by ({model}) (0.5, {fleet})",
+                    f"topk({TOPK}, {mine} / on ({model}) group_left () "
+                    f"quantile by ({model}) (0.5, {fleet}))",
                     legend,
                 ),
             ),
@@ -57,16 +74,27 @@ def _latency_panels(scope: Scope, signal: Signal, title: str) -> tuple[PanelSpec
 
 def fleet_rows(profile: Profile) -> tuple[RowSpec, ...]:
     scope = Scope(profile)
-    replica = scope.replica
-    legend = legend_of(replica)
+    replica, model = scope.replica, scope.model
+    fleet_by = ", ".join((model, *scope.routing))
+    legend, model_legend = legend_of(replica), legend_of(model)
     rows = [
         RowSpec(title, _latency_panels(scope, signal, title))
         for signal, title in LATENCY_SIGNALS
         if profile.has(signal)
     ]
-    throughput = [request_rate_panel(scope, replica, legend)]
+    total = profile.outcomes.total
+    throughput = [
+        request_rate_panel(scope, fleet_by, model_legend),
+        PanelSpec(
+            "Least busy replicas",
+            "The $topk replicas finishing the fewest requests per second: a replica the "
+            "router no longer sends to, or one that stalls, sits at the bottom.",
+            (Query(f"bottomk({TOPK}, {scope.rate(total, replica)})", legend),),
+            units.RequestsPerSecond,
+        ),
+    ]
     token_queries = [
-        Query(scope.rate(profile.metric(signal), replica), f"{legend} {kind}")
+        Query(scope.rate(profile.metric(signal), fleet_by), f"{model_legend} {kind}")
         for signal, kind in ((Signal.GENERATION_TOKENS, "output"), (Signal.PROMPT_TOKENS, "prompt"))
         if profile.has(signal)
     ]
@@ -74,23 +102,32 @@ def fleet_rows(profile: Profile) -> tuple[RowSpec, ...]:
         throughput.append(
             PanelSpec(
                 "Tokens per second",
-                "Output (generated) and prompt tokens processed per second, per replica.",
+                "Output (generated) and prompt tokens processed per second, per model.",
                 tuple(token_queries),
                 units.Short,
             )
         )
     rows.append(RowSpec("Throughput", tuple(throughput)))
+    worst = tuple(
+        Query(f"topk({TOPK}, {q.expr})", q.legend)
+        for q in error_ratio_queries(scope, replica, legend)
+    )
     rows.append(
         RowSpec(
             "Errors",
             (
                 PanelSpec(
-                    "Error ratio per replica",
-                    "Failed share of finished requests per replica and outcome. One replica "
-                    "alone above the rest points at the replica, all together at a shared cause.",
-                    error_ratio_queries(scope, replica, legend),
+                    "Error ratio per model",
+                    "Failed share of each model's finished requests, per outcome.",
+                    error_ratio_queries(scope, fleet_by, model_legend),
                     units.PercentUnit,
-                    width=24,
+                ),
+                PanelSpec(
+                    "Error ratio: the worst replicas",
+                    "The $topk replicas with the highest failed share per outcome. One replica "
+                    "alone above the rest points at the replica, all together at a shared cause.",
+                    worst,
+                    units.PercentUnit,
                 ),
             ),
         )

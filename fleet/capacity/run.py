@@ -110,8 +110,10 @@ def capacity_command(
     labels: Path | None = None,
 ) -> tuple[dict[str, Any], str]:
     """(JSON document, text) of the command."""
+    from fleetwatch.core.kubernetes import dns_name
     from fleetwatch.core.preflight import http_url, input_file, output_dir
-    from fleetwatch.core.rules.files import promtool_test_path
+    from fleetwatch.core.rules.files import prometheus_rule_path, promtool_test_path
+    from fleetwatch.core.rules.kubernetes import prometheus_rule
 
     if probe is None and not simulate:
         raise AnalysisError("give a probe run JSON (`fleetwatch probe run --json`), or --simulate")
@@ -152,10 +154,17 @@ def capacity_command(
         if output is not None:
             where = ScaleTarget(*target)
             rules = output / "capacity.rules.yaml"
+            recorded = capacity_rules(prof, plan)
+            # The same rules as the object a prometheus-operator loads, beside the HPA reading
+            # them (through prometheus-adapter) in the deployment's namespace.
+            kube_rules = prometheus_rule(
+                recorded, dns_name(f"{where.name}-capacity"), namespace=where.namespace
+            )
             written = _write(
                 output,
                 {
-                    rules.name: render_yaml(capacity_rules(prof, plan)),
+                    rules.name: render_yaml(recorded),
+                    prometheus_rule_path(rules).name: render_yaml(kube_rules),
                     promtool_test_path(rules).name: render_yaml(
                         capacity_rules_test(prof, plan, rules.name)
                     ),

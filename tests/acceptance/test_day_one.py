@@ -48,7 +48,7 @@ OUTLIER = "FleetReplicaOutlier"
 SLOW_REPLICA = 2
 HEALTHY_WINDOW = "slo:sli_error:ratio_rate30s"
 """The page's long window of the 30-day SLO, scaled: healthy traffic must fill it."""
-VARIABLES = {"model": ".*", "replica": ".*", "slo": ".*", "__rate_interval": "30s"}
+VARIABLES = {"model": ".*", "replica": ".*", "slo": ".*", "topk": "10", "__rate_interval": "30s"}
 
 
 @dataclass

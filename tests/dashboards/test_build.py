@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,7 @@ def test_panel_ids_are_unique_and_every_target_uses_the_datasource_variable(
 
 
 def test_panels_whose_signal_the_profile_lacks_are_left_out(rendered: dict[str, dict]) -> None:
-    assert "Time per output token: p50 and p99 per replica" in _titles(rendered["vllm-fleet.json"])
+    assert "Time per output token: fleet p50 and p99" in _titles(rendered["vllm-fleet.json"])
     sglang = _titles(rendered["sglang-fleet.json"])
     assert not any(t.startswith("Time per output token") for t in sglang)
     assert "Inter-token latency: p99 against the fleet median" in sglang
@@ -128,12 +129,9 @@ def test_gpu_row_puts_utilization_gpu_beside_the_counters_that_matter(
 
 def test_units_come_from_the_sdk_unit_table(rendered: dict[str, dict]) -> None:
     fleet = {p["title"]: p for p in _panels(rendered["fleetwatch-fleet.json"])}
-    assert (
-        fleet["Time to first token: p50 and p99 per replica"]["fieldConfig"]["defaults"]["unit"]
-        == "s"
-    )
+    assert fleet["Time to first token: fleet p50 and p99"]["fieldConfig"]["defaults"]["unit"] == "s"
     assert fleet["Finished requests per second"]["fieldConfig"]["defaults"]["unit"] == "reqps"
-    assert fleet["Error ratio per replica"]["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    assert fleet["Error ratio per model"]["fieldConfig"]["defaults"]["unit"] == "percentunit"
 
 
 def test_slo_overview_reads_the_slo_recording_rules(rendered: dict[str, dict]) -> None:
@@ -229,3 +227,18 @@ def test_achieved_rates_sit_beside_mbu_and_mfu_on_the_replica_dashboard(
     units = {p["title"]: p["fieldConfig"]["defaults"]["unit"] for p in _panels(replica)}
     assert units["Achieved memory bandwidth"] == "Bps"
     assert units["Achieved FLOP/s"] == "flops"
+
+
+def test_the_fleet_view_draws_a_line_per_model_and_the_worst_replicas_not_every_one() -> None:
+    """At 200 replicas a per-replica panel is 200 lines: the fleet view shows each model's
+    fleet, and the $topk worst replicas where a panel is per replica."""
+    from fleetwatch.core.profiles import get_profile
+    from fleetwatch.dashboards.build import dashboard_expressions
+
+    exprs = dashboard_expressions(get_profile("vllm"), "fleet")
+    per_replica = [e for e in exprs if re.search(r"by \((le, )?instance\b", e)]
+    assert len(per_replica) >= 8
+    assert all(re.match(r"(topk|bottomk)\(\$topk, ", e) for e in per_replica), per_replica
+    doc = json.loads(render_all(("vllm",))["vllm-fleet.json"])
+    topk = {v["name"]: v for v in doc["templating"]["list"]}["topk"]
+    assert topk["type"] == "custom" and topk["current"]["value"] == "10"

@@ -17,7 +17,7 @@ from fleetwatch.core.profiles import Profile, get_profile
 from fleetwatch.core.profiles.labels import LabelScheme, parse_matcher_list
 from fleetwatch.dashboards.alerts import rules_document
 from fleetwatch.dashboards.build import dashboard_expressions, render_all
-from fleetwatch.dashboards.promql import concrete
+from fleetwatch.dashboards.promql import TEMPLATE_VALUES, concrete
 from fleetwatch.dashboards.views import views_for
 from fleetwatch.fleet.capacity.manifests import capacity_rules
 from fleetwatch.fleet.outliers.rules.generate import outlier_rules
@@ -90,7 +90,7 @@ def test_dashboards_under_the_scheme_are_valid_grafana_json_and_promql(check_exp
     rendered = {n: json.loads(t) for n, t in render_all(scheme=SCHEME).items()}
     assert {n: e for n, doc in rendered.items() if (e := schema_errors(doc))} == {}
     exprs = [
-        concrete(expr)
+        concrete(expr, {**TEMPLATE_VALUES, "namespace": "llm-prod"})
         for name in ("vllm", "sglang", "fleetwatch")
         for view in views_for(get_profile(name))
         for expr in dashboard_expressions(SCHEME.apply(get_profile(name)), view)
@@ -165,3 +165,19 @@ def test_a_bad_labels_file_stops_every_generator_before_it_writes(tmp_path, argv
     err = capsys.readouterr().err.strip()
     assert "labels.yaml" in err and problem in err and "\n" not in err
     assert list(out.rglob("*")) == []
+
+
+@pytest.mark.parametrize("name", ["vllm", "fleetwatch"])
+def test_each_routing_label_is_a_dashboard_variable_every_engine_selector_reads(name):
+    rendered = render_all((name,), scheme=SCHEME)
+    profile = SCHEME.apply(get_profile(name))
+    for file, text in rendered.items():
+        doc = json.loads(text)
+        variables = {v["name"] for v in doc["templating"]["list"]}
+        if "resilience" in file:
+            continue
+        assert {"datasource", "model", "replica", "namespace"} <= variables, file
+        view = file.removeprefix(f"{name}-").removesuffix(".json")
+        for expr in dashboard_expressions(profile, view):
+            for matchers in _selectors(expr, profile):
+                assert 'namespace=~"$namespace"' in matchers, (file, expr)

@@ -162,7 +162,13 @@ def test_cli_prints_the_plan_and_writes_manifests(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["plan"]["replicas"] == 3 and doc["plan"]["warm_pool_replicas"] == 4
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["capacity.rules.test.yaml", "capacity.rules.yaml", "hpa.yaml", "keda.yaml"]
+    assert names == [
+        "capacity.rules.prometheusrule.yaml",
+        "capacity.rules.test.yaml",
+        "capacity.rules.yaml",
+        "hpa.yaml",
+        "keda.yaml",
+    ]
     assert yaml.safe_load((out / "keda.yaml").read_text())["kind"] == "ScaledObject"
     assert main(["fleet", "capacity", str(probe), "--ttft", "0.001"]) == 2
     assert "no probed load holds" in capsys.readouterr().err

@@ -104,6 +104,7 @@ def fill_template(expr: str, rate_window: str) -> str:
         ("$model", ".*"),
         ("$replica", ".*"),
         ("$slo", ".*"),
+        ("$topk", "10"),
     ):
         expr = expr.replace(var, value)
     return expr
