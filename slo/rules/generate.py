@@ -5,7 +5,14 @@ Naming scheme (every series labelled ``service`` and ``slo``; per-window series 
 
 - ``slo:sli_error:ratio_rate<window>``: bad events / all events over the window (traffic-weighted:
   a ratio of ``increase()``, for long windows too), one per alert window and for the period.
-- ``slo:sli_events:increase<window>``: events in the long windows (only with ``min_events``).
+  The period's is built from the shortest window's recorded counts, not raw (Sloth's period trick,
+  kept traffic-weighted): ``sum_over_time(slo:sli_bad:increase5m[30d:5m]) /
+  sum_over_time(slo:sli_events:increase5m[30d:5m])``, the subquery's steps tiling the period with
+  5-minute windows. It differs from the raw ratio by the edges of one window and by
+  ``increase()``'s extrapolation, and counts only what the rules have recorded (a period's worth
+  after they are first loaded). Raw where the period is itself a burn window.
+- ``slo:sli_bad:increase<window>``, ``slo:sli_events:increase<window>``: bad and all events in the
+  shortest window (for the period), and all events in the long windows (with ``min_events``).
 - ``slo:objective:ratio``, ``slo:error_budget:ratio``: the objective and 1 - objective.
 - ``slo:period_error_budget_remaining:ratio``: 1 - (period error ratio / budget); negative once
   the budget is spent.
@@ -87,6 +94,21 @@ def error_ratio_name(window_s: int) -> str:
 
 def events_name(window_s: int) -> str:
     return f"slo:sli_events:increase{format_duration(window_s)}"
+
+
+def bad_name(window_s: int) -> str:
+    return f"slo:sli_bad:increase{format_duration(window_s)}"
+
+
+def _period_base(slo: ServiceLevelObjective) -> int | None:
+    """The window the period's error ratio is built from (the shortest burn window), or None
+    when the period is itself a burn window or there are none: then it is read raw."""
+    if not slo.windows:
+        return None
+    if any(slo.period_s in (w.long_s, w.short_s) for w in slo.windows):
+        return None
+    base = min(w.short_s for w in slo.windows)
+    return base if base < slo.period_s and slo.period_s % base == 0 else None
 
 
 def _kind_word(slo: ServiceLevelObjective) -> str:
@@ -208,7 +230,10 @@ def _slo_group(
     ident = {"service": spec.service, "slo": slo.name}
     match = ",".join(f"{k}={quote(v)}" for k, v in ident.items())
     rules: list[Rule] = []
+    base = _period_base(slo)
     for w_s in slo.window_seconds():
+        if w_s == slo.period_s and base is not None:
+            continue
         window = format_duration(w_s)
         rules.append(
             RecordingRule(
@@ -221,6 +246,22 @@ def _slo_group(
             rules.append(
                 RecordingRule(events_name(w_s), query.events(window), {**ident, "window": window})
             )
+    if base is not None:
+        # The period from the shortest window's recorded counts: the subquery's steps tile the
+        # period with that window (as many as fit), so the ratio stays traffic-weighted and
+        # reads two recorded series, not every replica's raw samples over the whole period.
+        b, period = format_duration(base), format_duration(slo.period_s)
+        rules.append(RecordingRule(bad_name(base), query.bad_events(b), {**ident, "window": b}))
+        if not (slo.min_events > 0 and any(w.long_s == base for w in slo.windows)):
+            rules.append(RecordingRule(events_name(base), query.events(b), {**ident, "window": b}))
+        rules += [
+            RecordingRule(
+                error_ratio_name(slo.period_s),
+                f"sum_over_time({bad_name(base)}{{{match}}}[{period}:{b}])\n/\n"
+                f"sum_over_time({events_name(base)}{{{match}}}[{period}:{b}])",
+                {**ident, "window": period},
+            ),
+        ]
     budget = repr(slo.error_budget)
     period_ratio = f"{error_ratio_name(slo.period_s)}{{{match}}}"
     shortest = min((w.short_s for w in slo.windows), default=slo.period_s)

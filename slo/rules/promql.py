@@ -61,6 +61,9 @@ class SLIQuery:
     def events(self, window: str) -> str:
         return self.total.replace("{window}", window)
 
+    def bad_events(self, window: str) -> str:
+        return self.bad.replace("{window}", window)
+
 
 def _increase(selector: str, keep: Sequence[str] = ()) -> str:
     """Events over the window, summed; per value of the routing labels ``keep`` when given."""

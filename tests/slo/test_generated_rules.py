@@ -73,15 +73,22 @@ def test_every_burn_scenario_is_generated_for_the_examples(profile: str) -> None
     assert any(n.startswith("no metrics at all") for n in names)
 
 
-def test_long_windows_are_a_ratio_of_increases_not_a_mean_of_short_ratios() -> None:
+def test_burn_windows_are_raw_and_the_period_sums_the_shortest_windows_counts() -> None:
+    """Burn windows are a ratio of raw increases; the period, which would read every replica's
+    raw samples over 30 days each round, sums the recorded 5-minute counts (traffic-weighted
+    still: a ratio of sums, never a mean of short ratios)."""
     spec = load_spec("service: s\nslos: [{name: a, objective: 99.9, sli: {kind: availability}}]")
     text = render_rules(generate_rules(spec, get_profile("vllm")))
     doc = yaml.safe_load(text.split("\n", 2)[2])
-    rule = next(
-        r for r in doc["groups"][0]["rules"] if r.get("record") == "slo:sli_error:ratio_rate30d"
+    rules = {r.get("record"): r["expr"] for r in doc["groups"][0]["rules"] if "record" in r}
+    assert "increase(vllm:request_success_total[3d])" in rules["slo:sli_error:ratio_rate3d"]
+    assert rules["slo:sli_error:ratio_rate30d"] == (
+        'sum_over_time(slo:sli_bad:increase5m{service="s",slo="a"}[30d:5m])\n/\n'
+        'sum_over_time(slo:sli_events:increase5m{service="s",slo="a"}[30d:5m])'
     )
-    assert "increase(vllm:request_success_total[30d])" in rule["expr"]
-    assert "avg_over_time" not in text and "sum_over_time" not in text
+    bad = 'increase(vllm:request_success_total{finished_reason="error"}[5m])'
+    assert bad in rules["slo:sli_bad:increase5m"]
+    assert "[30d]" not in text and "avg_over_time" not in text
 
 
 def test_alerts_carry_severity_runbook_and_numbers() -> None:

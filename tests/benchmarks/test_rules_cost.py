@@ -1,0 +1,21 @@
+"""The rule-cost model: its arithmetic on known selectors, and the claim BENCHMARKS.md records —
+fleetwatch's SLO rules read no more samples a round than Sloth's shape of the same SLOs at 200
+replicas, where reading the period raw read several times more."""
+
+from __future__ import annotations
+
+from benchmarks.bench_rules import REPLICAS, SCRAPE_S, _fleetwatch, _sloth, samples
+
+
+def test_the_model_counts_series_times_window_over_interval() -> None:
+    raw = 'sum(increase(vllm:request_success_total{finished_reason="error"}[1h]))'
+    assert samples([raw]) == REPLICAS * 3600 // SCRAPE_S
+    assert samples(["sum(increase(vllm:request_success_total[1h]))"]) == 4 * REPLICAS * 240
+    assert samples(['sum_over_time(slo:sli_bad:increase5m{slo="a"}[30d:5m])']) == 8640
+    assert samples(["sum_over_time(slo:sli_error:ratio_rate5m[30d])"]) == 86400
+
+
+def test_fleetwatch_reads_no_more_than_sloth_and_the_raw_period_read_far_more() -> None:
+    ours, sloth = samples(_fleetwatch(raw_period=False)), samples(_sloth())
+    assert ours <= sloth
+    assert samples(_fleetwatch(raw_period=True)) > 5 * sloth
