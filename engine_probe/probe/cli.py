@@ -287,11 +287,25 @@ async def _run(
 def bound(
     config: Path = typer.Option(..., "--config", help="The model's config.json (or its folder)."),
     gpu: str = typer.Option("H100-SXM", help="GPU: H100-SXM, H200, B200, A100, L40S."),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs (ideal tensor parallelism)."),
+    gpus: int = typer.Option(
+        1,
+        "--gpus",
+        help="GPUs, one tensor-parallel group: the degree must divide the attention heads.",
+    ),
+    dp_attention: int = typer.Option(
+        1,
+        "--dp-attention",
+        help="Attention replicas (data-parallel attention), each with its own sequences and "
+        "tensor parallel over --gpus / this; routed experts split over all GPUs.",
+    ),
     context: int = typer.Option(4096, help="Tokens in each sequence's KV cache."),
     memory_fraction: float = typer.Option(0.9, help="Share of GPU memory for weights and KV."),
     batch: str = typer.Option("1,8,32,64,128,256", help="Batch sizes to show."),
-    dtype: str = typer.Option("bfloat16", help="Weight dtype."),
+    dtype: str | None = typer.Option(
+        None,
+        help="Weight dtype for every parameter, overriding the checkpoint's (default: as shipped, "
+        "from torch_dtype and quantization_config, scales counted).",
+    ),
     kv_dtype: str = typer.Option("bfloat16", help="KV-cache dtype."),
     price: float | None = typer.Option(None, help="Price per GPU-hour, US dollars."),
     utilisation: float = typer.Option(1.0, help="Share of time serving at this batch (0..1]."),
@@ -318,19 +332,43 @@ def bound(
         context_tokens=context,
         memory_fraction=memory_fraction,
         batches=batches,
-        weight_bytes_per_param=dtype_bytes(dtype),
+        weight_bytes_per_param=None if dtype is None else dtype_bytes(dtype),
         kv_bytes=dtype_bytes(kv_dtype),
         num_gpus=gpus,
         price_per_gpu_hour=price,
         utilisation=utilisation,
+        data_parallel_attention=dp_attention,
     )
-    console = Console()
+    console = Console(highlight=False)
+    active = (
+        f" ({rep.active_params / 1e9:.2f} B active)"
+        if rep.active_params < 0.9 * rep.total_params
+        else ""
+    )
     console.print(
-        f"{rep.model} on {gpus}x {rep.gpu}: {rep.total_params / 1e9:.2f} B params, "
+        f"{rep.model} on {gpus}x {rep.gpu}: {rep.total_params / 1e9:.2f} B params{active}, "
         f"weights {rep.weight_bytes / 1e9:.2f} GB, KV {rep.kv_bytes_per_token / 1024:.1f} KiB/token, "
         f"KV budget {rep.kv_budget_bytes / 1e9:.1f} GB -> {rep.max_concurrent_sequences} sequences "
         f"of {context} tokens; ridge {rep.ridge_flops_per_byte:.0f} FLOP/byte"
     )
+    shipped = (
+        f"as shipped: {rep.weight_format}"
+        if rep.weights_as_shipped
+        else f"at {dtype}: --dtype overrides the checkpoint's {rep.weight_format}"
+    )
+    console.print(f"  weights {shipped}")
+    if rep.mtp_params:
+        console.print(
+            f"  MTP layers: {rep.mtp_params / 1e9:.1f} B params more, not counted: engines load "
+            f"them only for speculative decoding"
+        )
+    cache = (
+        f"  cache: {rep.kv_layout}; {rep.kv_bytes_per_token_per_gpu / 1024:.1f} KiB/token per GPU "
+        f"at {context} tokens (tensor parallel {rep.tensor_parallel})"
+    )
+    if rep.sliding_saving > 0:
+        cache += f"; sliding-window layers save {rep.sliding_saving:.0%} of the cache"
+    console.print(cache)
     t = Table(title="decode bound")
     for c in ("batch", "step ms", "tokens/s", "FLOP/byte", "bound by", "$/M tokens"):
         t.add_column(c, justify="right")
@@ -344,5 +382,6 @@ def bound(
             "-" if p.cost_per_million_tokens is None else f"{p.cost_per_million_tokens:.3f}",
         )
     console.print(t)
+    console.print(f"a best case: the step times leave out {', '.join(rep.leaves_out)}")
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(rep.to_dict(), indent=2) + "\n")
