@@ -2,12 +2,13 @@
 vLLM example spec (``slo/examples/vllm.yaml``: four SLOs, 30- and 28-day periods) on 200 vLLM
 replicas, for fleetwatch's rules and for Sloth's shape of the same SLOs, side by side.
 
-Run with ``.venv/bin/python -m benchmarks rules``. A cost model, not a measurement: each range
-selector ``x[W]`` reads (series it matches) x W / (scrape interval) samples, a recorded series'
-range reads W / (evaluation interval), and a subquery ``x[W:S]`` reads W / S samples per series.
+Run with ``.venv/bin/python -m benchmarks rules``. A cost model: each range selector ``x[W]``
+reads (series it matches) x (W / scrape interval + 1) samples (Prometheus 2 includes both ends
+of a range), a recorded series' range W / (evaluation interval) + 1, and a subquery ``x[W:S]``
+W / S samples per series. ``benchmarks/rules_live.py`` checks it against a live Prometheus.
 The series a selector matches are counted on a 200-replica, one-model vLLM fleet: one series per
-replica for a bucket (``le="1"``), a ``_count`` or one ``finished_reason``, four for the bare
-request counter (stop, length, abort, error). Scrape 15 s, rules every 30 s (the spec's).
+replica for a bucket (``le="1"``), a ``_count`` or each ``finished_reason`` a matcher names,
+four for the bare request counter (stop, length, abort, error). Scrape 15 s, rules every 30 s (the spec's).
 
 Sloth's shape, written by hand from ``slok/sloth`` ``examples/_gen/getting-started.yml``: every
 burn window (5m, 30m, 1h, 2h, 6h, 1d, 3d) a ratio of raw rates, and the period as
@@ -15,8 +16,9 @@ burn window (5m, 30m, 1h, 2h, 6h, 1d, 3d) a ratio of raw rates, and the period a
 5-minute ratios). Both are given the same SLI selectors (fleetwatch's for this profile).
 
 Rows: fleetwatch today (the period from the shortest window's recorded counts), fleetwatch with
-the period read raw (as before), and Sloth. A live measurement (``promtool tsdb
-create-blocks-from openmetrics`` and Prometheus's query statistics) is not part of it yet.
+the period read raw (as before), and Sloth. Then the model against a live Prometheus
+(``benchmarks/rules_live.py``): the samples each raw-window rule reads, by Prometheus's own
+query statistics, for a one-day spec on a day of 200 replicas' series.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ def _series(name: str, matchers: str) -> int:
     """Series a selector matches on the fleet."""
     if name.startswith("slo:"):
         return 1
-    if name == "vllm:request_success_total" and "finished_reason" not in matchers:
-        return 4 * REPLICAS
+    if name == "vllm:request_success_total":
+        reason = re.search(r'finished_reason(=~|=)"([^"]*)"', matchers)
+        return REPLICAS * (4 if reason is None else len(reason.group(2).split("|")))
     return REPLICAS
 
 
@@ -60,9 +63,10 @@ def samples(exprs: Iterable[str]) -> int:
             if step is not None:
                 total += _series(name, matchers) * (w // parse_duration(step))
             elif name.startswith("slo:"):
-                total += w // EVAL_S
+                total += w // EVAL_S + 1
             else:
-                total += _series(name, matchers) * (w // SCRAPE_S)
+                # Prometheus 2's range selectors include both ends: W / interval + 1 samples.
+                total += _series(name, matchers) * (w // SCRAPE_S + 1)
     return total
 
 
@@ -104,3 +108,14 @@ def main() -> None:
     print(f"{'rules':<46} {'samples/round':>15} {'vs Sloth':>9}")
     for name, n in rows:
         print(f"{name:<46} {n:>15,} {n / sloth:>8.2f}x")
+
+    from benchmarks.rules_live import measure
+
+    replicas, hours = 200, 24
+    print(
+        f"\nlive: a one-day spec's raw-window rules on a Prometheus holding {hours} h of "
+        f"{replicas} replicas (one sample a minute), totalQueryableSamples of one round"
+    )
+    print(f"{'rules':<14} {'measured':>12} {'model':>12}")
+    for name, (measured, model) in measure(replicas, hours).items():
+        print(f"{name:<14} {measured:>12,} {model:>12,}")

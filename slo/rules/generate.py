@@ -6,11 +6,12 @@ Naming scheme (every series labelled ``service`` and ``slo``; per-window series 
 - ``slo:sli_error:ratio_rate<window>``: bad events / all events over the window (traffic-weighted:
   a ratio of ``increase()``, for long windows too), one per alert window and for the period.
   The period's is built from the shortest window's recorded counts, not raw (Sloth's period trick,
-  kept traffic-weighted): ``sum_over_time(slo:sli_bad:increase5m[30d:5m]) /
-  sum_over_time(slo:sli_events:increase5m[30d:5m])``, the subquery's steps tiling the period with
-  5-minute windows. It differs from the raw ratio by the edges of one window and by
-  ``increase()``'s extrapolation, and counts only what the rules have recorded (a period's worth
-  after they are first loaded). Raw where the period is itself a burn window.
+  kept traffic-weighted): ``sum_over_time(slo:sli_bad:increase5m[30d]) /
+  sum_over_time(slo:sli_events:increase5m[30d])``. Each event is in every recorded 5-minute
+  count whose window covers it, as many in the numerator as in the denominator, so the ratio is
+  the raw one to the edges of one window and ``increase()``'s extrapolation; it counts only what
+  the rules have recorded (a period's worth after they are first loaded, but a value from their
+  first evaluation). Raw where the period is itself a burn window.
 - ``slo:sli_bad:increase<window>``, ``slo:sli_events:increase<window>``: bad and all events in the
   shortest window (for the period), and all events in the long windows (with ``min_events``).
 - ``slo:objective:ratio``, ``slo:error_budget:ratio``: the objective and 1 - objective.
@@ -108,7 +109,7 @@ def _period_base(slo: ServiceLevelObjective) -> int | None:
     if any(slo.period_s in (w.long_s, w.short_s) for w in slo.windows):
         return None
     base = min(w.short_s for w in slo.windows)
-    return base if base < slo.period_s and slo.period_s % base == 0 else None
+    return base if base < slo.period_s else None
 
 
 def _kind_word(slo: ServiceLevelObjective) -> str:
@@ -247,9 +248,9 @@ def _slo_group(
                 RecordingRule(events_name(w_s), query.events(window), {**ident, "window": window})
             )
     if base is not None:
-        # The period from the shortest window's recorded counts: the subquery's steps tile the
-        # period with that window (as many as fit), so the ratio stays traffic-weighted and
-        # reads two recorded series, not every replica's raw samples over the whole period.
+        # The period from the shortest window's recorded counts: every event is counted once
+        # per evaluation its window covers, above and below alike, so the ratio stays
+        # traffic-weighted and reads two recorded series, not every replica's raw samples.
         b, period = format_duration(base), format_duration(slo.period_s)
         rules.append(RecordingRule(bad_name(base), query.bad_events(b), {**ident, "window": b}))
         if not (slo.min_events > 0 and any(w.long_s == base for w in slo.windows)):
@@ -257,8 +258,8 @@ def _slo_group(
         rules += [
             RecordingRule(
                 error_ratio_name(slo.period_s),
-                f"sum_over_time({bad_name(base)}{{{match}}}[{period}:{b}])\n/\n"
-                f"sum_over_time({events_name(base)}{{{match}}}[{period}:{b}])",
+                f"sum_over_time({bad_name(base)}{{{match}}}[{period}])\n/\n"
+                f"sum_over_time({events_name(base)}{{{match}}}[{period}])",
                 {**ident, "window": period},
             ),
         ]

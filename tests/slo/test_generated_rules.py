@@ -83,12 +83,12 @@ def test_burn_windows_are_raw_and_the_period_sums_the_shortest_windows_counts() 
     rules = {r.get("record"): r["expr"] for r in doc["groups"][0]["rules"] if "record" in r}
     assert "increase(vllm:request_success_total[3d])" in rules["slo:sli_error:ratio_rate3d"]
     assert rules["slo:sli_error:ratio_rate30d"] == (
-        'sum_over_time(slo:sli_bad:increase5m{service="s",slo="a"}[30d:5m])\n/\n'
-        'sum_over_time(slo:sli_events:increase5m{service="s",slo="a"}[30d:5m])'
+        'sum_over_time(slo:sli_bad:increase5m{service="s",slo="a"}[30d])\n/\n'
+        'sum_over_time(slo:sli_events:increase5m{service="s",slo="a"}[30d])'
     )
     bad = 'increase(vllm:request_success_total{finished_reason="error"}[5m])'
     assert bad in rules["slo:sli_bad:increase5m"]
-    assert "[30d]" not in text and "avg_over_time" not in text
+    assert "vllm:request_success_total[30d]" not in text and "avg_over_time" not in text
 
 
 def test_alerts_carry_severity_runbook_and_numbers() -> None:
