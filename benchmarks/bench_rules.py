@@ -2,13 +2,9 @@
 vLLM example spec (``slo/examples/vllm.yaml``: four SLOs, 30- and 28-day periods) on 200 vLLM
 replicas, for fleetwatch's rules and for Sloth's shape of the same SLOs, side by side.
 
-Run with ``.venv/bin/python -m benchmarks rules``. A cost model: each range selector ``x[W]``
-reads (series it matches) x (W / scrape interval + 1) samples (Prometheus 2 includes both ends
-of a range), a recorded series' range W / (evaluation interval) + 1, and a subquery ``x[W:S]``
-W / S samples per series. ``benchmarks/rules_live.py`` checks it against a live Prometheus.
-The series a selector matches are counted on a 200-replica, one-model vLLM fleet: one series per
-replica for a bucket (``le="1"``), a ``_count`` or each ``finished_reason`` a matcher names,
-four for the bare request counter (stop, length, abort, error). Scrape 15 s, rules every 30 s (the spec's).
+Run with ``.venv/bin/python -m benchmarks rules``. The cost model is ``benchmarks/rule_cost.py``
+(series a selector matches x window / interval), on a 200-replica, one-model vLLM fleet scraped
+every 15 s, rules every 30 s (the spec's).
 
 Sloth's shape, written by hand from ``slok/sloth`` ``examples/_gen/getting-started.yml``: every
 burn window (5m, 30m, 1h, 2h, 6h, 1d, 3d) a ratio of raw rates, and the period as
@@ -23,12 +19,12 @@ query statistics, for a one-day spec on a day of 200 replicas' series.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from fleetwatch.core.duration import format_duration, parse_duration
+from benchmarks import rule_cost
+from fleetwatch.core.duration import format_duration
 from fleetwatch.core.profiles import get_profile
 from fleetwatch.slo.load import read_spec
 from fleetwatch.slo.rules import generate_rules
@@ -40,34 +36,10 @@ EVAL_S: Final = 30
 SPEC: Final = Path(__file__).resolve().parents[1] / "slo" / "examples" / "vllm.yaml"
 SLOTH_WINDOWS: Final = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
-_RANGE = re.compile(r"([a-zA-Z_:][\w:]*)(\{[^{}]*\})?\[(\w+)(?::(\w+))?\]")
-
-
-def _series(name: str, matchers: str) -> int:
-    """Series a selector matches on the fleet."""
-    if name.startswith("slo:"):
-        return 1
-    if name == "vllm:request_success_total":
-        reason = re.search(r'finished_reason(=~|=)"([^"]*)"', matchers)
-        return REPLICAS * (4 if reason is None else len(reason.group(2).split("|")))
-    return REPLICAS
-
 
 def samples(exprs: Iterable[str]) -> int:
-    """Samples one round of ``exprs`` reads, by the cost model."""
-    total = 0
-    for expr in exprs:
-        for m in _RANGE.finditer(expr):
-            name, matchers, window, step = m.group(1), m.group(2) or "", m.group(3), m.group(4)
-            w = parse_duration(window)
-            if step is not None:
-                total += _series(name, matchers) * (w // parse_duration(step))
-            elif name.startswith("slo:"):
-                total += w // EVAL_S + 1
-            else:
-                # Prometheus 2's range selectors include both ends: W / interval + 1 samples.
-                total += _series(name, matchers) * (w // SCRAPE_S + 1)
-    return total
+    """Samples one round of ``exprs`` reads at this benchmark's fleet size."""
+    return rule_cost.samples(exprs, replicas=REPLICAS, scrape_s=SCRAPE_S, eval_s=EVAL_S)
 
 
 def _fleetwatch(raw_period: bool) -> list[str]:

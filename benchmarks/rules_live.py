@@ -1,8 +1,8 @@
 """The rule-cost model checked on a live Prometheus: a day of a 200-replica vLLM fleet's series
 written as a TSDB block (``promtool tsdb create-blocks-from openmetrics``), a Prometheus on
 loopback serving it, and each raw-window rule expression of a one-day SLO spec queried once at
-the end with ``stats=all``: ``totalQueryableSamples`` against what ``bench_rules.samples``
-predicts, for fleetwatch's rules and Sloth's shape of the same SLOs.
+the end with ``stats=all``: ``totalQueryableSamples`` against what the cost model
+predicts (``benchmarks/rule_cost.py``), for fleetwatch's rules and Sloth's shape of the same SLOs.
 
 Only the series the SLOs read are written (the request counter by ``finished_reason``; each
 histogram's threshold bucket and ``_count``), one sample a minute. Expressions over recorded
@@ -97,7 +97,7 @@ def expressions() -> dict[str, list[str]]:
 
 def measure(replicas: int = 200, hours: int = 24) -> dict[str, tuple[int, int]]:
     """(measured, predicted) raw samples a round, per rule set."""
-    from benchmarks import bench_rules
+    from benchmarks.rule_cost import samples
 
     promtool, prometheus = shutil.which("promtool"), shutil.which("prometheus")
     if promtool is None or prometheus is None:
@@ -150,21 +150,16 @@ def measure(replicas: int = 200, hours: int = 24) -> dict[str, tuple[int, int]]:
                         raise
                     time.sleep(0.5)
             out = {}
-            saved = bench_rules.REPLICAS, bench_rules.SCRAPE_S
-            bench_rules.REPLICAS, bench_rules.SCRAPE_S = replicas, 60
-            try:
-                for name, exprs in expressions().items():
-                    measured = 0
-                    for expr in exprs:
-                        query = urllib.parse.urlencode(
-                            {"query": expr, "time": str(end_s), "stats": "all"}
-                        )
-                        with urllib.request.urlopen(f"{url}?{query}", timeout=120) as resp:
-                            body = json.load(resp)
-                        measured += int(body["data"]["stats"]["samples"]["totalQueryableSamples"])
-                    out[name] = (measured, bench_rules.samples(exprs))
-            finally:
-                bench_rules.REPLICAS, bench_rules.SCRAPE_S = saved
+            for name, exprs in expressions().items():
+                measured = 0
+                for expr in exprs:
+                    query = urllib.parse.urlencode(
+                        {"query": expr, "time": str(end_s), "stats": "all"}
+                    )
+                    with urllib.request.urlopen(f"{url}?{query}", timeout=120) as resp:
+                        body = json.load(resp)
+                    measured += int(body["data"]["stats"]["samples"]["totalQueryableSamples"])
+                out[name] = (measured, samples(exprs, replicas=replicas, scrape_s=60, eval_s=60))
             return out
         finally:
             proc.terminate()
