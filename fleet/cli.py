@@ -138,6 +138,9 @@ def outliers(
     engine: str = ENGINE_OPTION,
     spark_master: str | None = SPARK_MASTER_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Every finding with its evidence, not one line per replica."
+    ),
     fail_on_finding: bool = typer.Option(False, help="Exit 1 when a replica-side finding exists."),
     labels: Path | None = typer.Option(None, "--labels", help=LABELS_HELP + " With --prometheus."),
 ) -> None:
@@ -154,6 +157,7 @@ def outliers(
         tables_from_prometheus,
     )
     from fleetwatch.fleet.outliers.by_model import OutliersByModel, detect_by_model, findings_of
+    from fleetwatch.fleet.outliers.by_model import verbose as verbose_report
 
     check_outlier_inputs(
         records=records or None,
@@ -222,6 +226,8 @@ def outliers(
         assert metrics_dir is not None
         table = table_from_metrics_dir(metrics_dir, get_profile(profile), quantile=quantile)
         report = detect(table, config)
+    if verbose:
+        report = verbose_report(report)
     _emit(report.to_dict(), report.render(), as_json)
     if fail_on_finding and any(f.side is Side.REPLICA for f in findings_of(report)):
         raise typer.Exit(1)

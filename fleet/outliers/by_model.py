@@ -7,6 +7,7 @@ dataset of several models, reports them grouped by model, every finding naming i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -20,7 +21,7 @@ from fleetwatch.fleet.outliers.report import Finding, OutlierReport
 from fleetwatch.fleet.outliers.sources.records import table_from_records
 from fleetwatch.fleet.outliers.table import FleetTable
 
-__all__ = ["OutliersByModel", "detect_by_model", "detect_tables", "findings_of"]
+__all__ = ["OutliersByModel", "detect_by_model", "detect_tables", "findings_of", "verbose"]
 
 
 class OutliersByModel(ByModel[OutlierReport]):
@@ -51,6 +52,14 @@ def findings_of(report: OutlierReport | ByModel[OutlierReport]) -> tuple[Finding
     if isinstance(report, OutlierReport):
         return report.findings
     return tuple(f for _, r in report for f in r.findings)
+
+
+def verbose(report: OutlierReport | ByModel[OutlierReport]) -> Any:
+    """``report`` rendering every finding with its evidence (``--verbose``)."""
+    if isinstance(report, OutlierReport):
+        return dataclasses.replace(report, verbose=True)
+    reports = tuple((m, dataclasses.replace(r, verbose=True)) for m, r in report.reports)
+    return dataclasses.replace(report, reports=reports)
 
 
 def detect_by_model(

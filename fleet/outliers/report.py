@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from fleetwatch.fleet.outliers.judging.causes import Cause, Side
 
-__all__ = ["Finding", "OutlierReport", "Pass", "Verdict", "finite_or_none"]
+__all__ = ["NEXT_STEP", "Finding", "OutlierReport", "Pass", "Verdict", "finite_or_none"]
 
 Verdict = Literal["outliers", "no outlier", "insufficient data"]
 Pass = Literal["fleet", "peers", "unmasked"]
@@ -116,6 +116,8 @@ class OutlierReport:
     min_requests: int
     source: str
     notes: tuple[str, ...] = ()
+    verbose: bool = field(default=False, compare=False)
+    """Render every finding with its evidence (``--verbose``), not one line per replica."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,7 +134,9 @@ class OutlierReport:
         }
 
     def render(self) -> str:
-        """Plain-text report for a terminal."""
+        """Plain-text report for a terminal: one line per replica (its worst finding's side and
+        cause, every signal it stands out on) and the next step; each finding with its
+        evidence when ``verbose``."""
         lines = [
             f"fleet outliers ({self.source}): {len(self.judged)} replicas judged, "
             f"verdict: {self.verdict}"
@@ -142,21 +146,56 @@ class OutlierReport:
             lines.append(
                 f"  insufficient: {r} ({count} requests < {self.min_requests}), not judged"
             )
-        for i, f in enumerate(self.findings, 1):
-            ratio = "-" if not math.isfinite(f.ratio) else f"{f.ratio:.2f}x"
-            z = (
-                "inf"
-                if math.isinf(f.robust_z)
-                else "-"
-                if math.isnan(f.robust_z)
-                else f"{f.robust_z:.1f}"
-            )
-            lines.append(
-                f"{i:>3}. {f.replica}  {f.signal}  ratio {ratio}  z {z}  "
-                f"{f.side.value}-side: {f.cause.value}"
-            )
-            lines.extend(f"       - {e}" for e in f.evidence)
+        if self.verbose:
+            for i, f in enumerate(self.findings, 1):
+                lines.append(
+                    f"{i:>3}. {f.replica}  {f.signal}  ratio {_ratio(f)}  z {_z(f)}  "
+                    f"{f.side.value}-side: {f.cause.value}"
+                )
+                lines.extend(f"       - {e}" for e in f.evidence)
+        else:
+            by_replica: dict[str, list[Finding]] = {}
+            for f in self.findings:
+                by_replica.setdefault(f.replica, []).append(f)
+            for replica, found in by_replica.items():
+                worst = found[0]
+                signals = ", ".join(f"{f.signal} {_ratio(f)} (z {_z(f)})" for f in found)
+                lines.append(
+                    f"  {replica}  {worst.side.value}-side: {worst.cause.value}  {signals}"
+                )
+                lines.append(f"      next: {NEXT_STEP[worst.cause]}")
+            if self.findings:
+                lines.append("  evidence: --verbose (or --json); runbooks/replica-outlier.md")
         if self.verdict == "no outlier":
             lines.append("  no outlier")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+def _ratio(f: Finding) -> str:
+    return "-" if not math.isfinite(f.ratio) else f"{f.ratio:.2f}x"
+
+
+def _z(f: Finding) -> str:
+    return (
+        "inf" if math.isinf(f.robust_z) else "-" if math.isnan(f.robust_z) else f"{f.robust_z:.1f}"
+    )
+
+
+NEXT_STEP: Final[Mapping[Cause, str]] = {
+    Cause.SLOW_HARDWARE: "drain it and replace it (cordon the node); a hardware ticket with the "
+    "throttle reasons and clocks",
+    Cause.HARDWARE_OR_HOST: "drain it and replace it (cordon the node); check the GPU's clocks "
+    "and the host's other tenants first",
+    Cause.HOST_CONTENTION: "move it (or its noisy neighbour) off the host; the replica itself "
+    "is fine",
+    Cause.CONFIG_DRIFT: "roll it back, or redeploy it from the version and flags its peers run",
+    Cause.REPLICA_ERRORS: "drain it; its engine log holds the failing requests' errors",
+    Cause.PROMPT_LENGTH_MIX: "leave it in service: its traffic has longer prompts; spread them "
+    "at the router",
+    Cause.PREFIX_CACHE_SKEW: "leave it in service: its traffic reuses fewer prefixes; route "
+    "prefix-aware on every replica alike",
+    Cause.LOAD_SKEW: "leave it in service: it is sent more than its share; fix the router's "
+    "balance",
+}
+"""The first action for each cause (the replica-outlier runbook's Mitigate section)."""

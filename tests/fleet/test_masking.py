@@ -17,6 +17,7 @@ from fleetwatch.fleet.outliers import (
     different_traffic,
     table_from_records,
 )
+from fleetwatch.fleet.outliers.by_model import verbose
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 
 # Masking: when half a fleet stands out on TTFT (one slowed replica and four that a prompt-aware
@@ -90,7 +91,8 @@ def test_slowed_and_long_prompt_replicas_hidden_by_each_other_are_found_with_the
         assert "set aside, blamed replica-side: r5" in by[r].evidence[-1]
     assert report.findings[0].replica == "r5"  # replica-side ranks first
     assert report.to_dict()["findings"][1]["found_in"] == "unmasked"
-    assert "judged against peers with like traffic" in report.render()
+    assert "judged against peers with like traffic" in verbose(report).render()
+    assert "judged against peers with like traffic" not in report.render()
 
 
 def test_masked_replicas_from_records_are_found_where_one_pass_misses_them():
