@@ -15,8 +15,6 @@ page in ``runbooks/``.
 
 from __future__ import annotations
 
-import re
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -37,6 +35,7 @@ from fleetwatch.core.rules import (
     RuleTestFile,
     render_yaml,
 )
+from fleetwatch.core.rules.unittests import rendered
 from fleetwatch.dashboards.errors import DashboardError
 from fleetwatch.dashboards.names import (
     BREAKER_LABEL,
@@ -163,13 +162,6 @@ def _series(ref: MetricRef, labels: Mapping[str, str]) -> str:
     return f"{ref.name}{{{','.join(p for p in (ref.matchers, format_matchers(labels)) if p)}}}"
 
 
-def _series_named(selector: str, labels: Mapping[str, str]) -> str:
-    """An example input series of a raw ``selector`` (``up{job="vllm"}``) with ``labels``."""
-    name, _, rest = selector.partition("{")
-    own = rest.rstrip("}")
-    return f"{name}{{{','.join(p for p in (own, format_matchers(labels)) if p)}}}"
-
-
 def _keep(labels: Mapping[str, str], names: tuple[str, ...]) -> dict[str, str]:
     return {k: labels[k] for k in names if k in labels}
 
@@ -277,7 +269,7 @@ def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
             "down. Every panel and SLO under-counts it.",
             (*up_labels, *carried),
             (
-                Example(_series_named(up, up_labels), "1x2 0x38", "1x40"),
+                Example(_series(MetricRef("up", "gauge"), up_labels), "1x2 0x38", "1x40"),
                 Example(_series(total, {**example, **tgt}), "0+60x2 _x38", "0+60x40"),
             ),
             {**up_labels, **_keep(example, carried)},
@@ -435,20 +427,6 @@ def _eval_after(duration: str) -> str:
     return f"{seconds // 60 + 10}m"
 
 
-_LABEL_REF = re.compile(r"\{\{ \$labels\.(\w+)( \| urlquery)? \}\}")
-
-
-def _expand(template: str, labels: Mapping[str, str]) -> str:
-    """``template`` as Prometheus renders it for ``labels`` (``urlquery`` is Go's
-    ``url.QueryEscape``)."""
-
-    def value(m: re.Match[str]) -> str:
-        text = labels.get(m.group(1), "")
-        return urllib.parse.quote_plus(text) if m.group(2) else text
-
-    return _LABEL_REF.sub(value, template)
-
-
 def alert_tests(
     profile: Profile,
     rules_file: str,
@@ -465,7 +443,7 @@ def alert_tests(
         expected = {"severity": a.severity, "profile": profile.name, **a.example_labels}
         annotations = a.annotations(profile, runbook_base)
         annotations["description"] = f"{a.description} {a.example_value}".strip()
-        notes = {k: _expand(v, a.example_labels) for k, v in annotations.items()}
+        notes = {k: rendered(v, a.example_labels) for k, v in annotations.items()}
         firing = (ExpectedAlert(expected, notes),)
         for case, values, alerts in (
             ("firing", [(e.series, e.firing) for e in a.examples], firing),

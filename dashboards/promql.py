@@ -63,6 +63,11 @@ class Scope:
         own = (self.model, self.replica)
         return tuple(n for n in self.profile.routing if n not in own)
 
+    @property
+    def fleet_by(self) -> str:
+        """The grouping of a fleet-wide series: the model and the routing labels."""
+        return ", ".join((self.model, *self.routing))
+
     def _routed(self, *matchers: str) -> str:
         return ",".join((*matchers, *(f'{n}=~"${n}"' for n in self.routing)))
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from fleetwatch.core.profiles import MetricRef, Profile, Signal, get_profile
+from fleetwatch.core.profiles.labels import LabelSchemeError, parse_matcher_list
 from fleetwatch.dashboards.names import RESILIENCE
 
 __all__ = ["RUNBOOKS", "Untranslatable", "render_runbooks", "translate"]
@@ -36,7 +37,6 @@ RUNBOOKS: Final = Path(__file__).resolve().parents[1] / "runbooks"
 """The committed pages (written for the fleetwatch profile)."""
 
 _LABEL_LIST = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)(\s*)\(([^()]*)\)")
-_MATCHER = re.compile(r'\s*([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
 _FENCE = re.compile(r"^( *)```promql\n(.*?)^\1```", re.S | re.M)
 _INLINE = re.compile(r"`([^`\n]+)`")
 _SUFFIXES: Final = ("_bucket", "_sum", "_count")
@@ -73,11 +73,11 @@ def _outcomes(profile: Profile) -> _Outcomes:
     values: dict[str, str] = {}
     labels = set()
     for key, ref in profile.outcomes.bad.items():
-        m = _MATCHER.fullmatch(ref.matchers) if ref.matchers else None
-        if ref.name != profile.outcomes.total.name or m is None or m.group(2) != "=":
+        found = parse_matcher_list(ref.matchers) if ref.matchers else ()
+        if ref.name != profile.outcomes.total.name or len(found) != 1 or found[0].op != "=":
             return _Outcomes(None, {})
-        labels.add(m.group(1))
-        values[key] = m.group(3)
+        labels.add(found[0].name)
+        values[key] = found[0].value
     if len(labels) != 1:
         return _Outcomes(None, {})
     return _Outcomes(labels.pop(), values)
@@ -115,17 +115,17 @@ class _Translator:
         """The selector's matchers in the profile's labels, and its ``status`` matchers."""
         kept: list[str] = []
         status: list[tuple[str, str]] = []
-        for part in _split(text):
-            m = _MATCHER.fullmatch(part)
-            if m is None:
-                raise Untranslatable(part)
-            label, op, value = m.groups()
-            if label == "status":
-                status.append((op, value))
+        try:
+            found = parse_matcher_list(text)
+        except LabelSchemeError:
+            raise Untranslatable(text) from None
+        for m in found:
+            if m.name == "status":
+                status.append((m.op, m.value))
                 continue
-            mapped = self.labels(label)
+            mapped = self.labels(m.name)
             if mapped:
-                kept.append(f'{mapped[-1]}{op}"{value}"')
+                kept.append(f'{mapped[-1]}{m.op}"{m.value}"')
         return kept, status
 
     def outcome(self, status: list[tuple[str, str]]) -> tuple[MetricRef, str]:
@@ -183,10 +183,6 @@ class _Translator:
     def __call__(self, expr: str) -> str:
         out = self.pattern.sub(self.selector, expr)
         return _LABEL_LIST.sub(self.label_list, out)
-
-
-def _split(text: str) -> list[str]:
-    return [p for p in re.findall(r'(?:[^,"]|"(?:[^"\\]|\\.)*")+', text) if p.strip()]
 
 
 def translate(expr: str, profile: Profile) -> str:

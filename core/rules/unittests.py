@@ -14,6 +14,8 @@ its expanding notation (``0+10x30``: 31 samples from 0, rising by 10).
 
 from __future__ import annotations
 
+import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -25,7 +27,24 @@ __all__ = [
     "InputSeries",
     "RuleTest",
     "RuleTestFile",
+    "rendered",
 ]
+
+_TEMPLATE = re.compile(r"\{\{ \$labels\.(\w+)( \| urlquery)? \}\}|\{\{ \$externalURL \}\}")
+
+
+def rendered(template: str, labels: Mapping[str, str]) -> str:
+    """An annotation ``template`` as promtool renders it for an alert with ``labels``: each
+    ``{{ $labels.x }}`` its value ("" when absent), ``| urlquery`` as Go's ``url.QueryEscape``,
+    and ``{{ $externalURL }}`` empty (a unit test has no external URL)."""
+
+    def value(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            return ""
+        text = labels.get(m.group(1), "")
+        return urllib.parse.quote_plus(text) if m.group(2) else text
+
+    return _TEMPLATE.sub(value, template)
 
 
 @dataclass(frozen=True, slots=True)

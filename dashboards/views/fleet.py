@@ -30,7 +30,7 @@ def _latency_panels(scope: Scope, signal: Signal, title: str) -> tuple[PanelSpec
     ref = scope.profile.metric(signal)
     replica, model = scope.replica, scope.model
     by = f"{replica}, {model}"
-    fleet_by = ", ".join((model, *scope.routing))
+    fleet_by = scope.fleet_by
     legend, model_legend = legend_of(replica), legend_of(model)
     mine = scope.quantile(0.99, ref, by)
     fleet = scope.quantile(0.99, ref, by, fleet=True)
@@ -75,7 +75,7 @@ def _latency_panels(scope: Scope, signal: Signal, title: str) -> tuple[PanelSpec
 def fleet_rows(profile: Profile) -> tuple[RowSpec, ...]:
     scope = Scope(profile)
     replica, model = scope.replica, scope.model
-    fleet_by = ", ".join((model, *scope.routing))
+    fleet_by = scope.fleet_by
     legend, model_legend = legend_of(replica), legend_of(model)
     rows = [
         RowSpec(title, _latency_panels(scope, signal, title))

@@ -20,6 +20,7 @@ from fleetwatch.dashboards.alerts import (
 )
 from fleetwatch.dashboards.names import allowed_names
 from fleetwatch.dashboards.promql import metric_names
+from tests.promtool_run import promtool_test
 
 PROFILES = ("fleetwatch", "vllm", "sglang")
 
@@ -81,6 +82,25 @@ def test_generated_rules_pass_promtool_check_and_their_unit_tests(
             [str(promtool), *args], capture_output=True, text=True, timeout=60, cwd=tmp_path
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("profile", ["vllm", "fleetwatch"])
+def test_rules_under_a_regex_scheme_pass_their_unit_tests(
+    profile: str, promtool: Path, tmp_path: Path
+) -> None:
+    """Input series carry the values the scheme's matchers select, never the matchers."""
+    from fleetwatch.core.profiles.labels import LabelScheme, parse_matcher_list
+
+    scheme = LabelScheme(
+        replica=("namespace", "pod"),
+        routing=("namespace",),
+        matchers=parse_matcher_list(('job="vllm"', 'namespace=~"llm-.*"')),
+    )
+    chosen = scheme.apply(get_profile(profile))
+    rules = tmp_path / f"{profile}.rules.yaml"
+    rules.write_text(render_yaml(rules_document(chosen)))
+    result = promtool_test(promtool, tmp_path, render_yaml(alert_tests(chosen, rules.name)))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_unit_tests_cover_firing_and_healthy_traffic_for_every_alert() -> None:

@@ -4,7 +4,6 @@ proven by promtool on traffic that grows tenfold with its errors halfway through
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import yaml
@@ -12,6 +11,7 @@ import yaml
 from fleetwatch.core.profiles import get_profile
 from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.rules import generate_rules, render_rules
+from tests.promtool_run import promtool_test
 
 SPEC = """
 service: s
@@ -62,13 +62,5 @@ def test_the_period_ratio_is_the_traffic_weighted_ratio(promtool: Path, tmp_path
             }
         ],
     }
-    path = tmp_path / "slo.rules.test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False))
-    result = subprocess.run(
-        [str(promtool), "test", "rules", path.name],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    result = promtool_test(promtool, tmp_path, yaml.safe_dump(test, sort_keys=False))
     assert result.returncode == 0, result.stdout + result.stderr

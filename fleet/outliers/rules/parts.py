@@ -3,13 +3,13 @@ series' names, the set of replicas compared with each other, and the alerts' ann
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 from fleetwatch.core.profiles import MetricRef, Profile, Signal
 from fleetwatch.core.profiles.types import by
 from fleetwatch.core.promql import format_matchers
 from fleetwatch.core.rules import InputSeries, RecordingRule, Rule
+from fleetwatch.core.rules.unittests import rendered as render_template
 from fleetwatch.fleet.outliers.sources.exposition import LATENCY_SOURCES, ref_labels
 
 __all__ = [
@@ -110,15 +110,9 @@ def alert_annotations(profile: Profile, o: Any, signal: str, shown: str) -> dict
 def rendered(
     profile: Profile, o: Any, signal: str, shown: str, labels: dict[str, str]
 ) -> dict[str, str]:
-    """The annotations as promtool renders them for one alert (for the test's expectations):
-    promtool's unit tests have no external URL, so ``$externalURL`` renders empty."""
-    out = {}
-    for k, v in alert_annotations(profile, o, signal, shown).items():
-        for name, value in labels.items():
-            v = v.replace(f"{{{{ $labels.{name} }}}}", value)
-            v = v.replace(f"{{{{ $labels.{name} | urlquery }}}}", urllib.parse.quote_plus(value))
-        out[k] = v.replace("{{ $externalURL }}", "")
-    return out
+    """The annotations as promtool renders them for one alert (for the test's expectations)."""
+    annotations = alert_annotations(profile, o, signal, shown)
+    return {k: render_template(v, labels) for k, v in annotations.items()}
 
 
 def test_labels(profile: Profile, model: str, replica: str) -> dict[str, str]:
