@@ -1,13 +1,13 @@
 """The tail attribution through a query engine, in memory bounded whatever the rows.
 
-The first pass (``plan_in_engine``) is SQL over one model's ok requests: the tail's threshold and
-the body's medians per token are exact order statistics (``records.engine.reductions``), the
-long-prefill size an exact quantile of the uncached tokens' counts, the over-represented replica
-from counts per replica. The second pass takes the model's replicas a group at a time, at most
-``CHUNK_ROWS`` requests (a replica larger than that on its own), one query a group (the engine
-skips files and row groups of other replicas by their statistics), into ``TailSums``: memory is
-one group's columns, and the report equals the in-memory one to the last bits of float
-summation.
+The first pass (``plan_in_engine``) is SQL over one model's ok requests, two scans and the
+fetches of the ranks' buckets: the tail's threshold and the body's medians per token are exact
+order statistics (``records.engine.reductions``), the long-prefill size an exact quantile of the
+uncached tokens' counts, the over-represented replica from counts per replica. The second pass
+takes the model's replicas a group at a time, at most ``CHUNK_ROWS`` requests (a replica larger
+than that on its own), one query a group (DuckDB opens only the Parquet files whose statistics
+may hold the group's replicas), into ``TailSums``: memory is one group's columns, and the report
+equals the in-memory one to the last bits of float summation.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from fleetwatch.fleet.tail.sums import (
 from fleetwatch.records.engine import Engine
 from fleetwatch.records.engine.reductions import (
     MODEL,
+    bucket_sql,
     exact_quantile,
+    exact_quantiles,
     model_is,
     weighted_quantile,
 )
@@ -107,43 +109,84 @@ def _base(model: str) -> str:
     )
 
 
+FINE = 1.0005
+"""The first pass's histograms of the body's per-token medians: buckets 0.05 % wide, so the
+bucket holding a median of tens of millions of requests is fetched whole (no narrowing)."""
+
+
+def _sets(
+    engine: Engine, base: str, keys: dict[str, str], extra: str = ""
+) -> dict[str, pd.DataFrame]:
+    """One scan of ``base`` grouped by each of ``keys`` (name -> SQL, NULL where a row is not in
+    that table) as grouping sets: per key the distinct values and their counts (and ``extra``
+    aggregates), NULL keys left out."""
+    marks = ", ".join(f"grouping({k}) AS g_{k}" for k in keys)
+    got = engine.query(
+        f"SELECT {', '.join(keys)}, {marks}, count(*) AS n{extra} FROM (SELECT *, "
+        + ", ".join(f"{sql} AS {k}" for k, sql in keys.items())
+        + f" {base}) AS t GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in keys)})"
+    )
+    return {k: got[(got[f"g_{k}"] == 0) & got[k].notna()].reset_index(drop=True) for k in keys}
+
+
 def plan_in_engine(
     engine: Engine, model: str, percentile: float, target: Target, long_prompt_quantile: float
 ) -> tuple[Plan, dict[str, int]]:
-    """The first pass over one model's ok requests in ``engine``, and each replica's count."""
+    """The first pass over one model's ok requests in ``engine``, and each replica's count:
+    two scans and the fetches of the ranks' buckets: the replicas' counts, the target's
+    histogram and the uncached tokens' counts in one; the tail's counts per replica and the
+    body's per-token histograms (0.05 % buckets: ``FINE``) in the other."""
     base = _base(model)
     ex = _exprs(target)
-    per = engine.query(
-        f"SELECT replica, count(*) AS n, min(arrival_s) AS a0 {base} GROUP BY 1 ORDER BY 1"
+    first = _sets(
+        engine,
+        base,
+        {"r": "replica", "b": bucket_sql(ex["y"]), "u": _UNCACHED},
+        ", min(arrival_s) AS a0",
     )
+    per = first["r"].rename(columns={"r": "replica"}).sort_values("replica")
+    per = per.reset_index(drop=True)
     n = int(per["n"].sum())
     if n < MIN_REQUESTS:
         raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {n}")
-    threshold = exact_quantile(engine, ex["y"], base, percentile / 100.0, n)
-    tails = engine.query(
-        f"SELECT replica, count(*) AS n {base} AND {ex['y']} >= {threshold!r} GROUP BY 1"
+    threshold = exact_quantile(
+        engine, ex["y"], base, percentile / 100.0, n, hist=first["b"][["b", "n"]]
     )
+    u = first["u"]
+    q_long, q_mid = weighted_quantile(u["u"], u["n"], [long_prompt_quantile, 0.5])
+    tail = f"{ex['y']} >= {threshold!r}"
+    per_token = {
+        "pp": f"({ex['prefill']} / greatest(CAST({_UNCACHED} AS DOUBLE), 1.0))",
+        **(
+            {"po": f"({ex['decode']} / greatest(CAST(output_tokens - 1 AS DOUBLE), 1.0))"}
+            if target == "e2e"
+            else {}
+        ),
+    }
+    second = _sets(
+        engine,
+        base,
+        {
+            "rt": f"CASE WHEN {tail} THEN replica END",
+            **{
+                k: f"CASE WHEN NOT ({tail}) THEN {bucket_sql(v, FINE)} END"
+                for k, v in per_token.items()
+            },
+        },
+    )
+    tails = second["rt"].rename(columns={"rt": "replica"})
     n_tail = int(tails["n"].sum())
     check_spread(n_tail, n, percentile, target)
-    u = engine.query(f"SELECT {_UNCACHED} AS u, count(*) AS n {base} GROUP BY 1")
-    q_long, q_mid = weighted_quantile(u["u"], u["n"], [long_prompt_quantile, 0.5])
     body = f"{base} AND {ex['y']} < {threshold!r}"
-    per_prompt = exact_quantile(
+    found = exact_quantiles(
         engine,
-        f"({ex['prefill']} / greatest(CAST({_UNCACHED} AS DOUBLE), 1.0))",
         body,
-        0.5,
-        n - n_tail,
+        [
+            (expr, 0.5, n - n_tail, second[k].rename(columns={k: "b"})[["b", "n"]], FINE)
+            for k, expr in per_token.items()
+        ],
     )
-    per_out = 0.0
-    if target == "e2e":
-        per_out = exact_quantile(
-            engine,
-            f"({ex['decode']} / greatest(CAST(output_tokens - 1 AS DOUBLE), 1.0))",
-            body,
-            0.5,
-            n - n_tail,
-        )
+    medians = dict(zip(per_token, found, strict=True))
     names = [str(r) for r in per["replica"]]
     counts_tail = tails.set_index(tails["replica"].astype(str))["n"].reindex(names).fillna(0)
     plan = Plan(
@@ -151,8 +194,8 @@ def plan_in_engine(
         percentile=percentile,
         threshold=threshold,
         long_threshold=long_threshold(float(q_long), float(q_mid)),
-        per_prompt=per_prompt,
-        per_out=per_out,
+        per_prompt=medians["pp"],
+        per_out=medians.get("po", 0.0),
         worst=worst_replica(per["n"].to_numpy(np.float64), counts_tail.to_numpy(np.float64), names),
         origin=float(per["a0"].min()),
     )
@@ -185,7 +228,7 @@ def _groups(
     for group in _chunks(counts, rows):
         where = f"{model_is(model)} AND replica IN ({', '.join(sql_string(r) for r in group)})"
         yield pd.concat(
-            list(engine.frames(_FETCH, where, order=ROW_ORDER, rows=_BATCH_ROWS)),
+            list(engine.frames(_FETCH, where, order=ROW_ORDER, rows=_BATCH_ROWS, replicas=group)),
             ignore_index=True,
         )
 
@@ -218,7 +261,18 @@ def tail_in_engine(
     check_options(percentile, target)
     models = sorted(str(m) for m in engine.query(f"SELECT DISTINCT {MODEL} AS m FROM records")["m"])
     runs: list[tuple[str, Callable[[], TailReport]]] = [
-        (m, partial(_model_report, engine, m, percentile, target, long_prompt_quantile, chunk_rows))
+        (
+            m,
+            partial(
+                _model_report,
+                engine,
+                m,
+                percentile,
+                target,
+                long_prompt_quantile,
+                chunk_rows,
+            ),
+        )
         for m in models
     ]
     if not runs:

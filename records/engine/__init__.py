@@ -137,12 +137,14 @@ class Engine(Protocol):
         where: str | None = None,
         order: Sequence[str] = (),
         rows: int = 1 << 18,
+        replicas: Sequence[str] = (),
     ) -> Iterator[pd.DataFrame]:
         """``records``' ``columns`` (stored, or derived: ``reductions.DERIVED``) of the rows
         ``where`` (SQL) keeps, sorted by ``order`` (columns), from one query, brought to this
         process about ``rows`` rows at a time where the engine streams (DuckDB; Spark brings
         them in one piece), the ``LABELS`` columns categorical: a caller bounds a call's
-        rows by ``where``."""
+        rows by ``where``. ``replicas``: when ``where`` keeps only these replicas' rows, an
+        engine may read only the files that hold them."""
         ...
 
     def scalar(self, sql: str) -> object:

@@ -120,22 +120,13 @@ class DuckEngine:
                 parts.append("SELECT *, NULL::VARCHAR AS filename FROM scanned")
         except duckdb.Error as exc:
             raise _record_error(exc, jsonl) from None
+        self._scans: list[tuple[list[Path], set[str], bool]] = []
         if parquet:
             groups = self._parquet_groups(parquet)
             mixed = groups is None or len(groups) > _MAX_SCHEMAS  # one scan matching names
             for group in [parquet] if mixed or groups is None else groups:
-                have = self._parquet_columns(group, union=mixed)
-                cols = [
-                    f"CAST({c} AS {COLUMNS[c]}) AS {c}"
-                    if c in have
-                    else f"NULL::{COLUMNS[c]} AS {c}"
-                    for c in wanted
-                ]
-                union = "union_by_name=true, " if mixed else ""
-                parts.append(
-                    f"SELECT {', '.join(cols)}, filename FROM read_parquet({_list(group)}, "
-                    f"{union}filename=true, hive_partitioning=false)"
-                )
+                self._scans.append((group, self._parquet_columns(group, union=mixed), mixed))
+        self._parts = parts  # the JSON lines' table
         for i, store in enumerate(remote):
             import pyarrow.dataset as ds
 
@@ -145,21 +136,71 @@ class DuckEngine:
                 list(store.keys), filesystem=store.fs, format="parquet", schema=arrow_schema(wanted)
             )
             self.con.register(f"remote_{i}", data)
-            parts.append(
+            self._parts.append(
                 f"SELECT {', '.join(wanted)}, {sql_string(store.name)} AS filename FROM remote_{i}"
             )
-        if not parts:
-            nulls = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in wanted)
-            parts.append(f"SELECT {nulls}, NULL::VARCHAR AS filename WHERE FALSE")
-        cond = "TRUE" if where is None else where.sql()
+        self._ranges: dict[Path, tuple[str, str] | None] | None = None
         try:
-            self.con.execute(f"CREATE TEMP VIEW everything AS {' UNION ALL '.join(parts)}")
-            self.con.execute(
-                f"CREATE TEMP VIEW records AS SELECT * FROM (SELECT {view_columns(wanted)} "
-                f"FROM everything) AS filled WHERE {cond}"
-            )
+            self.con.execute(f"CREATE TEMP VIEW everything AS {self._everything(None)}")
+            self.con.execute(f"CREATE TEMP VIEW records AS {self._records('everything')}")
         except duckdb.Error as exc:
             raise _record_error(exc, self.files) from None
+
+    def _everything(self, keep: set[Path] | None) -> str:
+        """Every row of the dataset (of the Parquet files ``keep`` holds, when given), each
+        column cast to its type, with the file it came from."""
+        parts = list(self._parts)
+        for group, have, mixed in self._scans:
+            if keep is not None:
+                group = [p for p in group if p in keep]
+                if not group:
+                    continue
+            cols = [
+                f"CAST({c} AS {COLUMNS[c]}) AS {c}" if c in have else f"NULL::{COLUMNS[c]} AS {c}"
+                for c in self.columns
+            ]
+            union = "union_by_name=true, " if mixed else ""
+            parts.append(
+                f"SELECT {', '.join(cols)}, filename FROM read_parquet({_list(group)}, "
+                f"{union}filename=true, hive_partitioning=false)"
+            )
+        if not parts:
+            nulls = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in self.columns)
+            parts.append(f"SELECT {nulls}, NULL::VARCHAR AS filename WHERE FALSE")
+        return " UNION ALL ".join(parts)
+
+    def _records(self, rows: str) -> str:
+        """The ``records`` view over ``rows``: defaults filled, the filter applied."""
+        cond = "TRUE" if self.where is None else self.where.sql()
+        return (
+            f"SELECT * FROM (SELECT {view_columns(self.columns)} FROM {rows}) AS filled "
+            f"WHERE {cond}"
+        )
+
+    def _holding(self, replicas: Sequence[str]) -> set[Path]:
+        """The Parquet files that may hold a row of one of ``replicas``: by each file's
+        row-group statistics of ``replica`` (footers read once for the engine's life; a file
+        without them may hold any)."""
+        if self._ranges is None:
+            files = [p for group, _, _ in self._scans for p in group]
+            ranges: dict[Path, tuple[str, str] | None] = dict.fromkeys(files)
+            rows = self.con.execute(
+                "SELECT file_name, min(stats_min_value), max(stats_max_value), "
+                "count(*) FILTER (WHERE stats_min_value IS NULL OR stats_max_value IS NULL) "
+                f"FROM parquet_metadata({_list(files)}) WHERE path_in_schema = 'replica' "
+                "GROUP BY 1"
+            ).fetchall()
+            by_name = {str(p): p for p in files}
+            for name, lo, hi, unknown in rows:
+                path = by_name.get(str(name))
+                if path is not None and not unknown and lo is not None and hi is not None:
+                    ranges[path] = (str(lo), str(hi))
+            self._ranges = ranges
+        return {
+            p
+            for p, r in self._ranges.items()
+            if r is None or any(r[0] <= name <= r[1] for name in replicas)
+        }
 
     def _parquet_groups(self, files: Sequence[Path]) -> list[list[Path]] | None:
         """``files`` grouped by their Parquet schema (names, types, order), in order of first
@@ -224,11 +265,15 @@ class DuckEngine:
         where: str | None = None,
         order: Sequence[str] = (),
         rows: int = 1 << 18,
+        replicas: Sequence[str] = (),
     ) -> Iterator[pd.DataFrame]:
         """``records``' ``columns`` (stored or ``DERIVED``) of the rows ``where`` (SQL) keeps, in
         ``order`` (columns; the files' order when none), ``rows`` rows at a time from one
         query (DuckDB sorts out of core), the label columns categorical (a code a row, not a
-        string; every batch and every call has the same categories: the column's values, sorted)."""
+        string; every batch and every call has the same categories: the column's values, sorted).
+        ``replicas``: ``where`` keeps rows of these replicas only, so only the Parquet files that
+        may hold them are opened (a query over thousands of files otherwise costs a look at
+        every file's statistics, more than reading one replica's rows)."""
         import duckdb
 
         from fleetwatch.records.engine.reductions import DERIVED
@@ -252,7 +297,13 @@ class DuckEngine:
             )
             cond = "" if where is None else f" WHERE {where}"
             sort = f" ORDER BY {', '.join(order)}" if order else ""
-            reader = self.con.sql(f"SELECT {select} FROM records{cond}{sort}").to_arrow_reader(rows)
+            source = "records"
+            if replicas and self._scans:
+                keep = self._holding(replicas)
+                source = f"({self._records(f'({self._everything(keep)})')}) AS part"
+            reader = self.con.sql(f"SELECT {select} FROM {source}{cond}{sort}").to_arrow_reader(
+                rows
+            )
             for batch in reader:
                 yield batch.to_pandas()
         except duckdb.Error as exc:

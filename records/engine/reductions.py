@@ -14,6 +14,7 @@ counts, equal to it on the expanded sample, without expanding it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,10 @@ __all__ = [
     "bucket_sql",
     "bucket_values",
     "exact_quantile",
+    "exact_quantiles",
     "model_is",
     "order_statistics",
+    "order_statistics_of",
     "weighted_quantile",
 ]
 
@@ -59,10 +62,11 @@ DERIVED: dict[str, str] = {
 """The derived durations as SQL over the ``records`` view (as ``records.io.add_derived``)."""
 
 
-def bucket_sql(expr: str) -> str:
-    """The histogram bucket of the value of ``expr`` (NULL stays NULL)."""
+def bucket_sql(expr: str, ratio: float = RATIO) -> str:
+    """The histogram bucket of the value of ``expr`` (NULL stays NULL), buckets ``ratio`` wide."""
+    ln_ratio = _LN_RATIO if ratio == RATIO else repr(math.log(ratio))
     return (
-        f"(CASE WHEN {expr} > 0 THEN CAST(floor(ln({expr}) / {_LN_RATIO}) AS BIGINT) "
+        f"(CASE WHEN {expr} > 0 THEN CAST(floor(ln({expr}) / {ln_ratio}) AS BIGINT) "
         f"WHEN {expr} IS NOT NULL THEN {ZERO_BUCKET} END)"
     )
 
@@ -120,15 +124,71 @@ def model_is(name: str) -> str:
     return f"(model = {sql_string(name)})"
 
 
-def order_statistics(engine: Any, expr: str, source: str, ranks: Any) -> list[float]:
+def order_statistics(
+    engine: Any,
+    expr: str,
+    source: str,
+    ranks: Any,
+    *,
+    hist: Any = None,
+    ratio: float = RATIO,
+) -> list[float]:
     """The ``k``-th smallest (from 0) values of ``expr`` over ``source`` (``FROM … WHERE …``,
     the rows the value is taken over; NULL values are left out) for each ``k`` of ``ranks``,
     exact: one histogram of 2 % buckets finds the bucket holding each rank, a range holding
     more than ``_FETCH_LIMIT`` values is cut into ``_SPLITS`` equal parts until one does not,
     and each range's values are fetched once (ranks in one range share it). Memory: a
-    histogram and at most ``_FETCH_LIMIT`` values, whatever the rows."""
+    histogram and at most ``_FETCH_LIMIT`` values, whatever the rows.
+
+    ``hist`` is that histogram when a caller has it (columns ``b``, ``n``: counts of
+    ``bucket_sql(expr, ratio)`` over the same rows, from a query of its own that took other
+    tables in the same scan); buckets finer than 2 % (``ratio``) leave fewer values to a bucket,
+    so a rank's range is fetched without narrowing."""
+    return order_statistics_of(engine, source, [(expr, ranks, hist, ratio)])[0]
+
+
+def order_statistics_of(
+    engine: Any, source: str, items: Sequence[tuple[str, Any, Any, float]]
+) -> list[list[float]]:
+    """``order_statistics`` of several values over the same rows (``items``: each value's
+    ``expr``, ``ranks``, ``hist`` or None, ``ratio``), their ranges' values fetched in one
+    scan."""
+    located = [
+        _locate(engine, expr, source, ranks, hist, ratio) for expr, ranks, hist, ratio in items
+    ]
+    ranges = [
+        dict.fromkeys(rng for rng, _ in spots.values() if rng is not None) for spots in located
+    ]
+    columns = [(i, rng, expr) for i, (expr, *_) in enumerate(items) for rng in ranges[i]]
+    fetched: dict[tuple[int, str], np.ndarray[Any, np.dtype[np.float64]]] = {}
+    if columns:
+        select = ", ".join(
+            f"CASE WHEN {rng} THEN {expr} END AS v{j}" for j, (_, rng, expr) in enumerate(columns)
+        )
+        anywhere = " OR ".join(f"({rng})" for _, rng, _ in columns)
+        got = engine.query(f"SELECT {select} {source} AND ({anywhere})")
+        for j, (i, rng, _) in enumerate(columns):
+            v = got[f"v{j}"].to_numpy(np.float64)
+            fetched[(i, rng)] = np.sort(v[~np.isnan(v)])
+    out = []
+    for i, spots in enumerate(located):
+        values = []
+        for k in items[i][1]:
+            where, at = spots[int(k)]
+            values.append(at if where is None else float(fetched[(i, where)][int(at)]))
+        out.append(values)
+    return out
+
+
+def _locate(
+    engine: Any, expr: str, source: str, ranks: Any, hist: Any, ratio: float
+) -> dict[int, tuple[str | None, float]]:
+    """Per wanted rank: the SQL range holding it and its position in that range's sorted
+    values, or (None, the value) when the range holds one value only."""
     where = f"{source} AND {expr} IS NOT NULL"
-    hist = engine.query(f"SELECT {bucket_sql(expr)} AS b, count(*) AS n {where} GROUP BY 1")
+    bucket = bucket_sql(expr, ratio)
+    if hist is None:
+        hist = engine.query(f"SELECT {bucket} AS b, count(*) AS n {where} GROUP BY 1")
     hist = hist.sort_values("b")
     upto = np.cumsum(hist["n"].to_numpy(dtype=np.int64))
     total = int(upto[-1]) if len(upto) else 0
@@ -136,14 +196,13 @@ def order_statistics(engine: Any, expr: str, source: str, ranks: Any) -> list[fl
     for k in wanted:
         if k >= total or k < 0:
             raise ValueError(f"rank {k} of {total} values")
-    found: dict[int, float] = {}
-    fetched: dict[str, np.ndarray[Any, np.dtype[np.float64]]] = {}
+    found: dict[int, tuple[str | None, float]] = {}
     for k in wanted:
         if k in found:
             continue
         i = int(np.searchsorted(upto, k, side="right"))
         below = int(upto[i - 1]) if i else 0
-        rng = f"{bucket_sql(expr)} = {int(hist['b'].iloc[i])}"
+        rng = f"{bucket} = {int(hist['b'].iloc[i])}"
         count = int(hist["n"].iloc[i])
         value: float | None = None
         while count > _FETCH_LIMIT:
@@ -169,26 +228,46 @@ def order_statistics(engine: Any, expr: str, source: str, ranks: Any) -> list[fl
             rng = f"{rng} AND {part} = {int(sub['p'].iloc[j])}"
             count = int(sub["n"].iloc[j])
         if value is not None:
-            found[k] = value
+            found[k] = (None, value)
             continue
-        if rng not in fetched:
-            fetched[rng] = np.sort(
-                engine.query(f"SELECT {expr} AS v {where} AND {rng}")["v"].to_numpy(np.float64)
-            )
-        values = fetched[rng]
         for other in wanted:  # every wanted rank this range holds
-            if below <= other < below + len(values):
-                found[other] = float(values[other - below])
-    return [found[k] for k in wanted]
+            if below <= other < below + count and other not in found:
+                found[other] = (rng, float(other - below))
+    return found
 
 
-def exact_quantile(engine: Any, expr: str, source: str, q: float, n: int) -> float:
+def exact_quantile(
+    engine: Any,
+    expr: str,
+    source: str,
+    q: float,
+    n: int,
+    *,
+    hist: Any = None,
+    ratio: float = RATIO,
+) -> float:
     """``numpy.quantile`` (linear) of ``expr`` over the ``n`` rows of ``source`` that hold a
     value, exact, from its two neighbouring order statistics (``order_statistics``: one
     histogram, and one fetch when they share a range, as they nearly always do)."""
-    h = (n - 1) * q
-    lo = math.floor(h)
-    if h == lo or lo + 1 >= n:
-        return order_statistics(engine, expr, source, [lo])[0]
-    v_lo, v_hi = order_statistics(engine, expr, source, [lo, lo + 1])
-    return float(lerp(v_lo, v_hi, h - lo))
+    return exact_quantiles(engine, source, [(expr, q, n, hist, ratio)])[0]
+
+
+def exact_quantiles(
+    engine: Any, source: str, items: Sequence[tuple[str, float, int, Any, float]]
+) -> list[float]:
+    """``exact_quantile`` of several values over the same rows of ``source`` (``items``: each
+    value's ``expr``, ``q``, ``n``, ``hist`` or None, ``ratio``), the ranges' values fetched
+    in one scan."""
+    asks = []
+    for expr, q, n, hist, ratio in items:
+        h = (n - 1) * q
+        lo = math.floor(h)
+        ranks = [lo] if h == lo or lo + 1 >= n else [lo, lo + 1]
+        asks.append((expr, ranks, hist, ratio, h - lo))
+    got = order_statistics_of(
+        engine, source, [(e, r, hist, ratio) for e, r, hist, ratio, _ in asks]
+    )
+    return [
+        v[0] if len(v) == 1 else float(lerp(v[0], v[1], t))
+        for v, (*_, t) in zip(got, asks, strict=True)
+    ]

@@ -365,8 +365,10 @@ class SparkEngine:
         where: str | None = None,
         order: Sequence[str] = (),
         rows: int = 1 << 18,
+        replicas: Sequence[str] = (),
     ) -> Iterator[pd.DataFrame]:
-        """``records``' ``columns`` (stored or ``DERIVED``) as ``DuckEngine.frames`` gives them,
+        """``records``' ``columns`` (stored or ``DERIVED``) as ``DuckEngine.frames`` gives them
+        (``replicas`` left to Spark's own pruning by ``where``),
         brought in one piece by Spark's Arrow transfer (a row-by-row stream costs more than
         the rows: a caller bounds a call by ``where``, ``rows`` is not used), the label
         columns categorical."""

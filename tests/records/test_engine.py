@@ -47,6 +47,36 @@ def test_every_row_of_a_mixed_dataset_is_read_once(tree: PluginTree) -> None:
     assert mine.to_numpy().tolist() == theirs.to_numpy().tolist()
 
 
+def test_a_query_of_some_replicas_opens_only_the_files_that_may_hold_them(
+    tree: PluginTree, tmp_path: Path
+) -> None:
+    """``frames(..., replicas=...)`` reads the rows it would read over every file, from the
+    Parquet files whose statistics may hold those replicas (and the JSON lines), whether a file
+    holds one replica or several."""
+    whole = read_dataset([tree.whole]).frame
+    names = sorted(str(r) for r in whole["replica"].unique())
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for i, part in enumerate((names[: len(names) // 2], names[len(names) // 2 :])):
+        rows = whole[whole["replica"].isin(part)]
+        rows.to_parquet(shared / f"part-{i}.parquet", index=False)
+    for root in (tree.root, shared):
+        files = resolve([root])
+        with DuckEngine(files) as engine:
+            for group in ([names[0]], names[1:3], names):
+                where = "replica IN (" + ", ".join(f"'{r}'" for r in group) + ")"
+                ids = ["request_id", "finished_s"]
+                narrowed = pd.concat(list(engine.frames(ids, where, replicas=group)))
+                everywhere = pd.concat(list(engine.frames(ids, where)))
+                assert sorted(narrowed["request_id"]) == sorted(everywhere["request_id"])
+                assert len(narrowed) == int(whole["replica"].isin(group).sum())
+            held = engine._holding([names[0]])
+            parquet = [p for p in files if p.suffix == ".parquet"]
+            assert parquet and held <= set(parquet)
+            if root == shared:
+                assert held == {shared / "part-0.parquet"}
+
+
 def test_the_filter_keeps_what_the_in_memory_filter_keeps(tree: PluginTree) -> None:
     whole = read_dataset([tree.whole]).frame
     mid = float(np.median(whole["finished_s"]))
@@ -239,6 +269,51 @@ def test_order_statistics_are_the_sorted_values_whether_ranges_are_narrowed_or_n
     assert q == float(np.quantile(e2e, 0.99))
     with DuckEngine(resolve([tree.root])) as engine, pytest.raises(ValueError, match="rank"):
         reductions.order_statistics(engine, "arrival_s", "FROM records WHERE TRUE", [len(e2e)])
+
+
+@pytest.mark.parametrize("limit", [3, 1 << 21])
+def test_quantiles_of_several_values_share_one_fetch_and_are_numpys(
+    tree: PluginTree, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``exact_quantiles`` over the same rows: each value's own histogram (given, of finer
+    buckets, or queried), one fetch for all their ranges, each quantile numpy's to the bit."""
+    from fleetwatch.records.engine import reductions
+
+    monkeypatch.setattr(reductions, "_FETCH_LIMIT", limit)
+    whole = read_dataset([tree.whole]).frame
+    e2e = (whole["finished_s"] - whole["arrival_s"]).to_numpy(np.float64)
+    prompt = whole["prompt_tokens"].to_numpy(np.float64)
+    exprs = ("(finished_s - arrival_s)", "CAST(prompt_tokens AS DOUBLE)")
+    source = "FROM records WHERE TRUE"
+    fetches: list[str] = []
+    with DuckEngine(resolve([tree.root])) as engine:
+        fine = engine.query(
+            f"SELECT {reductions.bucket_sql(exprs[0], 1.0005)} AS b, count(*) AS n "
+            f"{source} GROUP BY 1"
+        )
+        query = engine.query
+
+        def counted(sql: str) -> object:
+            if sql.startswith("SELECT CASE WHEN"):
+                fetches.append(sql)
+            return query(sql)
+
+        monkeypatch.setattr(engine, "query", counted)
+        got = reductions.exact_quantiles(
+            engine,
+            source,
+            [
+                (exprs[0], 0.5, len(e2e), fine, 1.0005),
+                (exprs[1], 0.9, len(prompt), None, reductions.RATIO),
+                (exprs[0], 0.99, len(e2e), None, reductions.RATIO),
+            ],
+        )
+    assert got == [
+        float(np.quantile(e2e, 0.5)),
+        float(np.quantile(prompt, 0.9)),
+        float(np.quantile(e2e, 0.99)),
+    ]
+    assert len(fetches) == 1
 
 
 @pytest.mark.parametrize("schemas", [16, 1, None])

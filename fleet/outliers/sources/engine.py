@@ -13,7 +13,7 @@ weighted samples (one row per latency bucket; requests in one bucket tie).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -66,40 +66,26 @@ def _summary(engine: Engine) -> pd.DataFrame:
     )
 
 
-def _per_signal(engine: Engine, keys: Mapping[str, Mapping[str, str]], extra: str) -> pd.DataFrame:
-    """One scan of the ok requests grouped, per latency signal, by ``extra`` and that signal's
-    ``keys`` (name -> SQL), as grouping sets (no row is repeated per signal); the rows of each
-    signal with a value, stacked with a ``signal`` column."""
-    inner = ", ".join(
-        f"CASE WHEN {DERIVED[col]} IS NOT NULL THEN {expr} END AS {key}_{name}"
+def _uncached_counts(engine: Engine) -> pd.DataFrame:
+    """Per model and latency signal the count of each uncached prompt size over the ok requests
+    holding that signal's value: one ``GROUP BY`` of the size and which signals a request has
+    (the three signals' rows are the same requests but for a missing first token or a single
+    output token), summed per signal here."""
+    has = ", ".join(
+        f"CASE WHEN {DERIVED[col]} IS NULL THEN 0 ELSE 1 END AS has_{name}"
         for name, col in _LATENCY.items()
-        for key, expr in keys[name].items()
     )
-    names = list(next(iter(keys.values())))
-    sets = ", ".join(
-        "(" + ", ".join([*extra.split(", "), *(f"{k}_{name}" for k in names)]) + ")"
-        for name in _LATENCY
-    )
-    marks = ", ".join(f"grouping({names[-1]}_{name}) AS g_{name}" for name in _LATENCY)
-    cols = ", ".join(f"{k}_{name}" for name in _LATENCY for k in names)
     got = engine.query(
-        f"""SELECT {extra}, {marks}, {cols}, count(*) AS n
-            FROM (SELECT {MODEL} AS model, replica, {inner} FROM records WHERE {_OK}) AS t
-            GROUP BY GROUPING SETS ({sets})"""
+        f"SELECT {MODEL} AS model, {_UNCACHED} AS u, {has}, count(*) AS n "
+        f"FROM records WHERE {_OK} GROUP BY 1, 2, 3, 4, 5"
     )
     parts = []
     for name in _LATENCY:
-        mine = got[(got[f"g_{name}"] == 0) & got[f"{names[-1]}_{name}"].notna()]
-        part = mine[[*extra.split(", "), *(f"{k}_{name}" for k in names), "n"]].copy()
-        part.columns = [*extra.split(", "), *names, "n"]
-        part.insert(len(extra.split(", ")), "signal", name)
-        parts.append(part)
+        mine = got[got[f"has_{name}"] == 1]
+        part = mine.groupby(["model", "u"], sort=True, observed=True)["n"].sum().reset_index()
+        part.insert(1, "signal", name)
+        parts.append(part[["model", "signal", "u", "n"]])
     return pd.concat(parts, ignore_index=True)
-
-
-def _uncached_counts(engine: Engine) -> pd.DataFrame:
-    keys = {name: {"u": _UNCACHED} for name in _LATENCY}
-    return _per_signal(engine, keys, "model")
 
 
 def _edges(counts: pd.DataFrame, buckets: int) -> dict[tuple[str, str], np.ndarray[Any, Any]]:
@@ -112,24 +98,54 @@ def _edges(counts: pd.DataFrame, buckets: int) -> dict[tuple[str, str], np.ndarr
     return out
 
 
+def _searched(expr: str, edges: Sequence[float], below: int = 0) -> str:
+    """SQL: ``below`` plus the number of ``edges`` (ascending) at or below the value of ``expr``,
+    as a binary search of nested CASEs (a few comparisons a row, not one an edge)."""
+    if not edges:
+        return str(below)
+    mid = len(edges) // 2
+    above = _searched(expr, edges[mid + 1 :], below + mid + 1)
+    return f"(CASE WHEN {expr} >= {float(edges[mid])!r} THEN {above} ELSE {_searched(expr, edges[:mid], below)} END)"
+
+
 def _prompt_bucket(edges: Mapping[tuple[str, str], np.ndarray[Any, Any]], signal: str) -> str:
     """SQL: the number of the (model, ``signal``) edges at or below a request's uncached tokens
     (``searchsorted(edges, u, side="right")``)."""
-    cases = []
-    for (model, sig), e in edges.items():
-        if sig != signal or not len(e):
-            continue
-        count = " + ".join(f"(CASE WHEN {_UNCACHED} >= {float(x)!r} THEN 1 ELSE 0 END)" for x in e)
-        cases.append(f"WHEN {MODEL} = {sql_string(model)} THEN {count}")
+    cases = [
+        f"WHEN {MODEL} = {sql_string(model)} THEN {_searched(_UNCACHED, [float(x) for x in e])}"
+        for (model, sig), e in sorted(edges.items())
+        if sig == signal and len(e)
+    ]
     return f"(CASE {' '.join(cases)} ELSE 0 END)" if cases else "0"
 
 
 def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]) -> pd.DataFrame:
-    keys = {
-        name: {"pb": _prompt_bucket(edges, name), "b": bucket_sql(DERIVED[col])}
-        for name, col in _LATENCY.items()
-    }
-    cells = _per_signal(engine, keys, "model, replica")
+    """Per model, replica, signal, prompt bucket and 2 % latency bucket the count of ok requests:
+    one scan, the three signals as grouping sets (no row repeated per signal); a prompt bucket
+    computed once a row when the signals' edges agree (they do but for the rare request of one
+    output token or none)."""
+    pbs = {name: _prompt_bucket(edges, name) for name in _LATENCY}
+    shared = {expr: f"pb{i}" for i, expr in enumerate(dict.fromkeys(pbs.values()))}
+    inner = ", ".join(
+        [f"{expr} AS {alias}" for expr, alias in shared.items()]
+        + [f"{bucket_sql(DERIVED[col])} AS b_{name}" for name, col in _LATENCY.items()]
+    )
+    sets = ", ".join(f"(model, replica, {shared[pbs[name]]}, b_{name})" for name in _LATENCY)
+    marks = ", ".join(f"grouping(b_{name}) AS g_{name}" for name in _LATENCY)
+    cols = ", ".join([*shared.values(), *(f"b_{name}" for name in _LATENCY)])
+    got = engine.query(
+        f"""SELECT model, replica, {marks}, {cols}, count(*) AS n
+            FROM (SELECT {MODEL} AS model, replica, {inner} FROM records WHERE {_OK}) AS t
+            GROUP BY GROUPING SETS ({sets})"""
+    )
+    parts = []
+    for name in _LATENCY:
+        mine = got[(got[f"g_{name}"] == 0) & got[f"b_{name}"].notna()]
+        part = mine[["model", "replica", shared[pbs[name]], f"b_{name}", "n"]].copy()
+        part.columns = ["model", "replica", "pb", "b", "n"]
+        part.insert(2, "signal", name)
+        parts.append(part)
+    cells = pd.concat(parts, ignore_index=True)
     cells["pb"] = cells["pb"].astype(np.int64)
     cells["b"] = cells["b"].astype(np.int64)
     cells = cells.sort_values(["model", "signal", "replica", "pb", "b"], kind="stable")
