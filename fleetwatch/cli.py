@@ -184,5 +184,16 @@ def _usage(exc: Any) -> int:
     return int(exc.exit_code)
 
 
+def single_threaded_blas() -> None:
+    """One OpenBLAS thread unless the user set otherwise: the analyses' matrix products are
+    small (a few columns by a chunk of rows), and OpenBLAS's threads spin on them, doubling the
+    CPU time for no wall time (``fleet tail``'s normal equations, measured). Read when numpy is
+    first imported, which no sub-command does before this runs."""
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def entrypoint() -> None:
+    single_threaded_blas()
     sys.exit(main())

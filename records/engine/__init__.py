@@ -122,6 +122,9 @@ class Engine(Protocol):
     """A query engine holding the ``records`` view of one dataset."""
 
     name: str
+    in_file_order: bool
+    """Rows a query does not sort come in the files' order, the same on every run (so a pass
+    that sums floats in row order need not sort them)."""
 
     def query(self, sql: str) -> pd.DataFrame:
         """The result of ``sql`` (portable SQL over the view ``records``) as a DataFrame."""

@@ -140,6 +140,8 @@ class DuckEngine:
                 f"SELECT {', '.join(wanted)}, {sql_string(store.name)} AS filename FROM remote_{i}"
             )
         self._ranges: dict[Path, tuple[str, str] | None] | None = None
+        # JSON lines are read in parallel in no set order, object storage through Arrow
+        self.in_file_order = not jsonl and not remote
         try:
             self.con.execute(f"CREATE TEMP VIEW everything AS {self._everything(None)}")
             self.con.execute(f"CREATE TEMP VIEW records AS {self._records('everything')}")

@@ -180,6 +180,16 @@ def order_statistics_of(
     return out
 
 
+def _in_bucket(expr: str, bucket: str, b: int, ratio: float) -> str:
+    """SQL true of the rows whose value of ``expr`` is in bucket ``b``: a range a little wider
+    than the bucket's edges first (cheap, and false of nearly every row), then the bucket's own
+    expression, so the logarithm is taken of the few rows in range only."""
+    if b == ZERO_BUCKET:
+        return f"({expr} <= 0.0 AND {bucket} = {b})"
+    lo, hi = ratio**b * (1.0 - 1e-9), ratio ** (b + 1) * (1.0 + 1e-9)
+    return f"({expr} BETWEEN {lo!r} AND {hi!r} AND {bucket} = {b})"
+
+
 def _locate(
     engine: Any, expr: str, source: str, ranks: Any, hist: Any, ratio: float
 ) -> dict[int, tuple[str | None, float]]:
@@ -202,7 +212,7 @@ def _locate(
             continue
         i = int(np.searchsorted(upto, k, side="right"))
         below = int(upto[i - 1]) if i else 0
-        rng = f"{bucket} = {int(hist['b'].iloc[i])}"
+        rng = _in_bucket(expr, bucket, int(hist["b"].iloc[i]), ratio)
         count = int(hist["n"].iloc[i])
         value: float | None = None
         while count > _FETCH_LIMIT:

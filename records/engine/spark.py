@@ -240,6 +240,7 @@ class SparkEngine:
     in a new one that shares its driver (its own views and settings) and leaves it running."""
 
     name = "spark"
+    in_file_order = False
 
     def __init__(
         self,

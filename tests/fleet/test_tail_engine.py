@@ -96,6 +96,39 @@ def test_no_chunk_holds_more_than_its_rows(
         assert sum(len(o) for o in owners) == len(set().union(*owners)) == 6
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "mixed"])
+def test_rows_are_summed_in_one_order_the_same_every_run(
+    one_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """DuckDB over Parquet brings a group's rows unsorted (in the files' order, fixed); rows of
+    JSON lines (read in parallel, in no set order) are sorted first. Either way two runs give
+    the same report to the last bit."""
+    from fleetwatch.fleet.tail.engine import ROW_ORDER
+    from fleetwatch.records import write_records
+
+    root = one_model
+    if fmt == "parquet":
+        root = tmp_path / "parquet"
+        root.mkdir()
+        whole = read_dataset([one_model]).frame
+        for replica, rows in whole.groupby("replica", observed=True, sort=True):
+            write_records(root / f"{replica}.parquet", rows)
+    seen: list[tuple[str, ...]] = []
+    runs = []
+    for _ in range(2):
+        with open_scan([root], columns=NEEDS) as scan:
+            assert scan.engine.in_file_order == (fmt == "parquet")
+
+            def recorded(*args: Any, frames: Any = scan.engine.frames, **kwargs: Any) -> Any:
+                seen.append(tuple(kwargs.get("order", ())))
+                yield from frames(*args, **kwargs)
+
+            monkeypatch.setattr(scan.engine, "frames", recorded)
+            runs.append(tail_in_engine(scan.engine, chunk_rows=900).to_dict())  # type: ignore[union-attr]
+    assert runs[0] == runs[1]
+    assert set(seen) == ({()} if fmt == "parquet" else {ROW_ORDER})
+
+
 def test_the_worst_replica_is_found_past_a_replica_of_no_ok_request_and_ties_go_by_name() -> None:
     from fleetwatch.fleet.tail.sums import worst_replica
 
