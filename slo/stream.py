@@ -209,29 +209,38 @@ def stream_counts(
 
 
 def engine_counts(spec: SLOSpec, engine: Engine) -> StreamedCounts:
-    """Bin every SLO's events in a query engine: one ``GROUP BY`` of each event's bin a SLO
-    (``sli_sql``: the events ``sli_events`` takes, as SQL; a bin is ``ceil(t / bin_s)`` with
-    IEEE division, as ``BinCounts``), so only the bins' counts leave the engine. An SLO of
-    inter-token gaps (``itl_buckets``, not in the view) is refused: read those records whole."""
+    """Bin every SLO's events in a query engine: one ``GROUP BY`` of each event's bin for the
+    SLOs that share an event time and a bin width (``sli_sql``: the events ``sli_events`` takes,
+    as SQL; a bin is ``ceil(t / bin_s)`` with IEEE division, as ``BinCounts``), each SLO's events
+    and bad events counted apart in it, and the first such scan also counting every record and
+    its first and last finish; only the bins' counts leave the engine. An SLO of inter-token gaps
+    (``itl_buckets``, not in the view) is refused: read those records whole."""
     events = [sli_sql(slo) for slo in spec.slos]
     counts = tuple(new_counts(slo, spec.evaluation_interval_s) for slo in spec.slos)
-    first, last, rows = (
-        engine.query(
-            "SELECT min(finished_s) AS a, max(finished_s) AS b, count(*) AS n FROM records"
+    shared: dict[tuple[str, int], list[int]] = {}
+    for i, (event, bins) in enumerate(zip(events, counts, strict=True)):
+        shared.setdefault((event.time, bins.bin_s), []).append(i)
+    first = last = math.nan
+    rows = 0
+    for g, ((time, bin_s), members) in enumerate(shared.items()):
+        k = f"CAST(ceil({time} / CAST({bin_s} AS DOUBLE)) AS BIGINT)"
+        each = ", ".join(
+            f"sum(CASE WHEN {events[i].where} THEN 1 ELSE 0 END) AS n{i}, "
+            f"sum(CASE WHEN ({events[i].where}) AND {events[i].bad} THEN 1 ELSE 0 END) AS b{i}"
+            for i in members
         )
-        .iloc[0]
-        .tolist()
-    )
-    if not rows:
-        raise SLOSpecError("no requests to evaluate (the records hold none)")
-    for event, bins in zip(events, counts, strict=True):
-        k = f"CAST(ceil({event.time} / CAST({bins.bin_s} AS DOUBLE)) AS BIGINT)"
-        got = engine.query(
-            f"SELECT {k} AS k, count(*) AS n, sum(CASE WHEN {event.bad} THEN 1 ELSE 0 END) AS b "
-            f"FROM records WHERE {event.where} GROUP BY 1"
-        )
-        bins.add_counts(got["k"], got["n"], got["b"])
-    return StreamedCounts(counts, float(first), float(last), int(rows))
+        whole = ", min(finished_s) AS a, max(finished_s) AS z, count(*) AS rows" if not g else ""
+        got = engine.query(f"SELECT {k} AS k, {each}{whole} FROM records GROUP BY 1")
+        if not g:
+            rows = int(got["rows"].sum())
+            if not rows:
+                raise SLOSpecError("no requests to evaluate (the records hold none)")
+            first, last = float(got["a"].min()), float(got["z"].max())
+        binned = got[got["k"].notna()]
+        for i in members:
+            mine = binned[binned[f"n{i}"] > 0]
+            counts[i].add_counts(mine["k"], mine[f"n{i}"], mine[f"b{i}"])
+    return StreamedCounts(counts, first, last, rows)
 
 
 def backtest_parquet(

@@ -11,7 +11,8 @@ import pandas as pd
 
 from fleetwatch.fleet.by_model import ByModel, by_model
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.tail.cohorts import Target, ok_requests
+from fleetwatch.fleet.tail.cohorts import Target, decompose, ok_index, ok_requests
+from fleetwatch.fleet.tail.examples import Example, from_requests
 from fleetwatch.fleet.tail.model import fit_service
 from fleetwatch.fleet.tail.report import Component, TailReport
 from fleetwatch.fleet.tail.sums import Plan, TailSums, plan_from_requests
@@ -27,8 +28,10 @@ def check_options(percentile: float, target: str) -> None:
         raise AnalysisError(f"tail target must be 'e2e' or 'ttft', got {target!r}")
 
 
-def tail_report(plan: Plan, sums: TailSums) -> TailReport:
-    """The report of a plan's tail from the second pass's sums."""
+def tail_report(
+    plan: Plan, sums: TailSums, examples: dict[str, list[Example]] | None = None
+) -> TailReport:
+    """The report of a plan's tail from the second pass's sums (and the requests it lists)."""
     components = tuple(
         Component(k, *sums.means(sums.parts_tail[k], sums.parts_sum[k])) for k in sums.parts_sum
     )
@@ -48,6 +51,7 @@ def tail_report(plan: Plan, sums: TailSums) -> TailReport:
         components=components,
         suspects=tuple(suspects),
         unexplained_s=(tail_mean - body_mean) - sum(s.explained_s for s in suspects),
+        examples=examples or {},
     )
 
 
@@ -64,7 +68,9 @@ def attribute_tail(
     plan = plan_from_requests(req, percentile, target, long_prompt_quantile)
     sums = TailSums(plan)
     sums.add(req)
-    return tail_report(plan, sums)
+    y, _ = decompose(req, target)
+    listed = from_requests(df, ok_index(df), y, req.uncached, req.out_tokens, plan)
+    return tail_report(plan, sums, listed)
 
 
 def _of_model(

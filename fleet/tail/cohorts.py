@@ -15,7 +15,16 @@ import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
 
-__all__ = ["F64", "MIN_REQUESTS", "Bools", "Requests", "Target", "decompose", "ok_requests"]
+__all__ = [
+    "F64",
+    "MIN_REQUESTS",
+    "Bools",
+    "Requests",
+    "Target",
+    "decompose",
+    "ok_index",
+    "ok_requests",
+]
 
 F64 = np.ndarray[Any, np.dtype[np.float64]]
 Bools = np.ndarray[Any, np.dtype[np.bool_]]
@@ -60,20 +69,26 @@ def _replicas(
     return all_codes[idx], [str(u) for u in uniques]
 
 
-def ok_requests(df: pd.DataFrame, *, minimum: int = MIN_REQUESTS) -> Requests:
-    """The requests of ``df`` that were scheduled, produced a first token and (when the records
-    carry a status) ended ok; at least ``minimum`` of them."""
+def ok_index(df: pd.DataFrame) -> np.ndarray[Any, Any]:
+    """The rows of ``df`` that were scheduled, produced a first token and (when the records
+    carry a status) ended ok, in order."""
     missing = [c for c in NEEDED if c not in df.columns]
     if missing:
         raise AnalysisError(f"records lack column(s) {', '.join(missing)}")
-    scheduled = _col(df, "scheduled_s")
-    first = _col(df, "first_token_s")
-    ok = ~(np.isnan(scheduled) | np.isnan(first))
+    ok = ~(np.isnan(_col(df, "scheduled_s")) | np.isnan(_col(df, "first_token_s")))
     if "status" in df.columns:
         ok &= (df["status"] == "ok").to_numpy(dtype=bool, na_value=False)
-    if ok.sum() < minimum:
-        raise AnalysisError(f"need at least {minimum} completed requests, got {int(ok.sum())}")
-    idx = np.flatnonzero(ok)
+    return np.flatnonzero(ok)
+
+
+def ok_requests(df: pd.DataFrame, *, minimum: int = MIN_REQUESTS) -> Requests:
+    """The requests of ``df`` that were scheduled, produced a first token and (when the records
+    carry a status) ended ok (``ok_index``); at least ``minimum`` of them."""
+    idx = ok_index(df)
+    if len(idx) < minimum:
+        raise AnalysisError(f"need at least {minimum} completed requests, got {len(idx)}")
+    scheduled = _col(df, "scheduled_s")
+    first = _col(df, "first_token_s")
     prompt = _col(df, "prompt_tokens")[idx]
     cached = np.nan_to_num(_col(df, "cached_prompt_tokens")[idx])
     codes, replicas = _replicas(df, idx)

@@ -22,6 +22,7 @@ from fleetwatch.fleet.by_model import ByModel, gathered
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.tail.attribute import check_options, tail_report
 from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target, ok_requests
+from fleetwatch.fleet.tail.examples import in_engine
 from fleetwatch.fleet.tail.report import TailReport
 from fleetwatch.fleet.tail.sums import (
     Plan,
@@ -65,11 +66,12 @@ NEEDS = (
     "cached_prompt_tokens",
     "preemptions",
     "preemption_stall_s",
+    "trace_id",
 )
 """The stored columns the tail reads."""
-_FETCH = tuple(c for c in NEEDS if c not in ("request_id", "model"))
-"""The columns a group brings (the request id orders rows in the engine, the model picks them:
-neither is needed here, and ids as strings would cost more than all the rest)."""
+_FETCH = tuple(c for c in NEEDS if c not in ("request_id", "model", "trace_id"))
+"""The columns a group brings (the model picks the rows; the ids are read only for the requests
+listed, ``fleet.tail.examples``: ids as strings would cost more than all the rest)."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
 
 
@@ -247,7 +249,8 @@ def _model_report(
     sums = TailSums(plan)
     for frame in _groups(engine, model, counts, chunk_rows):
         sums.add(ok_requests(frame.reset_index(drop=True), minimum=0))
-    return tail_report(plan, sums)
+    listed = in_engine(engine, _base(model), _exprs(target)["y"], _UNCACHED, plan)
+    return tail_report(plan, sums, listed)
 
 
 def tail_in_engine(

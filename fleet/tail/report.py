@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Component", "Suspect", "TailReport"]
@@ -46,6 +46,9 @@ class TailReport:
     components: tuple[Component, ...]
     suspects: tuple[Suspect, ...]
     unexplained_s: float
+    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Requests to look up (``fleet.tail.examples``): the slowest of the tail, and the tail
+    requests each suspect points at, with request and trace ids."""
 
     @property
     def excess_s(self) -> float:
@@ -84,6 +87,7 @@ class TailReport:
                 for s in self.suspects
             ],
             "unexplained_s": self.unexplained_s,
+            "examples": self.examples,
         }
 
     def render(self) -> str:
@@ -103,4 +107,12 @@ class TailReport:
             lines.extend(f"       - {e}" for e in s.evidence)
         share = self.unexplained_s / self.excess_s if self.excess_s else math.nan
         lines.append(f"  unexplained {self.unexplained_s:+.4g} s ({share:.1%})")
+        slowest = self.examples.get("tail", [])
+        if slowest:
+            first = slowest[0]
+            trace = f", trace {first['trace_id']}" if first["trace_id"] else ""
+            lines.append(
+                f"slowest: request {first['request_id']} on {first['replica']}, "
+                f"{first['latency_s']:.4g} s{trace} (more, and each suspect's: --json examples)"
+            )
         return "\n".join(lines)

@@ -53,6 +53,7 @@ COLUMNS: dict[str, str] = {
     "status": "VARCHAR",
     "finish_reason": "VARCHAR",
     "error_type": "VARCHAR",
+    "trace_id": "VARCHAR",
 }
 """The columns of the ``records`` view and their SQL types (``itl_buckets`` is not read)."""
 

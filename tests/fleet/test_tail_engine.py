@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fleetwatch.fleet.by_model import ByModel
@@ -127,6 +128,43 @@ def test_rows_are_summed_in_one_order_the_same_every_run(
             runs.append(tail_in_engine(scan.engine, chunk_rows=900).to_dict())  # type: ignore[union-attr]
     assert runs[0] == runs[1]
     assert set(seen) == ({()} if fmt == "parquet" else {ROW_ORDER})
+
+
+def test_the_tail_lists_requests_to_look_up_with_their_trace_ids(tmp_path: Path) -> None:
+    """The report lists the slowest tail requests and, per suspect, the tail requests it points
+    at (most uncached prompt tokens, most output tokens, the over-represented replica's slowest),
+    each with its request and trace id; the engine lists exactly what the in-memory path lists,
+    and the text names the slowest."""
+    from fleetwatch.fleet.tail.examples import EXAMPLES
+
+    frame = synthetic_fleet(6, 400, seed=21, slowdown={3: 1.7})
+    sampled = np.arange(len(frame)) % 3 == 0
+    frame["trace_id"] = [f"{i + 1:032x}" if s else None for i, s in enumerate(sampled)]
+    root = write_tree(tmp_path / "fleet", frame).root
+    whole = read_dataset([root]).frame
+    expect = attribute_tail(whole)
+    with open_scan([root], columns=NEEDS) as scan:
+        got = tail_in_engine(scan.engine)
+    assert isinstance(got, type(expect))
+    assert got.examples == expect.examples
+    listed = got.examples
+    assert set(listed) == {"tail", "prompt-length variance", "output length", "one bad replica"}
+    by_id = whole.set_index("request_id")
+    for name, rows in listed.items():
+        assert 0 < len(rows) <= EXAMPLES
+        for r in rows:
+            assert r["latency_s"] >= got.threshold_s
+            assert r["replica"] == by_id.loc[r["request_id"], "replica"]
+            want = by_id.loc[r["request_id"], "trace_id"]
+            assert r["trace_id"] == (None if pd.isna(want) else want), name
+    latencies = [r["latency_s"] for r in listed["tail"]]
+    assert latencies == sorted(latencies, reverse=True)
+    assert latencies[0] == pytest.approx(float(whole["e2e_s"].max()))
+    prompts = [r["uncached_prompt_tokens"] for r in listed["prompt-length variance"]]
+    assert prompts == sorted(prompts, reverse=True)
+    assert {r["replica"] for r in listed["one bad replica"]} == {"replica-3"}
+    assert any(r["trace_id"] for r in listed["tail"])
+    assert f"slowest: request {listed['tail'][0]['request_id']}" in got.render()
 
 
 def test_the_worst_replica_is_found_past_a_replica_of_no_ok_request_and_ties_go_by_name() -> None:

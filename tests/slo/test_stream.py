@@ -4,6 +4,7 @@ gives, and its bad rows are named by their row in the file."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -162,8 +163,8 @@ slos:
 def test_the_engine_bins_every_sli_as_the_events_of_the_records_are_binned(
     tmp_path: Path,
 ) -> None:
-    """``engine_counts`` (each SLO one GROUP BY in the engine) equals ``stream_counts`` over the
-    same rows for every kind of SLI and selector: latencies exactly at their thresholds (good:
+    """``engine_counts`` (one GROUP BY in the engine for the SLOs sharing an event time and bin)
+    equals ``stream_counts`` over the same rows for every kind of SLI and selector: latencies exactly at their thresholds (good:
     a bucket counts values at most its bound), one-token outputs (no TPOT), requests with no
     first token, times exactly on a bin's edge."""
     from fleetwatch.records.engine.duck import DuckEngine
@@ -183,8 +184,19 @@ def test_the_engine_bins_every_sli_as_the_events_of_the_records_are_binned(
     write_records(path, frame)
     spec = load_spec(ENGINE_SPEC)
     expect = stream_counts(spec, path)
+    from fleetwatch.slo.events import sli_sql
+
     with DuckEngine([path]) as engine:
+        queries: list[str] = []
+        query = engine.query
+
+        def counted(sql: str) -> Any:
+            queries.append(sql)
+            return query(sql)
+
+        engine.query = counted  # type: ignore[method-assign]
         got = engine_counts(spec, engine)
+    assert len(queries) == len({sli_sql(slo).time for slo in spec.slos}) < len(spec.slos)
     assert (got.first_finish_s, got.last_finish_s, got.records) == (
         expect.first_finish_s,
         expect.last_finish_s,

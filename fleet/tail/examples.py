@@ -1,0 +1,137 @@
+"""Requests an on-call can look up: the slowest of the tail, and the tail requests each suspect
+points at, with their request and trace ids.
+
+Each list holds at most ``EXAMPLES`` tail requests (at or above the threshold), ordered by what
+its cohort is about, ties by the latency (slowest first) and then the request id:
+
+- ``tail``: the slowest;
+- ``prompt-length variance``: the most uncached prompt tokens;
+- ``output length`` (e2e): the most output tokens;
+- ``one bad replica``: the over-represented replica's slowest.
+
+The in-memory path takes them from the requests' arrays (``from_requests``), an engine from one
+query over the tail's rows (``in_engine``); both order them alike, so they give the same lists.
+Records without request ids give none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fleetwatch.fleet.tail.sums import OUTPUT, PROMPT, REPLICA, Plan
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from fleetwatch.fleet.tail.cohorts import F64
+    from fleetwatch.records.engine import Engine
+
+__all__ = ["EXAMPLES", "Example", "from_requests", "in_engine"]
+
+EXAMPLES = 10
+"""Requests listed a cohort."""
+
+Example = dict[str, Any]
+"""One request: ``request_id``, ``trace_id`` (None where the span was not sampled),
+``replica``, ``latency_s``, ``uncached_prompt_tokens``, ``output_tokens``."""
+
+_KEYS = {"tail": "latency_s", PROMPT: "uncached_prompt_tokens", OUTPUT: "output_tokens"}
+
+
+def _cohorts(plan: Plan) -> dict[str, tuple[str, bool]]:
+    """Each cohort listed: the field it is ordered by, and whether it is the worst replica's."""
+    out = {"tail": ("latency_s", False), PROMPT: ("uncached_prompt_tokens", False)}
+    if plan.target == "e2e":
+        out[OUTPUT] = ("output_tokens", False)
+    if plan.worst is not None:
+        out[REPLICA] = ("latency_s", True)
+    return out
+
+
+def _text(x: Any) -> str | None:
+    import pandas as pd
+
+    return None if x is None or (not isinstance(x, str) and pd.isna(x)) else str(x)
+
+
+def _listed(rows: pd.DataFrame, plan: Plan) -> dict[str, list[Example]]:
+    """The cohorts from the tail's rows (any order): each sorted and cut to ``EXAMPLES``."""
+    out: dict[str, list[Example]] = {}
+    for name, (key, own) in _cohorts(plan).items():
+        mine = rows[rows["replica"].astype(str) == plan.worst] if own else rows
+        ordered = mine.sort_values(
+            [key, "latency_s", "request_id"], ascending=[False, False, True], kind="stable"
+        ).head(EXAMPLES)
+        out[name] = [
+            {
+                "request_id": str(rid),
+                "trace_id": _text(trace),
+                "replica": str(replica),
+                "latency_s": float(latency),
+                "uncached_prompt_tokens": int(prompt),
+                "output_tokens": int(output),
+            }
+            for rid, trace, replica, latency, prompt, output in zip(
+                ordered["request_id"].tolist(),
+                ordered["trace_id"].tolist(),
+                ordered["replica"].tolist(),
+                ordered["latency_s"].to_numpy(np.float64).tolist(),
+                ordered["uncached_prompt_tokens"].to_numpy(np.int64).tolist(),
+                ordered["output_tokens"].to_numpy(np.int64).tolist(),
+                strict=True,
+            )
+        ]
+    return out
+
+
+def from_requests(
+    df: pd.DataFrame, idx: np.ndarray[Any, Any], y: F64, uncached: F64, out_tokens: F64, plan: Plan
+) -> dict[str, list[Example]]:
+    """The cohorts of the ok requests at rows ``idx`` of ``df`` (``y`` their target latency);
+    none when the records carry no request ids."""
+    import pandas as pd
+
+    if "request_id" not in df.columns:
+        return {}
+    tail = np.flatnonzero(y >= plan.threshold)
+    tail = tail[df["request_id"].iloc[idx[tail]].notna().to_numpy()]
+    rows = df.iloc[idx[tail]]
+    trace = rows["trace_id"] if "trace_id" in rows.columns else pd.Series(None, index=rows.index)
+    frame = pd.DataFrame(
+        {
+            "request_id": rows["request_id"].astype(str).to_numpy(),
+            "trace_id": trace.to_numpy(dtype=object),
+            "replica": rows["replica"].astype(str).to_numpy(),
+            "latency_s": y[tail],
+            "uncached_prompt_tokens": np.nan_to_num(uncached[tail]),
+            "output_tokens": np.nan_to_num(out_tokens[tail]),
+        }
+    )
+    return _listed(frame, plan)
+
+
+def in_engine(
+    engine: Engine, base: str, y: str, uncached: str, plan: Plan
+) -> dict[str, list[Example]]:
+    """The cohorts of the ok requests of ``base`` (``FROM records WHERE …``) from one query: each
+    cohort's first ``EXAMPLES`` in its order, over the tail's rows only (DuckDB keeps them once,
+    a materialised common table; they are about 1 % of the rows)."""
+    materialized = "MATERIALIZED " if engine.name == "duckdb" else ""
+    from fleetwatch.records.filters import sql_string
+
+    picks = []
+    for i, (key, own) in enumerate(_cohorts(plan).values()):
+        only = f" WHERE replica = {sql_string(plan.worst or '')}" if own else ""
+        picks.append(
+            f"SELECT * FROM (SELECT {i} AS c, * FROM tail{only} ORDER BY {key} DESC, "
+            f"latency_s DESC, request_id ASC LIMIT {EXAMPLES}) AS c{i}"
+        )
+    got = engine.query(
+        f"WITH tail AS {materialized}(SELECT request_id, trace_id, replica, {y} AS latency_s, "
+        f"CAST(coalesce({uncached}, 0) AS BIGINT) AS uncached_prompt_tokens, "
+        f"coalesce(output_tokens, 0) AS output_tokens {base} AND {y} >= {plan.threshold!r} "
+        f"AND request_id IS NOT NULL) " + " UNION ALL ".join(picks)
+    )
+    return {name: _listed(got[got["c"] == i], plan)[name] for i, name in enumerate(_cohorts(plan))}
