@@ -528,11 +528,27 @@ def capacity(
     seed: int = typer.Option(0, help="Simulator seed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     labels: Path | None = typer.Option(None, "--labels", help=LABELS_HELP),
+    model_config: Path | None = typer.Option(
+        None,
+        "--model-config",
+        help="The model's config.json (or its folder): plan from the model arithmetic when no "
+        "probe run is given (an upper bound), and check a probe's rate against it.",
+    ),
+    gpu: str = typer.Option("H100-SXM", help="With --model-config: each replica's GPU."),
+    gpus: int = typer.Option(1, help="With --model-config: GPUs a replica (tensor parallel)."),
+    dp_attention: int = typer.Option(
+        1, "--dp-attention", help="With --model-config: attention replicas within a replica."
+    ),
+    context: int = typer.Option(4096, help="With --model-config: tokens in each sequence's KV."),
+    output_tokens: float = typer.Option(
+        256.0, "--output-tokens", help="With --model-config: mean output tokens a request."
+    ),
 ) -> None:
-    """Replicas, warm pool and scaling delays from a probe's capacity curve; queue-depth
-    autoscaling manifests (HPA, KEDA) and recording rules; with --simulate, how scaling on GPU
-    utilisation, on queue depth and on queue depth with a warm pool fare in a burst."""
-    from fleetwatch.fleet.capacity.run import capacity_command
+    """Replicas, warm pool and scaling delays from a probe's capacity curve (or, with
+    --model-config and no probe, from the model arithmetic's bound); queue-depth autoscaling
+    manifests (HPA, KEDA) and recording rules; with --simulate, how scaling on GPU utilisation,
+    on queue depth and on queue depth with a warm pool fare in a burst."""
+    from fleetwatch.fleet.capacity.run import ModelOptions, capacity_command
 
     measured = None
     if cold_start_from is not None:
@@ -556,6 +572,9 @@ def capacity(
         simulate=simulate,
         seed=seed,
         labels=labels,
+        model=None
+        if model_config is None
+        else ModelOptions(model_config, gpu, gpus, dp_attention, context, output_tokens),
     )
     if measured is not None and cold_start_from is not None:
         doc["cold_start"] = {"seconds": measured.seconds, "phases": measured.phases}

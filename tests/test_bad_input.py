@@ -197,6 +197,11 @@ def _rows() -> list[Row]:
     add(c, "range", "fleet capacity {T}/probe.json --quantile p42", "quantile")
     add(c, "range", "fleet capacity {T}/probe.json --profile nosuch", "nosuch")
     add(c, "url", "fleet capacity --simulate --prometheus-url notaurl", "'notaurl'")
+    add(c, "missing", "fleet capacity --model-config {T}/missing.json", "missing.json")
+    add(c, "garbage", "fleet capacity --model-config {T}/garbage.json", "not JSON")
+    add(c, "range", "fleet capacity --model-config {T}/llama8b.json --gpus 3", "does not divide")
+    add(c, "range", "fleet capacity --model-config {T}/llama8b.json --output-tokens 0", "tokens")
+    add(c, "range", "fleet capacity --model-config {T}/llama8b.json --gpu Z9", "unknown GPU")
     # resilience storm
     c = "resilience storm"
     add(c, "range", "resilience storm --clients 0", "clients")

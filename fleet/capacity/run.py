@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,19 @@ from fleetwatch.fleet.capacity.plan import CapacityPlan, PlanInputs, curve_from_
 from fleetwatch.fleet.capacity.simulate import ScaleConfig, simulate_scaling
 from fleetwatch.fleet.errors import AnalysisError
 
-__all__ = ["capacity_command", "scenario_config", "sim_config"]
+__all__ = ["ModelOptions", "capacity_command", "scenario_config", "sim_config"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """What ``--model-config`` plans from: the model, its GPUs and the requests' size."""
+
+    config: Path
+    gpu: str = "H100-SXM"
+    gpus: int = 1
+    dp_attention: int = 1
+    context: int = 4096
+    output_tokens: float = 256.0
 
 
 def sim_config(plan: CapacityPlan, seed: int = 0) -> ScaleConfig:
@@ -108,19 +121,24 @@ def capacity_command(
     simulate: bool,
     seed: int,
     labels: Path | None = None,
+    model: ModelOptions | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """(JSON document, text) of the command."""
+    """(JSON document, text) of the command: the plan from a probe run's curve, else from the
+    model arithmetic's (``model``: an upper bound, said so), else only the simulation."""
     from fleetwatch.core.kubernetes import dns_name
     from fleetwatch.core.preflight import http_url, input_file, output_dir
     from fleetwatch.core.rules.files import prometheus_rule_path, promtool_test_path
     from fleetwatch.core.rules.kubernetes import prometheus_rule
 
-    if probe is None and not simulate:
-        raise AnalysisError("give a probe run JSON (`fleetwatch probe run --json`), or --simulate")
-    if probe is None and output is not None:
+    if probe is None and model is None and not simulate:
+        raise AnalysisError(
+            "give a probe run JSON (`fleetwatch probe run --json`), a --model-config, or --simulate"
+        )
+    if probe is None and model is None and output is not None:
         raise AnalysisError(
             "-o writes the plan's manifests and rules, which need a probe run JSON "
-            "(`fleetwatch probe run --json`); --simulate alone prints the simulation (--json)"
+            "(`fleetwatch probe run --json`) or a --model-config; --simulate alone prints the "
+            "simulation (--json)"
         )
     if probe is not None:
         input_file(probe)
@@ -134,11 +152,21 @@ def capacity_command(
     doc: dict[str, Any] = {}
     texts: list[str] = []
     plan = None
-    if probe is not None:
-        try:
-            raw = json.loads(probe.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise AnalysisError(f"{probe}: not a readable JSON file ({exc})") from None
+    bound = None
+    if model is not None:
+        from fleetwatch.fleet.capacity.bound import model_bound
+
+        bound = model_bound(
+            model.config,
+            model.gpu,
+            gpus=model.gpus,
+            dp_attention=model.dp_attention,
+            context=model.context,
+            output_tokens=model.output_tokens,
+        )
+        doc["bound"] = bound.to_dict()
+        texts.append(bound.render())
+    if probe is not None or bound is not None:
         inputs = PlanInputs(
             rate_per_s=rate,
             peak_rate_per_s=rate if peak_rate is None else peak_rate,
@@ -148,9 +176,33 @@ def capacity_command(
             cold_start_s=cold_start,
             headroom=headroom,
         )
-        plan = plan_capacity(curve_from_probe(raw, quantile, str(probe)), inputs)
+        if probe is not None:
+            try:
+                raw = json.loads(probe.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise AnalysisError(f"{probe}: not a readable JSON file ({exc})") from None
+            plan = plan_capacity(curve_from_probe(raw, quantile, str(probe)), inputs)
+        else:
+            assert bound is not None
+            plan = plan_capacity(list(bound.curve), inputs)
         doc["plan"] = plan.to_dict()
-        texts.append(plan.render())
+        doc["plan_from"] = "probe" if probe is not None else "model arithmetic (an upper bound)"
+        head = "plan from the model arithmetic (an upper bound, no probe run):\n"
+        if probe is not None:
+            head = ""
+        if probe is not None and bound is not None:
+            from fleetwatch.fleet.capacity.plan import sustainable_rate
+
+            ceiling = sustainable_rate(bound.curve, ttft, tpot)
+            if ceiling is not None and plan.sustainable_per_replica > ceiling:
+                note = (
+                    f"the probe's sustainable {plan.sustainable_per_replica:.3g}/s is above the "
+                    f"model arithmetic's bound {ceiling:.3g}/s: check --model-config, --gpu, "
+                    "--gpus and --output-tokens against what the probe served"
+                )
+                doc["notes"] = [note]
+                texts.append("note: " + note)
+        texts.append(head + plan.render())
         if output is not None:
             where = ScaleTarget(*target)
             rules = output / "capacity.rules.yaml"

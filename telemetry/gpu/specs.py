@@ -1,7 +1,7 @@
 """Accelerator datasheets: memory, memory bandwidth and dense bf16 tensor FLOP/s.
 
 One table for everything that needs a peak: MBU/MFU denominators (``fleetwatch.telemetry.gpu.peak``) and the
-bandwidth bound (``fleetwatch.engine_probe.probe.bound``). Figures are the vendors' datasheet numbers in
+bandwidth bound (``fleetwatch.core.bound``). Figures are the vendors' datasheet numbers in
 decimal units (1 GB = 1e9 bytes, 1 TB/s = 1e12 B/s), dense, i.e. without the 2:4 sparsity that
 datasheets often quote first. Real kernels reach roughly 80-90 % of the bandwidth and less of the
 FLOP/s: a peak is a ceiling, not a forecast.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -173,3 +174,70 @@ def test_cli_prints_the_plan_and_writes_manifests(tmp_path, capsys):
     assert main(["fleet", "capacity", str(probe), "--ttft", "0.001"]) == 2
     assert "no probed load holds" in capsys.readouterr().err
     assert not math.isnan(doc["plan"]["usable_per_replica"])
+
+
+MODELS = Path(__file__).resolve().parents[1] / "serve" / "models"
+
+
+def test_a_plan_from_the_model_arithmetic_is_the_bound_probe_bound_reports(tmp_path, capsys):
+    """No probe run: the per-replica rate is the largest batch whose bound step meets the TPOT
+    target, over the output tokens a request (the same report ``probe bound`` prints), labelled an
+    upper bound; a tighter TPOT picks a smaller batch; -o writes the plan's manifests."""
+    from fleetwatch.core.bound import capacity_report
+    from fleetwatch.core.model import load_shape
+    from fleetwatch.telemetry.gpu.specs import find_gpu
+
+    config = MODELS / "llama-3.1-70b.json"
+    out = tmp_path / "out"
+    argv = ["fleet", "capacity", "--model-config", str(config), "--gpu", "H100", "--gpus", "4"]
+    argv += ["--context", "8192", "--rate", "40", "--output-tokens", "200"]
+    assert main([*argv, "--json", "-o", str(out)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    gpu = find_gpu("H100")
+    assert gpu is not None
+    report = capacity_report(load_shape(config), gpu, context_tokens=8192, num_gpus=4)
+    fit = report.max_concurrent_sequences
+    top = report.points[-1]
+    assert top.batch == fit and top.step_time_s <= 0.1
+    assert doc["bound"]["max_concurrent_sequences"] == fit
+    assert doc["plan"]["sustainable_per_replica"] == pytest.approx(fit / (200 * top.step_time_s))
+    assert doc["plan"]["replicas"] == math.ceil(40 / (0.8 * doc["plan"]["sustainable_per_replica"]))
+    assert doc["plan_from"].startswith("model arithmetic")
+    assert "prefill" in doc["bound"]["leaves_out"]
+    assert (out / "hpa.yaml").is_file()
+    tight = 0.5 * (report.points[0].step_time_s + top.step_time_s)
+    assert main([*argv, "--tpot", repr(tight), "--json"]) == 0
+    slower = json.loads(capsys.readouterr().out)
+    held = [p for p in slower["bound"]["curve"] if p["tpot_s"] <= tight]
+    assert held and held[-1]["batch"] < fit
+    assert slower["plan"]["sustainable_per_replica"] == pytest.approx(held[-1]["requests_per_s"])
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "an upper bound" in text and "TTFT is not bounded" in text
+
+
+def test_a_probe_faster_than_the_model_arithmetic_allows_is_questioned(tmp_path, capsys):
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(probe_doc(loads=(100, 200, 400), ttft_per_load=0.001)))
+    config = MODELS / "llama-3.1-70b.json"
+    argv = ["fleet", "capacity", str(probe), "--model-config", str(config), "--gpus", "4"]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["plan_from"] == "probe"
+    assert "above the model arithmetic's bound" in doc["notes"][0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--gpus", "3"], "does not divide the 64 attention heads"),
+        (["--gpu", "Z9000"], "unknown GPU"),
+        (["--output-tokens", "0"], "--output-tokens"),
+        (["--gpus", "1", "--context", "131072"], "does not fit"),
+    ],
+)
+def test_a_model_plan_that_cannot_be_made_is_one_line(capsys, extra, says):
+    config = MODELS / "llama-3.1-70b.json"
+    assert main(["fleet", "capacity", "--model-config", str(config), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
