@@ -90,7 +90,7 @@ class CapacityReport:
     kv_replicas: int = 1
     """GPUs holding a copy of each KV head (or of the MLA latent): 1 is no replication."""
     sliding_saving: float = 0.0
-    """Share of the cache sliding-window layers save at ``context_tokens`` (0..1)."""
+    """Share of the cache sliding-window and chunked layers save at ``context_tokens`` (0..1)."""
     mtp_params: float = 0.0
     """Multi-token-prediction layers, not counted: loaded only for speculative decoding."""
     leaves_out: tuple[str, ...] = ()

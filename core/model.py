@@ -295,10 +295,28 @@ def _get(data: Mapping[str, Any], where: str, *keys: str, default: Any = None) -
     return default
 
 
-def _layer_limits(data: Mapping[str, Any], where: str, layers: int) -> tuple[int | None, ...]:
-    """Per layer, the tokens its cache keeps: ``layer_types`` with ``sliding_window``, or a
-    ``sliding_window`` on every layer (Mistral) unless ``use_sliding_window`` is false."""
+def _layer_types(data: Mapping[str, Any], where: str, layers: int) -> Any:
+    """``layer_types`` as the config gives it, or as transformers derives Llama 4's: a layer
+    whose ``no_rope_layers`` entry is 1 (it uses RoPE; by default all but every
+    ``no_rope_layer_interval``-th) is chunked attention, the others full."""
     types = data.get("layer_types")
+    if types is not None or data.get("attention_chunk_size") is None:
+        return types
+    rope = data.get("no_rope_layers") or [
+        int((i + 1) % int(_get(data, where, "no_rope_layer_interval", default=4)) != 0)
+        for i in range(layers)
+    ]
+    if not isinstance(rope, list):
+        raise ModelShapeError(f"{where}: 'no_rope_layers' must be a list, got {rope!r:.60}")
+    return ["chunked_attention" if r else "full_attention" for r in rope]
+
+
+def _layer_limits(data: Mapping[str, Any], where: str, layers: int) -> tuple[int | None, ...]:
+    """Per layer, the tokens its cache keeps: ``layer_types`` with ``sliding_window`` (and
+    ``attention_chunk_size`` for chunked local attention, which keeps at most the current
+    chunk), or a ``sliding_window`` on every layer (Mistral) unless ``use_sliding_window`` is
+    false."""
+    types = _layer_types(data, where, layers)
     window = data.get("sliding_window")
     if types is None:
         if window is None or data.get("use_sliding_window") is False:
@@ -318,6 +336,11 @@ def _layer_limits(data: Mapping[str, Any], where: str, layers: int) -> tuple[int
             if w <= 0:
                 raise ModelShapeError(f"{where}: 'sliding_window' must be > 0, got {w}")
             out.append(w)
+        elif t in ("chunked_attention", "chunked"):
+            c = int(_get(data, where, "attention_chunk_size"))
+            if c <= 0:
+                raise ModelShapeError(f"{where}: 'attention_chunk_size' must be > 0, got {c}")
+            out.append(c)
         elif t in ("linear_attention", "mamba", "conv", "recurrent"):
             out.append(0)
         else:
@@ -403,6 +426,19 @@ def _attention(
     return out
 
 
+def _language_model(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The language model's part of a config: its ``text_config`` when it nests one (Llama 4,
+    Gemma 3, Qwen-VL), with the top level's checkpoint format where the part has none."""
+    text = data.get("text_config")
+    if not isinstance(text, Mapping) or "num_hidden_layers" in data:
+        return data
+    out = dict(text)
+    for key in ("quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"):
+        if key in data and key not in out:
+            out[key] = data[key]
+    return out
+
+
 def _is_moe_layer(data: Mapping[str, Any], where: str, i: int, experts: int) -> bool:
     if not experts:
         return False
@@ -411,8 +447,11 @@ def _is_moe_layer(data: Mapping[str, Any], where: str, i: int, experts: int) -> 
     dense = data.get("mlp_only_layers") or []
     if isinstance(dense, list) and i in dense:
         return False
+    listed = data.get("moe_layers")
+    if isinstance(listed, list):
+        return i in listed
     freq = int(_get(data, where, "moe_layer_freq", default=1))
-    step = int(_get(data, where, "decoder_sparse_step", default=1))
+    step = int(_get(data, where, "decoder_sparse_step", "interleave_moe_layer_step", default=1))
     return freq > 0 and step > 0 and i % freq == 0 and (i + 1) % step == 0
 
 
@@ -420,7 +459,10 @@ def shape_from_hf(
     data: Mapping[str, Any], *, where: str = "config", name: str = "model"
 ) -> ModelShape:
     """Shape of a Llama/Mistral/Qwen/Mixtral/DeepSeek/gpt-oss-style ``config.json`` (dense or
-    mixture-of-experts, GQA or MLA, full or sliding-window layers, quantized or not)."""
+    mixture-of-experts, GQA or MLA, full or sliding-window layers, quantized or not). A
+    multimodal config's ``text_config`` is the language model's (its vision tower not counted),
+    the checkpoint's format read from either level."""
+    data = _language_model(data)
     h = int(_get(data, where, "hidden_size", "n_embd", "d_model"))
     layers = int(_get(data, where, "num_hidden_layers", "n_layer", "num_layers"))
     heads = int(_get(data, where, "num_attention_heads", "n_head"))
@@ -433,6 +475,8 @@ def shape_from_hf(
     )
     per_tok = int(_get(data, where, "num_experts_per_tok", default=2 if experts else 0))
     moe_inter = int(_get(data, where, "moe_intermediate_size", default=inter))
+    if data.get("intermediate_size_mlp") is not None:  # Llama 4: experts at intermediate_size
+        moe_inter, inter = inter, int(_get(data, where, "intermediate_size_mlp"))
     for label, value in (
         ("hidden_size", h),
         ("num_hidden_layers", layers),
@@ -446,9 +490,12 @@ def shape_from_hf(
         raise ModelShapeError(
             f"{where}: 'num_experts_per_tok' must be in 1..{experts}, got {per_tok}"
         )
-    shared = int(_get(data, where, "n_shared_experts", "num_shared_experts", default=0))
+    llama4 = data.get("model_type") == "llama4_text"
+    shared = int(
+        _get(data, where, "n_shared_experts", "num_shared_experts", default=1 if llama4 else 0)
+    )
     shared_inter = int(_get(data, where, "shared_expert_intermediate_size", default=0))
-    router = "router" if data.get("model_type") == "gpt_oss" else "gate"
+    router = "router" if data.get("model_type") in ("gpt_oss", "llama4_text") else "gate"
     tied = bool(data.get("tie_word_embeddings", False))
     ws: list[Weights] = [Weights("model.embed_tokens", "embed", vocab, h)]
 

@@ -367,7 +367,7 @@ def bound(
         f"at {context} tokens (tensor parallel {rep.tensor_parallel})"
     )
     if rep.sliding_saving > 0:
-        cache += f"; sliding-window layers save {rep.sliding_saving:.0%} of the cache"
+        cache += f"; sliding-window and chunked layers save {rep.sliding_saving:.0%} of the cache"
     console.print(cache)
     t = Table(title="decode bound")
     for c in ("batch", "step ms", "tokens/s", "FLOP/byte", "bound by", "$/M tokens"):

@@ -21,6 +21,7 @@ DEEPSEEK_V3 = MODELS / "deepseek-v3.json"
 GPT_OSS_120B = MODELS / "gpt-oss-120b.json"
 MIXTRAL = MODELS / "mixtral-8x7b.json"
 LLAMA_70B = MODELS / "llama-3.1-70b.json"
+LLAMA_4_SCOUT = MODELS / "llama-4-scout.json"
 
 
 def _bound(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -107,6 +108,32 @@ def test_mixtral_8x7b_467b_total_129b_active() -> None:
     assert shape.total_params == pytest.approx(46.7e9, rel=0.001)
     assert shape.params_active() + shape.embed_params == pytest.approx(12.9e9, rel=0.002)
     assert shape.params_active() == pytest.approx(12.9e9, rel=0.015)
+
+
+def test_llama_4_scout_chunked_layers_and_its_shared_expert() -> None:
+    """A multimodal config's text_config is the language model; three layers in four keep only
+    the current 8,192-token chunk (chunked local attention), every fourth grows (full); every
+    layer routes to one of 16 experts beside one shared expert."""
+    shape = load_shape(LLAMA_4_SCOUT)
+    # Meta, "The Llama 4 herd" (2025-04-05): Scout is "a 17 billion active parameter model with
+    # 16 experts", 109B total, and "fits on a single NVIDIA H100 GPU" with Int4 weights. The
+    # 109B includes the vision encoder, which the text arithmetic leaves out (about 1%), and the
+    # 17B active counts the input embedding table as Mistral's figure does.
+    assert shape.total_params == pytest.approx(109e9, rel=0.015)
+    assert shape.params_active() + shape.embed_params == pytest.approx(17e9, rel=0.015)
+    limits = shape.layer_kv_limit
+    assert len(limits) == 48 and limits[3] is None and limits[0] == 8192
+    assert sum(limit is None for limit in limits) == 12
+    # 12 full layers x 2 x 8 KV heads x 128 x 2 B, and 36 chunked ones of 8,192 tokens
+    full = 12 * 2 * 8 * 128 * 2
+    chunked = 36 * 2 * 8 * 128 * 2
+    assert shape.kv_bytes_per_token(2.0, 131072) == full + chunked * 8192 / 131072
+    assert shape.kv_bytes_per_token(2.0, 4096) == full + chunked  # below a chunk: every token
+    assert shape.sliding_saving(131072) == pytest.approx(1 - 58368 / (full + chunked))
+    h100 = get_gpu("H100-SXM")
+    assert capacity_report(shape, h100, context_tokens=8192, weight_bytes_per_param=0.5)
+    with pytest.raises(ProbeError, match="does not fit"):
+        capacity_report(shape, h100, context_tokens=8192)
 
 
 def test_gpt_oss_120b_mxfp4_experts_fit_one_80gb_gpu() -> None:
