@@ -4,7 +4,11 @@ Cases come from ``fleetwatch.scenarios.compare_runs`` (2,000–4,000 requests a 
 
 - false regressions: 200 pairs of runs of one configuration;
 - prompt mix only: 30 pairs, identical engine, long-prompt share 15 % → 30–50 %;
-- detection: 30 pairs, every decode step 20 % slower.
+- detection: 30 pairs, every decode step 20 % slower;
+- verdicts with power: at 200, 1,000 and 10,000 requests a side, 1,000 null pairs and 1,000 pairs
+  with every decode step 10 % slower (twice ``--min-effect``): how often each is called
+  regression, inconclusive and no regression (floors: a false regression at most 1 % of null
+  pairs; the planted shift called "no regression" at most 5 %).
 
 Baseline: the rule the decision replaced — a regression wherever any of the 18 bootstrap 95 %
 intervals (p50/p90/p99 × 6 metrics) excludes 0 with a rise of at least 5 % — read from the same
@@ -53,6 +57,19 @@ def _run(case: Case, pairs: int) -> tuple[int, int, list[float], list[float], se
     return ours, old, wall, cpu, found
 
 
+POWER_SIZES = (200, 1000, 10_000)
+POWER_PAIRS = 1000
+
+
+def verdict_rates(case: Case, size: int, pairs: int, draws: int = 500) -> dict[str, int]:
+    """How often ``pairs`` seeded pairs of ``size`` requests a side get each run verdict."""
+    counts = {"regression": 0, "inconclusive": 0, "no regression": 0}
+    for seed in range(pairs):
+        before, after = compare_pair(case, seed, sizes=(size, size))
+        counts[compare_runs(before, after, draws=draws).verdict] += 1
+    return counts
+
+
 def main() -> None:
     import os
 
@@ -83,6 +100,22 @@ def main() -> None:
         f"{statistics.median(wall) * 1000:.0f} ms wall, {statistics.median(cpu) * 1000:.0f} ms CPU "
         "| | median over the 200 null pairs |"
     )
+    print()
+    print(
+        "| requests a side | pairs | null: regression / inconclusive / no regression | "
+        "decode 10 % slower: regression / inconclusive / no regression |"
+    )
+    print("|---:|---:|---|---|")
+    for size in POWER_SIZES:
+        null = verdict_rates("null", size, POWER_PAIRS)
+        slow = verdict_rates("decode_10", size, POWER_PAIRS)
+        print(
+            f"| {size:,} | {POWER_PAIRS:,} | {null['regression']} / {null['inconclusive']} / "
+            f"{null['no regression']} | {slow['regression']} / {slow['inconclusive']} / "
+            f"{slow['no regression']} |",
+            flush=True,
+        )
+    print()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,14 @@ batching), a material shift is reported as "confounded", never as "regressed".
 
 Two-sided tests at family-wise ``alpha`` bound the chance of listing any regression between two
 runs of the same system by ``alpha`` (default 1 %), before the practical gate, which only lowers it.
+
+A metric with no material significant shift is **unchanged** ("no regression") only when the data
+rule a material regression out: every percentile's interval (the bootstrap at ``confidence``) has
+its upper end below ``min_effect`` of the before value. Otherwise it is **inconclusive**, and
+``detectable`` says the smallest shift these sample sizes would have caught 80 % of the time
+(``(z(1 - a/2) + z(0.8)) x SE``, the standard error read off the widest percentile's interval, ``a``
+the level a percentile is tested at): "no regression found" is never said of data that could not
+have found one.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import numpy as np
 
 from fleetwatch.fleet.compare.statistics import MetricComparison, PercentileShift, Verdict
 
-__all__ = ["PROCEDURE", "decide", "holm"]
+__all__ = ["PROCEDURE", "decide", "detectable_shift", "holm"]
 
 PROCEDURE = (
     "exact permutation test of each percentile (hypergeometric count at the pooled percentile); "
@@ -74,6 +82,27 @@ def _effect(s: PercentileShift, matched: bool) -> float:
     return s.shift / max(abs(s.before), 1e-12)
 
 
+def _rules_out(s: PercentileShift, min_effect: float) -> bool:
+    """The interval's upper end is below a material slowdown of the before value."""
+    return s.before > 0 and math.isfinite(s.ci_high) and s.ci_high < min_effect * s.before
+
+
+def detectable_shift(shifts: Sequence[PercentileShift], confidence: float, level: float) -> float:
+    """The shift (a share of the before value) a two-sided test at ``level`` catches with 80 %
+    power, for the least precise of ``shifts`` (standard errors from their ``confidence``
+    intervals); NaN when none has an interval."""
+    from scipy.stats import norm
+
+    z_ci = float(norm.ppf(0.5 + confidence / 2.0))
+    z = float(norm.ppf(1.0 - level / 2.0)) + float(norm.ppf(0.8))
+    worst = math.nan
+    for s in shifts:
+        if s.before > 0 and math.isfinite(s.ci_low) and math.isfinite(s.ci_high):
+            d = z * (s.ci_high - s.ci_low) / (2.0 * z_ci) / s.before
+            worst = d if not math.isfinite(worst) else max(worst, d)
+    return worst
+
+
 def _verdict(
     shifts: Sequence[PercentileShift], min_effect: float, matched: bool, confounded: bool
 ) -> Verdict:
@@ -86,7 +115,11 @@ def _verdict(
     better = any(e <= -min_effect for e in effects)
     if (worse or better) and confounded:
         return "confounded"
-    return "regressed" if worse else "improved" if better else "unchanged"
+    if worse:
+        return "regressed"
+    if all(_rules_out(s, min_effect) for s in shifts):
+        return "improved" if better else "unchanged"
+    return "improved" if better else "inconclusive"
 
 
 def decide(
@@ -96,6 +129,7 @@ def decide(
     min_effect: float,
     matched: bool = False,
     confounded: bool = False,
+    confidence: float = 0.95,
 ) -> tuple[MetricComparison, ...]:
     """Holm across ``metrics`` at family-wise ``alpha``, significance per percentile, and the
     verdict of each metric (see the module docstring). ``matched``: the p-values are within strata
@@ -116,5 +150,14 @@ def decide(
             s_adj = max(p_adj, own)
             shifts.append(replace(s, p_adjusted=s_adj, significant=s_adj <= alpha))
         verdict = _verdict(shifts, min_effect, matched, confounded)
-        out.append(replace(m, shifts=tuple(shifts), p_adjusted=p_adj, verdict=verdict))
+        level = alpha / (k * max(len([p for p in p_metric if math.isfinite(p)]), 1))
+        out.append(
+            replace(
+                m,
+                shifts=tuple(shifts),
+                p_adjusted=p_adj,
+                verdict=verdict,
+                detectable=detectable_shift(shifts, confidence, level),
+            )
+        )
     return tuple(out)

@@ -63,6 +63,22 @@ class CompareReport:
     def confounded(self) -> tuple[str, ...]:
         return tuple(m.metric for m in self.metrics if m.verdict == "confounded")
 
+    @property
+    def inconclusive(self) -> tuple[str, ...]:
+        """Metrics with no regression found where the data could not have ruled one out."""
+        return tuple(m.metric for m in self.metrics if m.verdict == "inconclusive")
+
+    @property
+    def verdict(self) -> str:
+        """``regression`` if any metric regressed, else ``inconclusive`` if any could not rule a
+        material regression out (or none could be compared), else ``no regression``."""
+        if self.regressions:
+            return "regression"
+        compared = [m for m in self.metrics if m.verdict != "insufficient"]
+        if self.inconclusive or self.confounded or not compared:
+            return "inconclusive"
+        return "no regression"
+
     def moved(self, cohort: str = "e2e p99 tail") -> ComponentMove | None:
         """The component whose mean moved most (either way) in ``cohort``."""
         rows = [c for c in self.components if c.cohort == cohort]
@@ -74,7 +90,9 @@ class CompareReport:
         basis = f", like-for-like ({self.strata})" if self.strata else ""
         return (
             f"family-wise error rate {self.alpha * 100:g}% across {n} metrics ({PROCEDURE}); regressed = "
-            f"rejected and a significant percentile at least {self.min_effect:.0%} slower{basis}"
+            f"rejected and a significant percentile at least {self.min_effect:.0%} slower{basis}; "
+            f"no regression = every percentile's {self.confidence:.0%} interval below "
+            f"{self.min_effect:.0%}, else inconclusive"
         )
 
     def _like_label(self) -> str:
@@ -90,7 +108,20 @@ class CompareReport:
                 "not a regression"
             )
         reg = self.regressions
-        parts.append(f"regressed: {', '.join(reg)}" if reg else "no latency regression found")
+        if reg:
+            parts.append(f"regressed: {', '.join(reg)}")
+        elif self.inconclusive:
+            shown = ", ".join(
+                f"{m.metric} {m.detectable:.0%}" if math.isfinite(m.detectable) else m.metric
+                for m in self.metrics
+                if m.verdict == "inconclusive"
+            )
+            parts.append(
+                f"inconclusive: no latency regression found, but these samples cannot rule out a "
+                f"{self.min_effect:.0%} one (smallest shift they would catch: {shown})"
+            )
+        else:
+            parts.append("no latency regression found")
         if self.confounded:
             parts.append(
                 f"moved with a workload change that cannot be matched ({', '.join(self.unmatched)}): "
@@ -116,6 +147,7 @@ class CompareReport:
             "n_before": m.n_before,
             "n_after": m.n_after,
             "verdict": m.verdict,
+            "detectable_shift": _num(m.detectable),
             "p_value": _num(m.p_value),
             "p_adjusted": _num(m.p_adjusted),
             "mann_whitney_p": _num(m.mann_whitney_p),
@@ -141,8 +173,10 @@ class CompareReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "summary": self.summary(),
+            "verdict": self.verdict,
             "workload_differs": self.workload_differs,
             "regressions": list(self.regressions),
+            "inconclusive": list(self.inconclusive),
             "confounded": list(self.confounded),
             "decision": {
                 "family_wise_error": self.alpha,

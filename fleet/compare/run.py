@@ -168,6 +168,7 @@ def finish(
         min_effect=min_effect,
         matched=strata is not None,
         confounded=bool(unmatched),
+        confidence=confidence,
     )
     return CompareReport(
         matched=tuple(matched),

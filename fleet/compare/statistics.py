@@ -42,7 +42,9 @@ __all__ = [
 ]
 
 F64 = np.ndarray[Any, np.dtype[np.float64]]
-Verdict = Literal["regressed", "improved", "unchanged", "confounded", "insufficient"]
+Verdict = Literal[
+    "regressed", "improved", "unchanged", "inconclusive", "confounded", "insufficient"
+]
 
 
 def bootstrap_window(n: int, q: float) -> tuple[int, int]:
@@ -132,6 +134,9 @@ class MetricComparison:
     p_value: float = math.nan
     p_adjusted: float = math.nan
     coverage: float = math.nan
+    detectable: float = math.nan
+    """The smallest shift (a share of the before value) its test would catch 80 % of the time at
+    these sample sizes, from the widest of its percentiles' intervals; set by ``decide``."""
 
 
 def sorted_values(df: pd.DataFrame, col: str) -> F64:

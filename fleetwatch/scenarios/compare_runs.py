@@ -17,7 +17,9 @@ Cases (``compare_pair``):
 
 - ``null``: both runs from the same configuration (independent draws);
 - ``prompt_mix``: identical engine; the long-prompt share goes from 15 % to 30–50 %;
-- ``decode_slowdown``: identical workload; every decode step is 20 % slower.
+- ``decode_slowdown``: identical workload; every decode step is 20 % slower;
+- ``decode_10``: identical workload; every decode step is 10 % slower (twice the default
+  ``--min-effect``: a comparison must not call it "no regression").
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import pandas as pd
 
 __all__ = ["Case", "compare_pair", "run_records"]
 
-Case = Literal["null", "prompt_mix", "decode_slowdown"]
+Case = Literal["null", "prompt_mix", "decode_slowdown", "decode_10"]
 
 
 def run_records(
@@ -114,6 +116,8 @@ def compare_pair(
         after = run_records(n_after, seed=s_after, long_prompt_share=share)
     elif case == "decode_slowdown":
         after = run_records(n_after, seed=s_after, decode_slowdown=1.2)
+    elif case == "decode_10":
+        after = run_records(n_after, seed=s_after, decode_slowdown=1.1)
     else:
         raise ValueError(f"unknown case {case!r}")
     return before, after

@@ -165,8 +165,8 @@ def test_compare_of_two_like_runs_of_two_models_finds_no_change():
     report = compare_runs_by_model(two_models(seed=1, n=500), two_models(seed=2, n=500), draws=200)
     assert isinstance(report, ByModel)
     for _, r in report:
-        assert r.regressions == ()
-        assert r.summary() == "no latency regression found"
+        assert r.regressions == () and r.verdict != "regression"
+        assert "no latency regression found" in r.summary()
 
 
 def test_compare_notes_a_model_in_one_run_only():
