@@ -324,6 +324,12 @@ def compare(
     engine: str = ENGINE_OPTION,
     spark_master: str | None = SPARK_MASTER_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    exit_code: bool = typer.Option(
+        False,
+        "--exit-code",
+        help="Exit with the verdict, for a pipeline to gate on: 0 no regression, 3 regression, "
+        "4 inconclusive (the data cannot rule out a --min-effect regression).",
+    ),
 ) -> None:
     """Compare two runs: one verdict per latency metric at a stated family-wise error rate.
 
@@ -377,6 +383,10 @@ def compare(
         with open_run([before])[0] as b, open_run([after])[0] as a:
             report = compare_in_engines(b.engine, a.engine, **options)
     _emit(report.to_dict(), report.render(), as_json)
+    if exit_code:
+        from fleetwatch.fleet.compare.report import VERDICT_EXIT, run_verdict
+
+        raise typer.Exit(VERDICT_EXIT[run_verdict(report)])
 
 
 @app.command("rules")

@@ -17,7 +17,21 @@ from fleetwatch.fleet.compare.decision import PROCEDURE
 from fleetwatch.fleet.compare.statistics import MetricComparison
 from fleetwatch.fleet.compare.workload import WorkloadCheck
 
-__all__ = ["CompareReport"]
+__all__ = ["VERDICT_EXIT", "CompareReport", "run_verdict"]
+
+VERDICT_EXIT = {"no regression": 0, "regression": 3, "inconclusive": 4}
+"""``fleet compare --exit-code``: the status of each run verdict (1 and 2 are the command's
+own: a failure, bad input)."""
+
+
+def run_verdict(report: Any) -> str:
+    """The verdict of a report, or of a report per model (``ByModel``): regression if any model
+    regressed, else inconclusive if any could not decide, else no regression."""
+    verdicts = {r.verdict for _, r in report} if hasattr(report, "reports") else {report.verdict}
+    for v in ("regression", "inconclusive"):
+        if v in verdicts:
+            return v
+    return "no regression"
 
 
 def _num(v: float) -> float | None:

@@ -50,3 +50,49 @@ def test_null_pairs_rarely_regress_and_a_planted_shift_is_never_called_no_regres
     ]
     assert slow.count("no regression") == 0
     assert slow.count("regression") >= 25
+
+
+def test_exit_code_gates_on_the_verdict(tmp_path) -> None:
+    """``--exit-code``: 0 no regression, 3 regression, 4 inconclusive; without it, 0."""
+    from fleetwatch.cli import main
+    from fleetwatch.records import write_records
+
+    paths = {}
+    for name, case, size in (
+        ("small", "null", 200),
+        ("slow", "decode_slowdown", 2000),
+        ("big", "null", 10_000),
+    ):
+        before, after = compare_pair(case, 1, sizes=(size, size))
+        paths[name] = (tmp_path / f"{name}-b.parquet", tmp_path / f"{name}-a.parquet")
+        write_records(paths[name][0], before)
+        write_records(paths[name][1], after)
+
+    def run(name: str, *extra: str) -> int:
+        b, a = paths[name]
+        return main(["fleet", "compare", str(b), str(a), "--draws", "200", *extra])
+
+    assert run("small") == 0
+    assert run("small", "--exit-code") == 4
+    assert run("slow", "--exit-code") == 3
+    assert run("big", "--exit-code") == 4  # p99s of 10,000 cannot rule 5 % out
+
+
+def test_a_report_per_model_takes_the_worst_verdict() -> None:
+    from fleetwatch.fleet.by_model import ByModel
+    from fleetwatch.fleet.compare.report import VERDICT_EXIT, run_verdict
+
+    small = compare_runs(*compare_pair("null", 0, sizes=(200, 200)), draws=200)
+    medians = compare_runs(
+        *compare_pair("null", 0, sizes=(10_000, 10_000)), percentiles=(50.0,), draws=200
+    )
+    slow = compare_runs(*compare_pair("decode_slowdown", 0, sizes=(2000, 2000)), draws=200)
+    assert [run_verdict(r) for r in (small, medians, slow)] == [
+        "inconclusive",
+        "no regression",
+        "regression",
+    ]
+    assert run_verdict(ByModel((("a", medians), ("b", small)))) == "inconclusive"
+    assert run_verdict(ByModel((("a", medians), ("b", slow), ("c", small)))) == "regression"
+    assert run_verdict(ByModel((("a", medians),))) == "no regression"
+    assert VERDICT_EXIT == {"no regression": 0, "regression": 3, "inconclusive": 4}
