@@ -43,7 +43,11 @@ import numpy as np
 
 from fleetwatch.fleet.compare.statistics import MetricComparison, PercentileShift, Verdict
 
-__all__ = ["PROCEDURE", "decide", "detectable_shift", "holm"]
+__all__ = ["ERROR_FLOOR", "PROCEDURE", "decide", "detectable_shift", "error_verdict", "holm"]
+
+ERROR_FLOOR = 0.001
+"""The smallest rise of the error rate that counts (0.1 percentage points), whatever
+``min_effect`` of a near-zero before rate would say."""
 
 PROCEDURE = (
     "exact permutation test of each percentile (hypergeometric count at the pooled percentile); "
@@ -161,3 +165,46 @@ def decide(
             )
         )
     return tuple(out)
+
+
+def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def error_verdict(
+    before: tuple[int, int],
+    after: tuple[int, int],
+    p_value: float,
+    *,
+    alpha: float,
+    min_effect: float,
+    confidence: float,
+) -> tuple[str, float, float]:
+    """The error rate's verdict by its counts ((errors, requests) a run) and the interval of the
+    rise after - before (Newcombe's hybrid score interval from each run's Wilson interval, at
+    ``confidence``). The rise that counts is ``min_effect`` of the before rate, at least
+    ``ERROR_FLOOR``: ``regressed`` when Fisher's exact ``p_value`` is at most ``alpha`` and the
+    rate rose by that much, ``improved`` when it fell so, ``unchanged`` when the interval's upper
+    end is below it, else ``inconclusive``; ``insufficient`` without requests on both sides."""
+    (eb, nb), (ea, na) = before, after
+    if not nb or not na:
+        return "insufficient", math.nan, math.nan
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    rb, ra = eb / nb, ea / na
+    lb, ub = _wilson(eb, nb, z)
+    la, ua = _wilson(ea, na, z)
+    rise = ra - rb
+    low = rise - math.sqrt((ra - la) ** 2 + (ub - rb) ** 2)
+    high = rise + math.sqrt((ua - ra) ** 2 + (rb - lb) ** 2)
+    material = max(min_effect * rb, ERROR_FLOOR)
+    significant = math.isfinite(p_value) and p_value <= alpha
+    if significant and rise >= material:
+        return "regressed", low, high
+    if significant and rise <= -material:
+        return "improved", low, high
+    return ("unchanged" if high < material else "inconclusive"), low, high

@@ -45,7 +45,6 @@ from fleetwatch.fleet.compare.report import CompareReport
 from fleetwatch.fleet.compare.run import METRICS, check_options, finish
 from fleetwatch.fleet.compare.statistics import (
     F64,
-    error_rates_from_counts,
 )
 from fleetwatch.fleet.compare.workload import (
     WorkloadCheck,
@@ -301,7 +300,7 @@ def _compare(
         matched=matched,
         components=_components(before, after, tails),
         workload=checks,
-        errors=error_rates_from_counts(*errors),
+        errors=(errors[0], errors[1]),
         strata=strata,
         unmatched=unmatched,
         alpha=alpha,

@@ -64,6 +64,10 @@ class CompareReport:
     strata_coverage: float | None = None
     unmatched: tuple[str, ...] = ()
     """Workload checks that differ and could not be matched request by request."""
+    error_verdict: str = "insufficient"
+    """The error rate's verdict by its counts (``decision.error_verdict``)."""
+    error_rise_ci: tuple[float, float] = (math.nan, math.nan)
+    """The interval of the error rate's rise, after - before."""
 
     @property
     def workload_differs(self) -> bool:
@@ -86,10 +90,12 @@ class CompareReport:
     def verdict(self) -> str:
         """``regression`` if any metric regressed, else ``inconclusive`` if any could not rule a
         material regression out (or none could be compared), else ``no regression``."""
-        if self.regressions:
+        if self.regressions or self.error_verdict == "regressed":
             return "regression"
         compared = [m for m in self.metrics if m.verdict != "insufficient"]
         if self.inconclusive or self.confounded or not compared:
+            return "inconclusive"
+        if self.error_verdict == "inconclusive":
             return "inconclusive"
         return "no regression"
 
@@ -122,6 +128,11 @@ class CompareReport:
                 "not a regression"
             )
         reg = self.regressions
+        if self.error_verdict == "regressed":
+            parts.append(
+                f"error rate regressed: {self.error_rate_before:.2%} -> "
+                f"{self.error_rate_after:.2%} (Fisher p={self.error_rate_p:.3g})"
+            )
         if reg:
             parts.append(f"regressed: {', '.join(reg)}")
         elif self.inconclusive:
@@ -233,6 +244,8 @@ class CompareReport:
                 "before": _num(self.error_rate_before),
                 "after": _num(self.error_rate_after),
                 "p_value": _num(self.error_rate_p),
+                "verdict": self.error_verdict,
+                "rise_ci": [_num(self.error_rise_ci[0]), _num(self.error_rise_ci[1])],
             },
         }
 
@@ -281,6 +294,7 @@ class CompareReport:
         )
         lines.append(
             f"error rate {self.error_rate_before:.2%} -> {self.error_rate_after:.2%} "
-            f"(Fisher p={self.error_rate_p:.3g})"
+            f"(Fisher p={self.error_rate_p:.3g}; rise {self.confidence:.0%} CI "
+            f"[{self.error_rise_ci[0]:+.2%}, {self.error_rise_ci[1]:+.2%}]) -> {self.error_verdict}"
         )
         return "\n".join(lines)

@@ -12,13 +12,14 @@ import pandas as pd
 
 from fleetwatch.fleet.by_model import ByModel, per_model
 from fleetwatch.fleet.compare.components import ComponentMove, component_moves
-from fleetwatch.fleet.compare.decision import decide
+from fleetwatch.fleet.compare.decision import decide, error_verdict
 from fleetwatch.fleet.compare.matching import Strata, like_for_like, make_strata
 from fleetwatch.fleet.compare.report import CompareReport
 from fleetwatch.fleet.compare.statistics import (
     MetricComparison,
     compare_metric,
-    error_rates,
+    error_counts,
+    error_rates_from_counts,
     values,
 )
 from fleetwatch.fleet.compare.workload import WorkloadCheck, matching_covariates, workload_checks
@@ -111,7 +112,6 @@ def compare_runs(
         )
         for m in metrics
     )
-    err_before, err_after, err_p = error_rates(before, after)
     matched = (
         tuple(_median_like_for_like(b_ok, a_ok, m, strata) for m in metrics if m in b_ok.columns)
         if strata is not None
@@ -122,7 +122,7 @@ def compare_runs(
         matched=matched,
         components=component_moves(b_ok, a_ok),
         workload=checks,
-        errors=(err_before, err_after, err_p),
+        errors=(error_counts(before), error_counts(after)),
         strata=strata,
         unmatched=unmatched,
         alpha=alpha,
@@ -151,7 +151,7 @@ def finish(
     matched: Sequence[tuple[str, float, float]],
     components: tuple[ComponentMove, ...],
     workload: tuple[WorkloadCheck, ...],
-    errors: tuple[float, float, float],
+    errors: tuple[tuple[int, int], tuple[int, int]],
     strata: StrataInfo | None,
     unmatched: tuple[str, ...],
     alpha: float,
@@ -161,7 +161,12 @@ def finish(
     seed: int,
 ) -> CompareReport:
     """The report of metrics compared one by one: decided across them (``decision.decide``),
-    with the rest of what was measured (``errors``: the rates before and after, Fisher's p)."""
+    with the rest of what was measured (``errors``: each run's errors and requests, judged by
+    ``decision.error_verdict``)."""
+    rate_b, rate_a, p_err = error_rates_from_counts(*errors)
+    err_verdict, err_low, err_high = error_verdict(
+        errors[0], errors[1], p_err, alpha=alpha, min_effect=min_effect, confidence=confidence
+    )
     decided = decide(
         comps,
         alpha=alpha,
@@ -175,9 +180,11 @@ def finish(
         metrics=decided,
         components=components,
         workload=workload,
-        error_rate_before=errors[0],
-        error_rate_after=errors[1],
-        error_rate_p=errors[2],
+        error_rate_before=rate_b,
+        error_rate_after=rate_a,
+        error_rate_p=p_err,
+        error_verdict=err_verdict,
+        error_rise_ci=(err_low, err_high),
         confidence=confidence,
         draws=draws,
         seed=seed,

@@ -34,6 +34,7 @@ __all__ = [
     "bootstrap_quantiles",
     "bootstrap_window",
     "compare_metric",
+    "error_counts",
     "error_rates",
     "error_rates_from_counts",
     "inverted_cdf_index",
@@ -217,7 +218,8 @@ def compare_metric(
     )
 
 
-def _errors(df: pd.DataFrame) -> tuple[int, int]:
+def error_counts(df: pd.DataFrame) -> tuple[int, int]:
+    """A run's errors (status ``error``) and requests."""
     if "status" not in df.columns:
         return 0, len(df)
     return int((df["status"].astype(str) == "error").sum()), len(df)
@@ -225,7 +227,7 @@ def _errors(df: pd.DataFrame) -> tuple[int, int]:
 
 def error_rates(before: pd.DataFrame, after: pd.DataFrame) -> tuple[float, float, float]:
     """Error rate before, after, and the two-sided Fisher exact p-value of the difference."""
-    return error_rates_from_counts(_errors(before), _errors(after))
+    return error_rates_from_counts(error_counts(before), error_counts(after))
 
 
 def error_rates_from_counts(

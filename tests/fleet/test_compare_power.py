@@ -96,3 +96,40 @@ def test_a_report_per_model_takes_the_worst_verdict() -> None:
     assert run_verdict(ByModel((("a", medians), ("b", slow), ("c", small)))) == "regression"
     assert run_verdict(ByModel((("a", medians),))) == "no regression"
     assert VERDICT_EXIT == {"no regression": 0, "regression": 3, "inconclusive": 4}
+
+
+def test_the_error_rate_gets_a_verdict_by_its_counts() -> None:
+    """Fisher's exact test and the rise's interval (Newcombe, from Wilson intervals): a material
+    rise (5 % of the before rate, at least 0.1 point) that is significant is a regression, a fall
+    an improvement; an interval below the threshold rules one out; otherwise inconclusive."""
+    from scipy.stats import fisher_exact
+
+    from fleetwatch.fleet.compare.decision import error_verdict
+
+    def judged(before: tuple[int, int], after: tuple[int, int]) -> str:
+        p = fisher_exact([[before[0], before[1] - before[0]], [after[0], after[1] - after[0]]])
+        verdict, low, high = error_verdict(
+            before, after, float(p.pvalue), alpha=0.01, min_effect=0.05, confidence=0.95
+        )
+        assert low <= after[0] / after[1] - before[0] / before[1] <= high
+        return verdict
+
+    assert judged((0, 1000), (50, 1000)) == "regressed"
+    assert judged((26, 176), (0, 176)) == "improved"  # the demo's halves: 14.77 % -> 0 %
+    assert judged((10, 100_000), (11, 100_000)) == "unchanged"
+    assert judged((1, 100), (1, 100)) == "inconclusive"
+    assert (
+        error_verdict((0, 0), (1, 10), 1.0, alpha=0.01, min_effect=0.05, confidence=0.95)[0]
+        == "insufficient"
+    )
+
+
+def test_a_rise_of_errors_alone_makes_the_run_a_regression() -> None:
+    before, after = compare_pair("null", 3, sizes=(10_000, 10_000))
+    after = after.copy()
+    after.loc[after.index[:300], "status"] = "error"  # 3 % errors where there were none
+    report = compare_runs(before, after, percentiles=(50.0,), draws=200)
+    assert report.regressions == () and report.error_verdict == "regressed"
+    assert report.verdict == "regression"
+    assert report.summary().startswith("error rate regressed: 0.00% -> 3.00%")
+    assert report.to_dict()["error_rate"]["verdict"] == "regressed"
