@@ -289,6 +289,28 @@ def _rows() -> list[Row]:
     add(c, "range", "probe bound --config {T}/llama8b.json --price -1", "--price")
     add(c, "range", "probe bound --config {T}/llama8b.json --context 200000", "131072")
     add(c, "range", "probe bound --config {T}/llama8b.json --gpus 0", "GPUs")
+    # probe fingerprint
+    c = "probe fingerprint"
+    fp = "probe fingerprint http://h:9 http://h:10"
+    add(c, "missing", f"{fp} --prompts {{T}}/missing.json", "missing.json")
+    add(c, "missing", f"{fp} --against {{T}}/missing.json", "no such file")
+    add(c, "dir-for-file", f"{fp} --prompts {{T}}/dir", "directory")
+    add(c, "dir-for-file", f"{fp} --against {{T}}/dir", "is a directory")
+    add(c, "dir-for-file", f"{fp} --json {{T}}/dir", "is a directory")
+    add(c, "unwritable", f"{fp} --json {{T}}/file.txt/f.json", "not a dir")
+    add(c, "empty", f"{fp} --prompts {{T}}/empty.json", "not JSON")
+    add(c, "empty", f"{fp} --against {{T}}/empty.json", "not a JSON file")
+    add(c, "garbage", f"{fp} --prompts {{T}}/garbage.json", "not JSON")
+    add(c, "garbage", f"{fp} --prompts {{T}}/file.txt", "not JSON")
+    add(c, "garbage", f"{fp} --against {{T}}/garbage.json", "not a JSON file")
+    add(c, "garbage", f"{fp} --prompts {{T}}/llama8b.json", "unknown key")
+    add(c, "garbage", f"{fp} --meta novalue", "key=value")
+    add(c, "garbage", f"{fp} -H novalue", "Name: value")
+    add(c, "range", "probe fingerprint http://h:9", "nothing to compare with")
+    add(c, "range", f"{fp} --logprob-tolerance -1", "--logprob-tolerance")
+    add(c, "range", f"{fp} --timeout 0", "--timeout")
+    add(c, "url", "probe fingerprint notaurl http://h:9", "'notaurl'")
+    add(c, "url", "probe fingerprint http://h:9 http://h:9/", "twice")
     # dashboards
     c = "dashboards build"
     add(c, "missing", "dashboards build --out {T}/nowhere --check", "no such directory")
@@ -346,6 +368,7 @@ NOT_APPLICABLE: dict[str, str] = {
     "engine serve": "url",
     "probe run": "file-for-dir",
     "probe bound": "file-for-dir url extra",
+    "probe fingerprint": "file-for-dir extra",
     "dashboards build": "empty garbage range url extra",
     "dashboards alerts": "missing file-for-dir empty range url extra",
     "dashboards runbooks": "empty range url extra",
@@ -401,11 +424,13 @@ def guarded(monkeypatch: pytest.MonkeyPatch) -> None:
     import fleetwatch.demo.run as demo_run
     import fleetwatch.engine_probe.engine.preflight as preflight
     import fleetwatch.engine_probe.engine.workload as workload
+    import fleetwatch.engine_probe.probe.fingerprint.collect as fingerprint
     import fleetwatch.engine_probe.probe.runner as runner
     import fleetwatch.engine_probe.serve.lifecycle as lifecycle
 
     monkeypatch.setattr(lifecycle, "start_server", _refuse("the server"))
     monkeypatch.setattr(runner, "run_plan", _refuse("the probe"))
+    monkeypatch.setattr(fingerprint, "collect", _refuse("the fingerprint"))
     monkeypatch.setattr(workload, "run_offline", _refuse("the engine run"))
     monkeypatch.setattr(demo_run, "run_demo", _refuse("the demo"))
     monkeypatch.setattr(preflight, "available_memory", lambda device: (8 << 30, "free (test)"))

@@ -10,7 +10,14 @@ from pathlib import Path
 from fleetwatch.core.preflight import http_url, output_file
 from fleetwatch.engine_probe.probe.errors import ProbeError
 
-__all__ = ["check_bound_options", "check_reference_engine", "check_run_options"]
+__all__ = [
+    "check_bound_options",
+    "check_fingerprint_options",
+    "check_reference_engine",
+    "check_run_options",
+    "parse_headers",
+    "parse_meta",
+]
 
 _RECORD_SUFFIXES = (".jsonl", ".parquet")
 
@@ -101,3 +108,64 @@ def check_reference_engine(config: Path | None, *, request_tokens: int) -> None:
     check_holds_request(model, engine, request_tokens, "each probe request")
     require_torch()
     check_fits_memory(model, engine)
+
+
+def parse_headers(header: list[str]) -> tuple[tuple[str, str], ...]:
+    """``--header 'Name: value'`` options as pairs; ``ProbeError`` for one without a colon."""
+    out = []
+    for h in header:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise ProbeError(f"--header must look like 'Name: value', got {h!r}")
+        out.append((name.strip(), value.strip()))
+    return tuple(out)
+
+
+_MAX_META = 50
+
+
+def parse_meta(meta: list[str]) -> dict[str, str]:
+    """``--meta key=value`` options (what a fingerprint file records beside the answers)."""
+    if len(meta) > _MAX_META:
+        raise ProbeError(f"--meta: {len(meta)} given, at most {_MAX_META}")
+    out: dict[str, str] = {}
+    for m in meta:
+        key, sep, value = m.partition("=")
+        if not sep or not key.strip() or len(m) > 500:
+            raise ProbeError(
+                f"--meta must look like 'key=value' (500 characters at most), got {m[:60]!r}"
+            )
+        out[key.strip()] = value.strip()
+    return out
+
+
+def check_fingerprint_options(
+    *,
+    urls: list[str],
+    against: Path | None,
+    json_out: Path | None,
+    tolerance: float,
+    timeout: float,
+) -> None:
+    """``ProbeError`` (or an ``OSError`` naming the path) for the first bad option of
+    ``probe fingerprint``."""
+    if not urls:
+        raise ProbeError("give the URLs of the replicas to fingerprint")
+    for u in urls:
+        http_url(u, option="URL", error=ProbeError)
+    roots = [u.rstrip("/") for u in urls]
+    dup = next((u for i, u in enumerate(roots) if u in roots[:i]), None)
+    if dup is not None:
+        raise ProbeError(f"URL {dup} is given twice")
+    if len(urls) < 2 and against is None:
+        raise ProbeError("one URL has nothing to compare with: give two or more, or --against FILE")
+    if against is not None and against.is_dir():
+        raise ProbeError(f"--against {against}: is a directory, not a fingerprint file")
+    if against is not None and not against.exists():
+        raise ProbeError(f"--against {against}: no such file")
+    if json_out is not None:
+        output_file(json_out)
+    if not 0 <= tolerance < float("inf"):
+        raise ProbeError(f"--logprob-tolerance must be >= 0 nats, got {tolerance:g}")
+    if not timeout > 0:
+        raise ProbeError(f"--timeout must be > 0 seconds, got {timeout:g}")

@@ -1,7 +1,8 @@
 """Command line for this package; composed into `fleetwatch` by the front door.
 
 ``fleetwatch probe run``: load-test an OpenAI-compatible endpoint (or the in-process reference
-engine) on its chat API (``--api chat``, the default) or its completions API. ``fleetwatch probe bound``: the bandwidth bound of a model on a GPU.
+engine) on its chat API (``--api chat``, the default) or its completions API. ``fleetwatch probe bound``: the bandwidth bound of a model on a GPU. ``fleetwatch probe fingerprint``:
+whether a model's replicas give the same answers to the same prompts.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class _RunByDefault(TyperGroup):
 app = typer.Typer(
     cls=_RunByDefault,
     help="Load-test an OpenAI-compatible endpoint (`probe URL` = `probe run URL`); compute the "
-    "bandwidth bound.",
+    "bandwidth bound; fingerprint replicas.",
     no_args_is_help=True,
 )
 
@@ -129,7 +130,7 @@ def run(
     """
     import asyncio
 
-    from fleetwatch.engine_probe.probe.checks import check_run_options
+    from fleetwatch.engine_probe.probe.checks import check_run_options, parse_headers
     from fleetwatch.engine_probe.probe.runner import ProbePlan
     from fleetwatch.engine_probe.probe.stats import SLOTargets
 
@@ -147,12 +148,7 @@ def run(
         raise ProbeError("give --concurrency (closed loop) or --rate (open loop), not both")
     if arrivals not in ("poisson", "gamma", "constant"):
         raise ProbeError(f"--arrivals must be poisson, gamma or constant, got {arrivals!r}")
-    headers = []
-    for h in header:
-        name, sep, value = h.partition(":")
-        if not sep or not name.strip():
-            raise ProbeError(f"--header must look like 'Name: value', got {h!r}")
-        headers.append((name.strip(), value.strip()))
+    headers = parse_headers(header)
     plan = ProbePlan(
         mode="closed" if not rates else arrivals,  # type: ignore[arg-type]
         levels=rates or conc or (1.0,),
@@ -166,7 +162,7 @@ def run(
         targets=SLOTargets(ttft, tpot, from_schedule=not ttft_from_send),
         timeout_s=timeout,
         warmup=warmup,
-        headers=tuple(headers),
+        headers=headers,
         api=api,
         workers=workers,
         lag_fraction=lag_fraction,
@@ -385,3 +381,93 @@ def bound(
     console.print(f"a best case: the step times leave out {', '.join(rep.leaves_out)}")
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(rep.to_dict(), indent=2) + "\n")
+
+
+@app.command("fingerprint")
+def fingerprint(
+    urls: list[str] = typer.Argument(None, help="Replica roots, e.g. http://10.0.0.7:8000."),
+    model: str | None = typer.Option(
+        None, help="The 'model' field sent (default: the first model each replica lists)."
+    ),
+    prompts_file: Path | None = typer.Option(
+        None, "--prompts", help="A prompt set (JSON; default: the shipped fingerprint-v1)."
+    ),
+    against: Path | None = typer.Option(
+        None,
+        "--against",
+        help="Judge every replica against this earlier fingerprint (--json of a past run on the "
+        "same prompt set) instead of the live majority.",
+    ),
+    logprob_tolerance: float = typer.Option(
+        0.05,
+        "--logprob-tolerance",
+        help="Where the text agrees, a sampled token's logprob off the reference by more than "
+        "this (nats) counts as a difference.",
+    ),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write the fingerprint as JSON (what --against reads)."
+    ),
+    meta: list[str] = typer.Option(
+        [], "--meta", help="key=value recorded in --json, e.g. image=vllm:0.11 (repeatable)."
+    ),
+    header: list[str] = typer.Option(
+        [], "--header", "-H", help="Extra header 'Name: value' (repeatable), e.g. authorization."
+    ),
+    timeout: float = typer.Option(120.0, help="Per-request timeout, seconds."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Every differing prompt, not the first."
+    ),
+) -> None:
+    """Ask every replica the same prompts (greedy, seeded, one at a time) and name the replicas
+    whose answers differ from their model's majority: another chat template or tokenizer (prompt
+    token counts), other weights or sampling defaults (text), other numerics (logprobs).
+
+    Exit status: 0 every model's replicas agree; 3 a replica differs or failed, or a prompt has
+    no majority answer; 2 bad input.
+    """
+    import asyncio
+    import datetime
+
+    from fleetwatch.core.atomic import atomic_write_text
+    from fleetwatch.engine_probe.probe.checks import (
+        check_fingerprint_options,
+        parse_headers,
+        parse_meta,
+    )
+    from fleetwatch.engine_probe.probe.fingerprint.collect import collect
+    from fleetwatch.engine_probe.probe.fingerprint.judge import judge
+    from fleetwatch.engine_probe.probe.fingerprint.prompts import load_prompt_set
+    from fleetwatch.engine_probe.probe.fingerprint.report import load_reference, render, to_dict
+
+    urls = list(urls or [])
+    check_fingerprint_options(
+        urls=urls, against=against, json_out=json_out, tolerance=logprob_tolerance, timeout=timeout
+    )
+    headers, notes = dict(parse_headers(header)), parse_meta(meta)
+    prompts = load_prompt_set(prompts_file)
+    reference = None if against is None else load_reference(against, prompts)
+    taken_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    prints = asyncio.run(collect(urls, prompts, model=model, headers=headers, timeout_s=timeout))
+    if all(p.error is not None for p in prints):
+        raise ProbeError(f"no replica answered; {prints[0].url}: {prints[0].error}")
+    if reference is not None:
+        missing = sorted({p.model for p in prints if p.model and p.model not in reference})
+        if missing:
+            raise ProbeError(
+                f"--against {against}: has no fingerprint of model {missing[0]!r} "
+                f"(it has {', '.join(sorted(reference)) or 'none'})"
+            )
+    result = judge(
+        prints,
+        prompts,
+        tolerance=logprob_tolerance,
+        against=reference,
+        against_name=str(against or ""),
+    )
+    for line in render(result, prompts, verbose=verbose):
+        typer.echo(line)
+    if json_out is not None:
+        data = to_dict(prints, prompts, result, taken_at=taken_at, meta=notes)
+        atomic_write_text(json_out, json.dumps(data, indent=2) + "\n")
+    if not result.ok:
+        raise typer.Exit(3)

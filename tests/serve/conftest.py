@@ -107,6 +107,7 @@ def live_server(engine: Any, **options: Any) -> Iterator[Any]:
 class Kit:
     """The helpers above, handed to tests as the ``kit`` fixture (importlib mode has no conftest imports)."""
 
+    model = MODEL
     make_engine = staticmethod(make_engine)
     read_stream = staticmethod(read_stream)
     tokens_of = staticmethod(tokens_of)

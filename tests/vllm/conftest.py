@@ -171,17 +171,29 @@ class VllmServer:
             stop_tree(proc, timeout_s)
 
 
+OTHER_TEMPLATE = (
+    "{% for m in messages %}### {{ m['role'] }}:\n{{ m['content'] }}\n{% endfor %}### assistant:\n"
+)
+"""A chat template other than the tiny model's own (``tiny_model.CHAT_TEMPLATE``): the mistake a
+replica deployed with a stale ``--chat-template`` makes."""
+
+
 @pytest.fixture(scope="session")
-def vllm_fleet(
+def vllm_servers(
     lane_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, VllmServer]]:
-    """Three replicas of the tiny model: ``a`` and ``b`` alike, ``slow`` with a replica-side
-    difference (``--max-num-seqs 1``: it runs one request at a time). Started together."""
+    """Every replica the lane runs, started together: the fleet (``vllm_fleet``) and one with
+    another chat template (``vllm_other_template``)."""
     base = tmp_path_factory.mktemp("vllm")
+    template = base / "other-template.jinja"
+    template.write_text(OTHER_TEMPLATE)
     servers = {
         "a": VllmServer(lane_python, tiny_model, base / "a"),
         "b": VllmServer(lane_python, tiny_model, base / "b"),
         "slow": VllmServer(lane_python, tiny_model, base / "slow", ("--max-num-seqs", "1")),
+        "template": VllmServer(
+            lane_python, tiny_model, base / "template", ("--chat-template", str(template))
+        ),
     }
     try:
         for s in servers.values():
@@ -194,3 +206,16 @@ def vllm_fleet(
     finally:
         for s in servers.values():
             s.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_fleet(vllm_servers: dict[str, VllmServer]) -> dict[str, VllmServer]:
+    """Three replicas of the tiny model: ``a`` and ``b`` alike, ``slow`` with a replica-side
+    difference (``--max-num-seqs 1``: it runs one request at a time)."""
+    return {name: vllm_servers[name] for name in ("a", "b", "slow")}
+
+
+@pytest.fixture(scope="session")
+def vllm_other_template(vllm_servers: dict[str, VllmServer]) -> VllmServer:
+    """A fourth replica of the same model, served with ``OTHER_TEMPLATE`` (``--chat-template``)."""
+    return vllm_servers["template"]

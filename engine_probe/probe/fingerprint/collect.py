@@ -1,0 +1,225 @@
+"""Asking every replica the same prompts: greedy, seeded, one request at a time.
+
+Each replica gets the prompts in order, one in flight (so no replica's answers depend on what it
+batched them with), non-streaming, at temperature 0 with the set's seed, asking for the sampled
+tokens' log probabilities. A server that refuses log probabilities (HTTP 400 naming them) is asked
+again without, and its answers are compared on text and token counts only. Replicas are asked
+concurrently. What the server says of itself is kept beside the answers: ``GET /version`` where
+it has one (vLLM, SGLang), and the model's ``root`` and ``max_model_len`` from ``/v1/models``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from fleetwatch.engine_probe.probe.chat import API_PATHS, base_url, discover_model
+from fleetwatch.engine_probe.probe.errors import ProbeError
+from fleetwatch.engine_probe.probe.fingerprint.prompts import Prompt, PromptSet
+
+__all__ = ["Answer", "ReplicaPrint", "collect", "fingerprint_replica", "parse_answer"]
+
+_ERROR_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One replica's answer to one prompt (``error`` set, and nothing else, when it gave none)."""
+
+    prompt_id: str
+    text: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    logprobs: tuple[float, ...] | None = None
+    error: str | None = None
+    text_sha256: str | None = None
+    """The text's digest where ``text`` is cut short (an answer read back from a fingerprint file)."""
+
+    @property
+    def sha256(self) -> str:
+        if self.text_sha256 is not None:
+            return self.text_sha256
+        return hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What two replicas must share to agree: token counts, why it stopped, the text."""
+        if self.error is not None:
+            return ("error", self.error)
+        return (self.prompt_tokens, self.completion_tokens, self.finish_reason, self.sha256)
+
+
+@dataclass
+class ReplicaPrint:
+    """One replica's fingerprint: what it serves and its answers, in prompt order."""
+
+    url: str
+    model: str | None = None
+    served: dict[str, Any] = field(default_factory=dict)
+    answers: list[Answer] = field(default_factory=list)
+    logprobs: bool = True
+    error: str | None = None
+
+
+def _body(p: Prompt, model: str, seed: int, logprobs: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": p.max_tokens,
+        "temperature": 0.0,
+        "seed": seed,
+        "stream": False,
+    }
+    if p.prompt is not None:
+        body["prompt"] = p.prompt
+        if logprobs:
+            body["logprobs"] = 1
+    else:
+        body["messages"] = [{"role": r, "content": c} for r, c in p.messages]
+        if logprobs:
+            body["logprobs"] = True
+    return body
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def parse_answer(p: Prompt, data: Any) -> Answer:
+    """An ``Answer`` from a non-streaming response body of either API."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return Answer(p.id, error="response has no choices")
+    choice = choices[0]
+    if p.prompt is not None:
+        text = choice.get("text")
+    else:
+        message = choice.get("message")
+        text = message.get("content") if isinstance(message, dict) else None
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    lp = choice.get("logprobs")
+    values: list[Any] | None = None
+    if isinstance(lp, dict):
+        if isinstance(lp.get("token_logprobs"), list):  # completions
+            values = lp["token_logprobs"]
+        elif isinstance(lp.get("content"), list):  # chat
+            values = [t.get("logprob") if isinstance(t, dict) else None for t in lp["content"]]
+    logprobs = (
+        tuple(float(v) for v in values)
+        if values is not None
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        else None
+    )
+    reason = choice.get("finish_reason")
+    return Answer(
+        p.id,
+        text=text if isinstance(text, str) else "",
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+        finish_reason=reason if isinstance(reason, str) else None,
+        logprobs=logprobs,
+    )
+
+
+async def _get_json(s: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> Any:
+    try:
+        async with s.get(url, headers=headers) as r:
+            return await r.json(content_type=None) if r.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return None
+
+
+async def _served(
+    s: aiohttp.ClientSession, root: str, model: str, headers: dict[str, str]
+) -> dict[str, Any]:
+    served: dict[str, Any] = {}
+    version = await _get_json(s, f"{root}/version", headers)
+    if isinstance(version, dict) and isinstance(version.get("version"), str):
+        served["version"] = version["version"][:100]
+    models = await _get_json(s, f"{root}/v1/models", headers)
+    for m in models.get("data", []) if isinstance(models, dict) else []:
+        if isinstance(m, dict) and m.get("id") == model:
+            for key in ("root", "max_model_len", "owned_by"):
+                if isinstance(m.get(key), str | int) and not isinstance(m.get(key), bool):
+                    served[key] = m[key] if isinstance(m[key], int) else str(m[key])[:300]
+    return served
+
+
+async def _ask(
+    s: aiohttp.ClientSession, root: str, p: Prompt, body: dict[str, Any], headers: dict[str, str]
+) -> tuple[int | None, Any, str]:
+    try:
+        async with s.post(f"{root}{API_PATHS[p.api]}", json=body, headers=headers) as r:
+            raw = await r.read()
+            status = r.status
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return None, None, f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
+    text = raw.decode("utf-8", "replace")
+    if status != 200:
+        return status, None, text
+    try:
+        return status, json.loads(text), ""
+    except ValueError:
+        return status, None, "response is not JSON"
+
+
+async def fingerprint_replica(
+    url: str,
+    prompts: PromptSet,
+    *,
+    model: str | None = None,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 120.0,
+) -> ReplicaPrint:
+    """Ask one replica every prompt; a replica that cannot be reached is returned with ``error``."""
+    root, hdrs = base_url(url), dict(headers or {})
+    out = ReplicaPrint(url=root)
+    try:
+        out.model = model or await discover_model(root, hdrs, timeout_s)
+    except ProbeError as exc:
+        out.error = str(exc)
+        return out
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(timeout=timeout) as s:
+        out.served = await _served(s, root, out.model, hdrs)
+        for p in prompts.prompts:
+            body = _body(p, out.model, prompts.seed, out.logprobs)
+            status, data, err = await _ask(s, root, p, body, hdrs)
+            if status == 400 and out.logprobs and "logprob" in err.lower():
+                out.logprobs = False
+                body = _body(p, out.model, prompts.seed, False)
+                status, data, err = await _ask(s, root, p, body, hdrs)
+            if status == 200 and data is not None:
+                out.answers.append(parse_answer(p, data))
+            else:
+                what = f"HTTP {status}: " if status is not None else ""
+                detail = " ".join(err.split())[:_ERROR_CHARS]
+                out.answers.append(Answer(p.id, error=f"{what}{detail}"))
+    if all(a.error is not None for a in out.answers):
+        out.error = f"no prompt answered; first: {out.answers[0].error}"
+    return out
+
+
+async def collect(
+    urls: Sequence[str],
+    prompts: PromptSet,
+    *,
+    model: str | None = None,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 120.0,
+) -> list[ReplicaPrint]:
+    """Every replica's fingerprint, in ``urls`` order (replicas asked concurrently)."""
+    return list(
+        await asyncio.gather(
+            *(
+                fingerprint_replica(u, prompts, model=model, headers=headers, timeout_s=timeout_s)
+                for u in urls
+            )
+        )
+    )
