@@ -8,7 +8,11 @@ Cases come from ``fleetwatch.scenarios.compare_runs`` (2,000–4,000 requests a 
 - verdicts with power: at 200, 1,000 and 10,000 requests a side, 1,000 null pairs and 1,000 pairs
   with every decode step 10 % slower (twice ``--min-effect``): how often each is called
   regression, inconclusive and no regression (floors: a false regression at most 1 % of null
-  pairs; the planted shift called "no regression" at most 5 %).
+  pairs; the planted shift called "no regression" at most 5 %);
+- output shape (counts only: ``shape.judge_shape``): at 200, 1,000 and 10,000 requests a side,
+  1,000 null pairs (finish reasons stop / length / abort 75 / 20 / 5 %, 1.5 % errors of two
+  types, 1 % empty) and 1,000 pairs each with the ``length`` share raised to 30 % and to 22 %
+  (twice ``--min-effect``): how often any share, and ``finish_reason=length``, is called moved.
 
 Baseline: the rule the decision replaced — a regression wherever any of the 18 bootstrap 95 %
 intervals (p50/p90/p99 × 6 metrics) excludes 0 with a rise of at least 5 % — read from the same
@@ -22,7 +26,8 @@ import statistics
 import time
 
 from fleetwatch.fleet.compare import CompareReport, compare_runs
-from fleetwatch.scenarios.compare_runs import Case, compare_pair
+from fleetwatch.fleet.compare.shape import judge_shape
+from fleetwatch.scenarios.compare_runs import Case, compare_pair, shape_counts_draw
 
 
 def _old_rule(report: CompareReport) -> set[str]:
@@ -70,6 +75,25 @@ def verdict_rates(case: Case, size: int, pairs: int, draws: int = 500) -> dict[s
     return counts
 
 
+def shape_rates(size: int, pairs: int, after: tuple[float, float, float], seed: int) -> int:
+    """Pairs (of ``pairs``) where a share moved: any share when ``after`` is the before mix,
+    else ``finish_reason=length``."""
+    import numpy as np
+
+    before = (0.75, 0.2, 0.05)
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(pairs):
+        b, a = shape_counts_draw(rng, size, before), shape_counts_draw(rng, size, after)
+        moved = {
+            s.name
+            for s in judge_shape(b, a, alpha=0.01, min_effect=0.05, confidence=0.95)
+            if s.verdict == "rose"
+        }
+        hits += bool(moved) if after == before else "finish_reason=length" in moved
+    return hits
+
+
 def main() -> None:
     import os
 
@@ -113,6 +137,20 @@ def main() -> None:
             f"| {size:,} | {POWER_PAIRS:,} | {null['regression']} / {null['inconclusive']} / "
             f"{null['no regression']} | {slow['regression']} / {slow['inconclusive']} / "
             f"{slow['no regression']} |",
+            flush=True,
+        )
+    print()
+    print(
+        "| requests a side | null: any share moved | length 20 → 30 % caught | 20 → 22 % caught |"
+    )
+    print("|---:|---:|---:|---:|")
+    for size in POWER_SIZES:
+        null = shape_rates(size, POWER_PAIRS, (0.75, 0.2, 0.05), 7)
+        big = shape_rates(size, POWER_PAIRS, (0.65, 0.3, 0.05), 8)
+        small = shape_rates(size, POWER_PAIRS, (0.73, 0.22, 0.05), 9)
+        print(
+            f"| {size:,} | {null} / {POWER_PAIRS:,} | {big} / {POWER_PAIRS:,} | "
+            f"{small} / {POWER_PAIRS:,} |",
             flush=True,
         )
     print()

@@ -43,6 +43,7 @@ from fleetwatch.fleet.compare.matching import (
 from fleetwatch.fleet.compare.ordered import Pass, Plan, merged, metric_comparison
 from fleetwatch.fleet.compare.report import CompareReport
 from fleetwatch.fleet.compare.run import METRICS, check_options, finish
+from fleetwatch.fleet.compare.shape import ShapeCounts, shape_from_tallies
 from fleetwatch.fleet.compare.statistics import (
     F64,
 )
@@ -69,6 +70,8 @@ NEEDS = (
     "output_tokens",
     "cached_prompt_tokens",
     "preemption_stall_s",
+    "finish_reason",
+    "error_type",
 )
 """The stored columns compare reads."""
 OK = "status = 'ok'"
@@ -105,6 +108,25 @@ class Run:
             f"{expr} AS v, count(*) AS n", f"{cond} AND {expr} IS NOT NULL", "GROUP BY 1 ORDER BY 1"
         )
         return df["v"].to_numpy(np.float64), df["n"].to_numpy(np.int64)
+
+
+def _tally(run: Run, column: str, cond: str) -> dict[str, int]:
+    df = run.query(
+        f"{column} AS v, count(*) AS n", f"{cond} AND {column} IS NOT NULL", "GROUP BY 1"
+    )
+    return {str(v): int(n) for v, n in zip(df["v"], df["n"], strict=True)}
+
+
+def _shape(run: Run) -> ShapeCounts:
+    """``shape.shape_counts`` from counts grouped in the engine."""
+    empty, ok = run.row("sum(CASE WHEN output_tokens = 0 THEN 1 ELSE 0 END), count(*)", OK)
+    return shape_from_tallies(
+        _tally(run, "finish_reason", OK),
+        int(empty or 0),
+        int(ok or 0),
+        _tally(run, "error_type", "status = 'error'"),
+        int(run.row("count(*)")[0]),
+    )
 
 
 def _missing(x: Any) -> bool:
@@ -301,6 +323,7 @@ def _compare(
         components=_components(before, after, tails),
         workload=checks,
         errors=(errors[0], errors[1]),
+        shape=(_shape(before), _shape(after)),
         strata=strata,
         unmatched=unmatched,
         alpha=alpha,

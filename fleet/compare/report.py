@@ -14,6 +14,7 @@ from typing import Any
 
 from fleetwatch.fleet.compare.components import ComponentMove
 from fleetwatch.fleet.compare.decision import PROCEDURE
+from fleetwatch.fleet.compare.shape import ShapeSignal
 from fleetwatch.fleet.compare.statistics import MetricComparison
 from fleetwatch.fleet.compare.workload import WorkloadCheck
 
@@ -68,6 +69,20 @@ class CompareReport:
     """The error rate's verdict by its counts (``decision.error_verdict``)."""
     error_rise_ci: tuple[float, float] = (math.nan, math.nan)
     """The interval of the error rate's rise, after - before."""
+    shape: tuple[ShapeSignal, ...] = ()
+    """The output shape: finish-reason, empty-output and error-type shares (``shape``)."""
+
+    @property
+    def shape_moved(self) -> tuple[ShapeSignal, ...]:
+        """Shares that rose materially and significantly (Holm across the shares)."""
+        return tuple(s for s in self.shape if s.verdict == "rose")
+
+    def _output_lengths_moved(self) -> WorkloadCheck | None:
+        by = {w.name: w for w in self.workload}
+        out, prompt = by.get("output_tokens"), by.get("prompt_tokens")
+        if out is not None and out.differs and not (prompt is not None and prompt.differs):
+            return out
+        return None
 
     @property
     def workload_differs(self) -> bool:
@@ -90,7 +105,7 @@ class CompareReport:
     def verdict(self) -> str:
         """``regression`` if any metric regressed, else ``inconclusive`` if any could not rule a
         material regression out (or none could be compared), else ``no regression``."""
-        if self.regressions or self.error_verdict == "regressed":
+        if self.regressions or self.error_verdict == "regressed" or self.shape_moved:
             return "regression"
         compared = [m for m in self.metrics if m.verdict != "insufficient"]
         if self.inconclusive or self.confounded or not compared:
@@ -132,6 +147,20 @@ class CompareReport:
             parts.append(
                 f"error rate regressed: {self.error_rate_before:.2%} -> "
                 f"{self.error_rate_after:.2%} (Fisher p={self.error_rate_p:.3g})"
+            )
+        if self.shape_moved:
+            parts.append(
+                "output shape moved: "
+                + ", ".join(
+                    f"{s.name} {s.share_before:.2%} -> {s.share_after:.2%} (Holm p={s.p_adjusted:.3g})"
+                    for s in self.shape_moved
+                )
+            )
+        lengths = self._output_lengths_moved()
+        if lengths is not None:
+            parts.append(
+                f"output lengths moved with the prompts unchanged (mean {lengths.before:.4g} -> "
+                f"{lengths.after:.4g} tokens): the answers changed, or the max_tokens clients ask"
             )
         if reg:
             parts.append(f"regressed: {', '.join(reg)}")
@@ -247,6 +276,7 @@ class CompareReport:
                 "verdict": self.error_verdict,
                 "rise_ci": [_num(self.error_rise_ci[0]), _num(self.error_rise_ci[1])],
             },
+            "output_shape": [s.to_dict() for s in self.shape],
         }
 
     def render(self) -> str:
@@ -297,4 +327,11 @@ class CompareReport:
             f"(Fisher p={self.error_rate_p:.3g}; rise {self.confidence:.0%} CI "
             f"[{self.error_rise_ci[0]:+.2%}, {self.error_rise_ci[1]:+.2%}]) -> {self.error_verdict}"
         )
+        if self.shape:
+            lines.append("output shape (share before -> after, Holm across the shares):")
+            lines.extend(
+                f"  {s.name:<28} {s.share_before:>7.2%} -> {s.share_after:>7.2%}  "
+                f"p adj {s.p_adjusted:.3g} -> {s.verdict}"
+                for s in self.shape
+            )
         return "\n".join(lines)

@@ -15,6 +15,7 @@ from fleetwatch.fleet.compare.components import ComponentMove, component_moves
 from fleetwatch.fleet.compare.decision import decide, error_verdict
 from fleetwatch.fleet.compare.matching import Strata, like_for_like, make_strata
 from fleetwatch.fleet.compare.report import CompareReport
+from fleetwatch.fleet.compare.shape import ShapeCounts, judge_shape, shape_counts
 from fleetwatch.fleet.compare.statistics import (
     MetricComparison,
     compare_metric,
@@ -123,6 +124,7 @@ def compare_runs(
         components=component_moves(b_ok, a_ok),
         workload=checks,
         errors=(error_counts(before), error_counts(after)),
+        shape=(shape_counts(before), shape_counts(after)),
         strata=strata,
         unmatched=unmatched,
         alpha=alpha,
@@ -152,6 +154,7 @@ def finish(
     components: tuple[ComponentMove, ...],
     workload: tuple[WorkloadCheck, ...],
     errors: tuple[tuple[int, int], tuple[int, int]],
+    shape: tuple[ShapeCounts, ShapeCounts] | None = None,
     strata: StrataInfo | None,
     unmatched: tuple[str, ...],
     alpha: float,
@@ -162,7 +165,8 @@ def finish(
 ) -> CompareReport:
     """The report of metrics compared one by one: decided across them (``decision.decide``),
     with the rest of what was measured (``errors``: each run's errors and requests, judged by
-    ``decision.error_verdict``)."""
+    ``decision.error_verdict``; ``shape``: each run's output-shape counts, judged by
+    ``shape.judge_shape``)."""
     rate_b, rate_a, p_err = error_rates_from_counts(*errors)
     err_verdict, err_low, err_high = error_verdict(
         errors[0], errors[1], p_err, alpha=alpha, min_effect=min_effect, confidence=confidence
@@ -175,7 +179,13 @@ def finish(
         confounded=bool(unmatched),
         confidence=confidence,
     )
+    signals = (
+        judge_shape(*shape, alpha=alpha, min_effect=min_effect, confidence=confidence)
+        if shape is not None
+        else ()
+    )
     return CompareReport(
+        shape=signals,
         matched=tuple(matched),
         metrics=decided,
         components=components,

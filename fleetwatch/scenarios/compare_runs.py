@@ -24,12 +24,15 @@ Cases (``compare_pair``):
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["Case", "compare_pair", "run_records"]
+if TYPE_CHECKING:
+    from fleetwatch.fleet.compare.shape import ShapeCounts
+
+__all__ = ["FINISH_REASONS", "Case", "compare_pair", "run_records", "shape_counts_draw"]
 
 Case = Literal["null", "prompt_mix", "decode_slowdown", "decode_10"]
 
@@ -121,3 +124,27 @@ def compare_pair(
     else:
         raise ValueError(f"unknown case {case!r}")
     return before, after
+
+
+FINISH_REASONS = ("stop", "length", "abort")
+ERROR_TYPES = ("timeout", "oom")
+
+
+def shape_counts_draw(
+    rng: np.random.Generator, n: int, shares: tuple[float, float, float]
+) -> ShapeCounts:
+    """One run's output-shape counts, ``n`` requests: 1.5 % errors (1 % ``timeout``, 0.5 %
+    ``oom``), the ok ones' finish reasons drawn from ``shares`` (``FINISH_REASONS``), 1 % of ok
+    outputs empty."""
+    from fleetwatch.fleet.compare.shape import shape_from_tallies
+
+    errors = rng.multinomial(n, [0.01, 0.005, 0.985])
+    ok = int(errors[2])
+    reasons = rng.multinomial(ok, shares)
+    return shape_from_tallies(
+        dict(zip(FINISH_REASONS, map(int, reasons), strict=True)),
+        int(rng.binomial(ok, 0.01)),
+        ok,
+        dict(zip(ERROR_TYPES, map(int, errors[:2]), strict=True)),
+        n,
+    )
