@@ -12,7 +12,11 @@ Cases come from ``fleetwatch.scenarios.compare_runs`` (2,000–4,000 requests a 
 - output shape (counts only: ``shape.judge_shape``): at 200, 1,000 and 10,000 requests a side,
   1,000 null pairs (finish reasons stop / length / abort 75 / 20 / 5 %, 1.5 % errors of two
   types, 1 % empty) and 1,000 pairs each with the ``length`` share raised to 30 % and to 22 %
-  (twice ``--min-effect``): how often any share, and ``finish_reason=length``, is called moved.
+  (twice ``--min-effect``): how often any share, and ``finish_reason=length``, is called moved;
+- the canary judge (``fleet canary``): at 200, 1,000 and 10,000 requests a side, 1,000 alike
+  canaries and 1,000 with every latency 10 % slower (log-normal TTFT, TPOT and e2e in vLLM's
+  buckets, 0.05 % errors): how often each is promoted, held and rolled back (floors: alike
+  canaries of 10,000 promoted at least 80 %, rolled back at most 1 %).
 
 Baseline: the rule the decision replaced — a regression wherever any of the 18 bootstrap 95 %
 intervals (p50/p90/p99 × 6 metrics) excludes 0 with a rise of at least 5 % — read from the same
@@ -25,9 +29,15 @@ from __future__ import annotations
 import statistics
 import time
 
+from fleetwatch.fleet.canary.judge import judge_canary
 from fleetwatch.fleet.compare import CompareReport, compare_runs
 from fleetwatch.fleet.compare.shape import judge_shape
-from fleetwatch.scenarios.compare_runs import Case, compare_pair, shape_counts_draw
+from fleetwatch.scenarios.compare_runs import (
+    Case,
+    canary_side_draw,
+    compare_pair,
+    shape_counts_draw,
+)
 
 
 def _old_rule(report: CompareReport) -> set[str]:
@@ -94,6 +104,23 @@ def shape_rates(size: int, pairs: int, after: tuple[float, float, float], seed: 
     return hits
 
 
+CANARY_SIZES = (200, 1000, 10_000)
+
+
+def canary_rates(size: int, slow: float, pairs: int, seed: int) -> dict[str, int]:
+    """How often ``fleet canary``'s judge promotes, holds and rolls back ``pairs`` seeded
+    canaries of ``size`` requests a side, the canary ``slow`` times slower (``--min-requests``
+    at the size: the data guard aside)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = {"promote": 0, "hold": 0, "rollback": 0}
+    for _ in range(pairs):
+        b, c = canary_side_draw(rng, size), canary_side_draw(rng, size, slow)
+        out[judge_canary(b, c, min_requests=min(size, 500)).decision] += 1
+    return out
+
+
 def main() -> None:
     import os
 
@@ -151,6 +178,23 @@ def main() -> None:
         print(
             f"| {size:,} | {null} / {POWER_PAIRS:,} | {big} / {POWER_PAIRS:,} | "
             f"{small} / {POWER_PAIRS:,} |",
+            flush=True,
+        )
+    print()
+    print(
+        "| canary: requests a side | pairs | alike: promote / hold / roll back | "
+        "10 % slower: promote / hold / roll back | judge time |"
+    )
+    print("|---:|---:|---|---|---:|")
+    for size in CANARY_SIZES:
+        t = time.perf_counter()
+        null = canary_rates(size, 1.0, POWER_PAIRS, 11)
+        per = (time.perf_counter() - t) / POWER_PAIRS
+        slow = canary_rates(size, 1.1, POWER_PAIRS, 12)
+        print(
+            f"| {size:,} | {POWER_PAIRS:,} | {null['promote']} / {null['hold']} / "
+            f"{null['rollback']} | {slow['promote']} / {slow['hold']} / {slow['rollback']} | "
+            f"{per * 1e3:.1f} ms (with the draw) |",
             flush=True,
         )
     print()

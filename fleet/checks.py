@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleetwatch.core.duration import parse_duration
-from fleetwatch.core.preflight import http_url, input_dir, input_file
+from fleetwatch.core.preflight import http_url, input_dir, input_file, output_file
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers.config import NOISE_SHAPES
 
-__all__ = ["check_duration", "check_outlier_inputs"]
+__all__ = ["check_canary_inputs", "check_duration", "check_outlier_inputs"]
 
 
 def check_duration(text: str, option: str) -> int:
@@ -62,3 +62,28 @@ def check_outlier_inputs(
         raise AnalysisError(
             f"--noise-shape must be one of {', '.join(NOISE_SHAPES)}, got {noise_shape!r}"
         )
+
+
+def check_canary_inputs(
+    *,
+    prometheus: str,
+    window: str,
+    min_requests: int,
+    alpha: float,
+    min_effect: float,
+    confidence: float,
+    json_out: Path | None,
+) -> None:
+    """``fleet canary``'s options well formed and in range, before a query is sent."""
+    http_url(prometheus, option="--prometheus", error=AnalysisError)
+    check_duration(window, "--window")
+    if min_requests < 1:
+        raise AnalysisError(f"--min-requests must be >= 1, got {min_requests}")
+    if not 0 < alpha < 0.5:
+        raise AnalysisError(f"--alpha must be in (0, 0.5), got {alpha:g}")
+    if not 0 < min_effect < 1:
+        raise AnalysisError(f"--min-effect must be in (0, 1), got {min_effect:g}")
+    if not 0.5 < confidence < 1:
+        raise AnalysisError(f"--confidence must be in (0.5, 1), got {confidence:g}")
+    if json_out is not None:
+        output_file(json_out)

@@ -389,6 +389,79 @@ def compare(
         raise typer.Exit(VERDICT_EXIT[run_verdict(report)])
 
 
+@app.command("canary", cls=OnceEach)
+def canary(
+    prometheus: str = typer.Option(..., "--prometheus", help="Prometheus base URL."),
+    canary_selector: str = typer.Option(
+        ..., "--canary", help='Label matchers of the canary\'s series, e.g. pod="vllm-7".'
+    ),
+    baseline: str = typer.Option(
+        ..., "--baseline", help='Label matchers of the baseline\'s, e.g. pod=~"vllm-[0-6]".'
+    ),
+    profile: str = typer.Option(
+        "fleetwatch", help="Metric profile (fleetwatch, vllm, sglang, tgi)."
+    ),
+    labels: Path | None = typer.Option(None, "--labels", help=LABELS_HELP),
+    window: str = typer.Option("10m", help="The window judged, ending at --at."),
+    at: float | None = typer.Option(None, help="End of the window (Unix seconds; default now)."),
+    min_requests: int = typer.Option(
+        500, help="Requests each side needs in the window before anything but a hold."
+    ),
+    alpha: float = typer.Option(0.01, help="Family-wise error of a rollback."),
+    min_effect: float = typer.Option(
+        0.05,
+        help="Smallest slowdown (share of latency) and rate rise (share of the baseline's) "
+        "that matters.",
+    ),
+    confidence: float = typer.Option(
+        0.95, help="One-sided confidence with which a promote rules a material regression out."
+    ),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON."),
+) -> None:
+    """Judge a canary against its baseline from live Prometheus data: promote, hold or roll back.
+
+    TTFT, TPOT and end-to-end latency by a rank test over histogram buckets, errors and each
+    outcome the profile counts by their counts, over the window. Exit status: 0 promote, 3 roll
+    back, 4 hold (not enough data, or a material regression not ruled out); 2 bad input.
+    """
+    from fleetwatch.core.atomic import atomic_write_text
+    from fleetwatch.core.profiles import get_profile
+    from fleetwatch.core.profiles.labels import with_labels
+    from fleetwatch.fleet.canary.judge import judge_canary
+    from fleetwatch.fleet.canary.prometheus import check_selector, sides_from_prometheus
+    from fleetwatch.fleet.checks import check_canary_inputs
+
+    check_canary_inputs(
+        prometheus=prometheus,
+        window=window,
+        min_requests=min_requests,
+        alpha=alpha,
+        min_effect=min_effect,
+        confidence=confidence,
+        json_out=json_out,
+    )
+    can, base = check_selector(canary_selector, "--canary"), check_selector(baseline, "--baseline")
+    if can == base:
+        raise AnalysisError("--canary and --baseline select the same series")
+    prof = with_labels(get_profile(profile), labels)
+    b, c, notes = sides_from_prometheus(
+        prometheus, prof, baseline=base, canary=can, window=window, at=at
+    )
+    report = judge_canary(
+        b,
+        c,
+        alpha=alpha,
+        min_effect=min_effect,
+        confidence=confidence,
+        min_requests=min_requests,
+        notes=notes,
+    )
+    typer.echo(report.render())
+    if json_out is not None:
+        atomic_write_text(json_out, json.dumps(_clean(report.to_dict()), indent=2) + "\n")
+    raise typer.Exit(report.exit_code)
+
+
 @app.command("rules")
 def rules(
     profile: str = typer.Option(

@@ -149,6 +149,48 @@ def _rows() -> list[Row]:
     add(c, "url", "fleet outliers --prometheus http://", "--prometheus")
     add(c, "url", "fleet outliers --prometheus http://h:99999", "out of range")
     # fleet tail / compare
+    c = "fleet canary"
+    fc = 'fleet canary --prometheus http://h:9 --canary pod="c" --baseline pod="b"'
+    add(c, "missing", f"{fc} --labels {{T}}/missing.yaml", "missing.yaml")
+    add(c, "dir-for-file", f"{fc} --labels {{T}}/dir", "dir")
+    add(c, "dir-for-file", f"{fc} --json {{T}}/dir", "is a directory")
+    add(c, "unwritable", f"{fc} --json {{T}}/file.txt/c.json", "not a dir")
+    add(c, "garbage", f"{fc} --labels {{T}}/garbage.yaml", "garbage.yaml")
+    add(
+        c,
+        "garbage",
+        'fleet canary --prometheus http://h:9 --canary pod= --baseline pod="b"',
+        "--canary",
+    )
+    add(
+        c,
+        "garbage",
+        'fleet canary --prometheus http://h:9 --canary pod="b" --baseline pod="b"',
+        "same series",
+    )
+    add(
+        c,
+        "garbage",
+        'fleet canary --prometheus http://h:9 --canary pod="c",x --baseline pod="b"',
+        "label matchers",
+    )
+    add(c, "range", f"{fc} --window 0m", "--window")
+    add(c, "range", f"{fc} --min-requests 0", "--min-requests")
+    add(c, "range", f"{fc} --alpha 0.7", "--alpha")
+    add(c, "range", f"{fc} --min-effect 0", "--min-effect")
+    add(c, "range", f"{fc} --confidence 1", "--confidence")
+    add(
+        c,
+        "url",
+        'fleet canary --prometheus notaurl --canary pod="c" --baseline pod="b"',
+        "'notaurl'",
+    )
+    add(
+        c,
+        "url",
+        'fleet canary --prometheus http://h:99999 --canary pod="c" --baseline pod="b"',
+        "range",
+    )
     c = "fleet tail"
     add(c, "missing", "fleet tail {T}/missing.jsonl", "no such file")
     add(c, "dir-for-file", "fleet tail {T}/dir", "dir: is a directory holding no record files")
@@ -361,6 +403,8 @@ NOT_APPLICABLE: dict[str, str] = {
     "fleet outliers": "unwritable extra",
     "fleet tail": "file-for-dir unwritable url extra",
     "fleet compare": "file-for-dir unwritable url extra",
+    # its one input file, --labels, may be empty (the default label scheme)
+    "fleet canary": "file-for-dir empty extra",
     "fleet rules": "file-for-dir empty url extra",
     "fleet capacity": "extra",
     "resilience storm": "missing dir-for-file file-for-dir unwritable empty garbage url extra",
@@ -427,10 +471,12 @@ def guarded(monkeypatch: pytest.MonkeyPatch) -> None:
     import fleetwatch.engine_probe.probe.fingerprint.collect as fingerprint
     import fleetwatch.engine_probe.probe.runner as runner
     import fleetwatch.engine_probe.serve.lifecycle as lifecycle
+    import fleetwatch.fleet.canary.prometheus as canary
 
     monkeypatch.setattr(lifecycle, "start_server", _refuse("the server"))
     monkeypatch.setattr(runner, "run_plan", _refuse("the probe"))
     monkeypatch.setattr(fingerprint, "collect", _refuse("the fingerprint"))
+    monkeypatch.setattr(canary, "sides_from_prometheus", _refuse("the canary's queries"))
     monkeypatch.setattr(workload, "run_offline", _refuse("the engine run"))
     monkeypatch.setattr(demo_run, "run_demo", _refuse("the demo"))
     monkeypatch.setattr(preflight, "available_memory", lambda device: (8 << 30, "free (test)"))

@@ -30,9 +30,18 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
+    from fleetwatch.fleet.canary.judge import Side
     from fleetwatch.fleet.compare.shape import ShapeCounts
 
-__all__ = ["FINISH_REASONS", "Case", "compare_pair", "run_records", "shape_counts_draw"]
+__all__ = [
+    "CANARY_SIGNALS",
+    "FINISH_REASONS",
+    "Case",
+    "canary_side_draw",
+    "compare_pair",
+    "run_records",
+    "shape_counts_draw",
+]
 
 Case = Literal["null", "prompt_mix", "decode_slowdown", "decode_10"]
 
@@ -148,3 +157,37 @@ def shape_counts_draw(
         dict(zip(ERROR_TYPES, map(int, errors[:2]), strict=True)),
         n,
     )
+
+
+def _canary_signals() -> dict[str, tuple[tuple[float, ...], float, float]]:
+    from fleetwatch.core.profiles.buckets import (
+        VLLM_PHASE_BUCKETS,
+        VLLM_TPOT_BUCKETS,
+        VLLM_TTFT_BUCKETS,
+    )
+
+    return {
+        "ttft": (VLLM_TTFT_BUCKETS, 0.08, 0.5),
+        "tpot": (VLLM_TPOT_BUCKETS, 0.03, 0.3),
+        "e2e": (VLLM_PHASE_BUCKETS, 4.0, 0.5),
+    }
+
+
+CANARY_SIGNALS = _canary_signals()
+"""Each canary signal's bucket bounds (vLLM's), median seconds and log-normal spread."""
+
+
+def canary_side_draw(
+    rng: np.random.Generator, n: int, slow: float = 1.0, errors: float = 0.0005
+) -> Side:
+    """One side of a canary window: ``n`` requests, each signal log-normal (``CANARY_SIGNALS``)
+    times ``slow``, counted in vLLM's buckets; ``errors`` of them failed."""
+    from fleetwatch.fleet.canary.judge import Side
+
+    histograms = {}
+    for name, (bounds, median, spread) in CANARY_SIGNALS.items():
+        x = np.sort(median * slow * np.exp(spread * rng.standard_normal(n)))
+        edges = [*bounds, float("inf")]
+        cumulative = np.searchsorted(x, edges, side="right")
+        histograms[name] = dict(zip(edges, cumulative.astype(float), strict=True))
+    return Side(histograms, n, {"error_rate": int(rng.binomial(n, errors))})

@@ -363,6 +363,23 @@ def test_fleet_outliers_name_the_replica_side_difference_from_metrics_and_record
     )  # fmt: skip
     queued, others = _replica_side(report, f"{NAMESPACE}/slow")
     assert queued == {f"{NAMESPACE}/slow"} and others == [], json.dumps(report, indent=1)
+    # the replica-side difference as a canary: rolled back; a peer like the baseline is not
+    canary = tmp_path / "canary.json"
+    scheme = ("--prometheus", prometheus.url, "--profile", "vllm", "--labels", str(labels))
+    judged = ("--window", RATE_WINDOW, "--min-requests", "20", "--json", str(canary))
+    rc = CliRunner().invoke(
+        app,
+        ["fleet", "canary", *scheme, "--canary", 'pod="slow"', "--baseline", 'pod=~"a|b"', *judged],
+    )
+    print(rc.output)
+    doc = json.loads(canary.read_text())
+    assert rc.exit_code == 3 and doc["decision"] == "rollback", rc.output
+    assert any(r.startswith(("ttft slower", "e2e slower")) for r in doc["reasons"])
+    rc = CliRunner().invoke(
+        app, ["fleet", "canary", *scheme, "--canary", 'pod="b"', "--baseline", 'pod="a"', *judged]
+    )
+    print(rc.output)
+    assert rc.exit_code in (0, 4), rc.output  # promote or hold: never a rollback
 
     frames = [records_between(s.records_dir, t0, t1, expect=45) for s in vllm_fleet.values()]
     both = pd.concat(frames, ignore_index=True)

@@ -32,12 +32,20 @@ from fleetwatch.fleet.outliers.sources.exposition import (
 from fleetwatch.fleet.outliers.sources.histogram import bucket_samples
 from fleetwatch.fleet.outliers.table import FleetTable
 
-__all__ = ["Fetch", "fleet_name", "table_from_prometheus", "tables_from_prometheus"]
+__all__ = [
+    "Fetch",
+    "fleet_name",
+    "http_get",
+    "query_vector",
+    "table_from_prometheus",
+    "tables_from_prometheus",
+]
 
 Fetch = Callable[[str], bytes]
 
 
-def _http_get(url: str, timeout_s: float = 10.0) -> bytes:
+def http_get(url: str, timeout_s: float = 10.0) -> bytes:
+    """GET ``url``; ``AnalysisError`` naming it for an HTTP error or no connection."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
             body: bytes = resp.read()
@@ -49,7 +57,9 @@ def _http_get(url: str, timeout_s: float = 10.0) -> bytes:
         raise AnalysisError(f"{url}: cannot reach Prometheus ({exc})") from None
 
 
-def _query(base: str, expr: str, at: float | None, fetch: Fetch) -> dict[str, float]:
+def query_vector(base: str, expr: str, at: float | None, fetch: Fetch) -> dict[str, float]:
+    """An instant query's vector as {labels as sorted JSON: value}; ``AnalysisError`` for a failed
+    query or another result type."""
     params = {"query": expr}
     if at is not None:
         params["time"] = f"{at:.3f}"
@@ -77,7 +87,7 @@ def _other_profiles(
     for other in PROFILES.values():
         if other.name != profile.name:
             expr = f"count({other.outcomes.total.selector(selector)})"
-            if _query(url, expr, at, fetch):
+            if query_vector(url, expr, at, fetch):
                 found.append(other.name)
     return found
 
@@ -115,7 +125,7 @@ def tables_from_prometheus(
     label matchers for every query (e.g. ``model="llama"``). ``at``: evaluation time (Unix
     seconds; None = now). ``fetch`` is the HTTP GET (injected in tests; urllib by default).
     """
-    get = fetch or _http_get
+    get = fetch or http_get
     ident = Identity(profile.replica_labels)
     rs = by(profile.replica_set)
     device = by(tuple(dict.fromkeys((*profile.replica_labels, *profile.routing))))
@@ -132,7 +142,7 @@ def tables_from_prometheus(
 
     def rows(expr: str) -> dict[Row, float]:
         out = {}
-        for key, v in _query(url, expr, at, get).items():
+        for key, v in query_vector(url, expr, at, get).items():
             r = row(json.loads(key))
             if r is not None:
                 out[r] = v
@@ -147,7 +157,7 @@ def tables_from_prometheus(
         expr = f"histogram_quantile({q}, sum by ({rs}, le) (rate({sel(ref, '_bucket')}[{window}])))"
         values[name] = rows(expr)
         counted = f"sum by ({rs}, le) (increase({sel(ref, '_bucket')}[{window}]))"
-        buckets[name] = _query(url, counted, at, get)
+        buckets[name] = query_vector(url, counted, at, get)
     total = f"sum by ({rs}) (increase({sel(profile.outcomes.total)}[{window}]))"
     volume = rows(total)
     rate_total = f"sum by ({rs}) (rate({sel(profile.outcomes.total)}[{window}]))"
@@ -188,7 +198,7 @@ def tables_from_prometheus(
             workload["cache_hit_rate"] = rows(f"({c}) / ({p})")
     fp_rows: dict[str, dict[str, str]] = {}
     info = f"{fingerprint_metric}{{{selector}}}" if selector else fingerprint_metric
-    for key in _query(url, info, at, get):
+    for key in query_vector(url, info, at, get):
         labels = json.loads(key)
         r = row(labels)
         if r is not None:

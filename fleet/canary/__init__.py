@@ -1,0 +1,5 @@
+"""``fleetwatch fleet canary``: promote, hold or roll back a canary from live Prometheus data.
+
+- ``judge``: the decision from two sides' histogram buckets and outcome counts.
+- ``prometheus``: each side's window from a Prometheus server, by label matchers.
+"""

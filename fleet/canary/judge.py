@@ -1,0 +1,390 @@
+"""The canary's verdict from two sides' histograms and counts: promote, hold or roll back.
+
+Latency (TTFT, TPOT, end to end) arrives as cumulative histogram buckets over the window, the
+same bounds on both sides. Each signal gets the rank test the outlier detector uses (Mann–Whitney,
+requests in one bucket tied at their mid-rank, the tie-corrected variance), read as the
+probability of superiority ``A = P(canary > baseline) + ½ P(tie)``: 0.5 when the canary is alike.
+
+What counts as material is ``min_effect`` of latency, turned into the ``A`` it would give *with
+these buckets*: the baseline's own histogram, every request ``1 + min_effect`` times slower (its
+CDF interpolated within buckets, as ``histogram_quantile`` does), against the baseline. With wide
+buckets a 5 % slowdown moves few requests across an edge, the material ``A`` lies near 0.5 and
+little can be ruled out; the verdict says so rather than promote on data that could not tell.
+
+- a signal **regressed** when the canary ranks higher (one-sided p at most ``alpha`` over the
+  number of signals: Bonferroni) and its ``A`` is at least the material one;
+- it is **unchanged** when the upper end of ``A``'s one-sided ``confidence`` bound lies below the
+  material ``A``: a material slowdown is ruled out;
+- else **inconclusive**; **insufficient** under ``min_requests`` on either side.
+
+Rates (errors, and each outcome the profile counts: aborts) are judged by their counts as
+``fleet compare`` judges the error rate (Fisher's exact test, a rise of ``min_effect`` of the
+baseline's rate and 0.1 point at least, Newcombe's interval), Holm across the rates.
+
+The decision: **roll back** when a signal or a rate regressed; **promote** when every latency
+signal with data is unchanged and no rate could have risen materially; otherwise **hold**, with
+what could not be decided and how many more requests it would take to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from fleetwatch.fleet.compare.decision import error_verdict, holm
+from fleetwatch.fleet.compare.statistics import error_rates_from_counts
+from fleetwatch.fleet.outliers.sources.histogram import histogram_quantile
+
+__all__ = [
+    "DECISION_EXIT",
+    "CanaryReport",
+    "LatencyVerdict",
+    "RateVerdict",
+    "Side",
+    "judge_canary",
+    "material_superiority",
+    "rank_test",
+]
+
+DECISION_EXIT = {"promote": 0, "rollback": 3, "hold": 4}
+"""The exit status of each decision (1 and 2 are the command's own errors, as for compare)."""
+
+F64 = np.ndarray[Any, np.dtype[np.float64]]
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One side's window: per latency signal its cumulative buckets ``{le: count}`` (+Inf
+    included), and per rate its (count, requests)."""
+
+    histograms: Mapping[str, Mapping[float, float]]
+    requests: int
+    rates: Mapping[str, int] = field(default_factory=dict)
+
+
+def _counts(cumulative: Mapping[float, float], bounds: Sequence[float]) -> F64:
+    """Requests per bucket at ``bounds`` (ascending, +Inf last), whole and never negative."""
+    c = np.array([max(float(cumulative.get(b, 0.0)), 0.0) for b in bounds])
+    c = np.rint(np.maximum.accumulate(c))
+    return np.diff(c, prepend=0.0)
+
+
+def rank_test(baseline: F64, canary: F64) -> tuple[float, float, float]:
+    """(A, its standard error under no difference, one-sided p that the canary ranks higher)
+    from per-bucket counts: Mann–Whitney with ties at mid-ranks, continuity corrected."""
+    nb, nc = float(baseline.sum()), float(canary.sum())
+    if nb < 1 or nc < 1:
+        return math.nan, math.nan, math.nan
+    t = baseline + canary
+    n = nb + nc
+    below = np.cumsum(t) - t
+    u = float(np.sum(canary * (below + (t + 1) / 2))) - nc * (nc + 1) / 2
+    ties = float(np.sum(t**3 - t)) / (n * (n - 1)) if n > 1 else 0.0
+    var = nb * nc / 12.0 * ((n + 1) - ties)
+    a = u / (nb * nc)
+    if var <= 0:
+        return a, 0.0, 1.0
+    z = (u - nb * nc / 2 - 0.5) / math.sqrt(var)
+    return a, math.sqrt(var) / (nb * nc), float(special.ndtr(-z))
+
+
+def _superiority(p: F64, q: F64) -> float:
+    """P(Q > P) + ½ P(Q = P) for bucket shares ``p`` and ``q`` (each summing to 1)."""
+    below = np.cumsum(p) - p
+    return float(np.sum(q * (below + p / 2)))
+
+
+def material_superiority(baseline: F64, bounds: Sequence[float], factor: float) -> float:
+    """The ``A`` of the baseline made ``factor`` times slower against itself, in these buckets:
+    its CDF interpolated linearly within each bucket (the first from 0), what lies beyond the
+    last finite bound staying there."""
+    total = float(baseline.sum())
+    if total <= 0:
+        return math.nan
+    share = baseline / total
+    finite = np.asarray(bounds[:-1], dtype=np.float64)
+    cdf = np.cumsum(share)[:-1]
+    lower = np.concatenate(([0.0], finite))
+    lo_cdf = np.concatenate(([0.0], cdf))
+    x = finite / factor
+    i = np.searchsorted(finite, x, side="left")  # the bucket (lower[i], finite[i]] holding x
+    width = finite[i] - lower[i]
+    frac = np.where(width > 0, (x - lower[i]) / np.where(width > 0, width, 1.0), 1.0)
+    shifted = lo_cdf[i] + (cdf[i] - lo_cdf[i]) * frac
+    q = np.diff(np.concatenate((shifted, [1.0])), prepend=0.0)
+    return _superiority(share, np.maximum(q, 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyVerdict:
+    signal: str
+    requests: tuple[int, int]
+    """(baseline, canary) requests the histogram counted."""
+    quantiles: Mapping[str, tuple[float, float]]
+    """p50/p90/p99 (baseline, canary), by ``histogram_quantile``."""
+    superiority: float
+    upper: float
+    """The one-sided ``confidence`` upper bound of ``superiority``."""
+    material: float
+    """The superiority a ``1 + min_effect`` slowdown would give in these buckets."""
+    p_value: float
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "signal": self.signal,
+            "requests": {"baseline": self.requests[0], "canary": self.requests[1]},
+            "quantiles": {
+                k: {"baseline": _num(b), "canary": _num(c)} for k, (b, c) in self.quantiles.items()
+            },
+            "superiority": _num(self.superiority),
+            "superiority_upper": _num(self.upper),
+            "material_superiority": _num(self.material),
+            "p_value": _num(self.p_value),
+            "verdict": self.verdict,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RateVerdict:
+    rate: str
+    baseline: tuple[int, int]
+    canary: tuple[int, int]
+    p_adjusted: float
+    verdict: str
+    rise_ci: tuple[float, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rate": self.rate,
+            "baseline": {"count": self.baseline[0], "requests": self.baseline[1]},
+            "canary": {"count": self.canary[0], "requests": self.canary[1]},
+            "p_adjusted": _num(self.p_adjusted),
+            "verdict": self.verdict,
+            "rise_ci": [_num(self.rise_ci[0]), _num(self.rise_ci[1])],
+        }
+
+
+def _num(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryReport:
+    decision: str
+    reasons: tuple[str, ...]
+    latency: tuple[LatencyVerdict, ...]
+    rates: tuple[RateVerdict, ...]
+    requests: tuple[int, int]
+    alpha: float
+    min_effect: float
+    confidence: float
+    min_requests: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return DECISION_EXIT[self.decision]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision,
+            "reasons": list(self.reasons),
+            "requests": {"baseline": self.requests[0], "canary": self.requests[1]},
+            "latency": [v.to_dict() for v in self.latency],
+            "rates": [v.to_dict() for v in self.rates],
+            "procedure": {
+                "family_wise_error": self.alpha,
+                "min_effect": self.min_effect,
+                "confidence": self.confidence,
+                "min_requests": self.min_requests,
+                "latency": "Mann-Whitney over histogram buckets (ties at mid-ranks), Bonferroni "
+                "across signals; material = the superiority of the baseline made 1 + min_effect "
+                "times slower, in the same buckets",
+                "rates": "Fisher's exact test, Holm across rates; material = min_effect of the "
+                "baseline rate, 0.1 point at least",
+            },
+            "notes": list(self.notes),
+        }
+
+    def render(self) -> str:
+        lines = [f"{self.decision.upper()}: " + "; ".join(self.reasons)]
+        lines.append(
+            f"requests in the window: baseline {self.requests[0]:,}, canary {self.requests[1]:,}"
+        )
+        for v in self.latency:
+            qs = ", ".join(
+                f"{k} {b * 1e3:.4g} -> {c * 1e3:.4g} ms"
+                for k, (b, c) in v.quantiles.items()
+                if math.isfinite(b) and math.isfinite(c)
+            )
+            lines.append(
+                f"  {v.signal:<5} {v.verdict:<13} A={v.superiority:.4f} (upper {v.upper:.4f}, "
+                f"material {v.material:.4f}, p={v.p_value:.3g}); {qs}"
+            )
+        for r in self.rates:
+            sb = r.baseline[0] / r.baseline[1] if r.baseline[1] else math.nan
+            sc = r.canary[0] / r.canary[1] if r.canary[1] else math.nan
+            lines.append(
+                f"  {r.rate:<13} {r.verdict:<13} {sb:.2%} -> {sc:.2%} (Holm p={r.p_adjusted:.3g})"
+            )
+        lines.append(
+            f"decision: family-wise error {self.alpha:g}; material = {self.min_effect:.0%} slower "
+            f"(latency) or {self.min_effect:.0%} of the baseline rate, 0.1 point at least; "
+            f"ruled out at {self.confidence:.0%} one-sided"
+        )
+        lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+def _latency(
+    name: str,
+    base: Mapping[float, float],
+    can: Mapping[float, float],
+    *,
+    level: float,
+    min_effect: float,
+    z_conf: float,
+    min_requests: int,
+) -> LatencyVerdict:
+    bounds = sorted({*base, *can} | {math.inf})
+    b, c = _counts(base, bounds), _counts(can, bounds)
+    nb, nc = int(b.sum()), int(c.sum())
+    pairs = (
+        list(zip(bounds, np.cumsum(b), strict=True)),
+        list(zip(bounds, np.cumsum(c), strict=True)),
+    )
+    quantiles = {
+        f"p{int(q * 100)}": (histogram_quantile(q, pairs[0]), histogram_quantile(q, pairs[1]))
+        for q in (0.5, 0.9, 0.99)
+    }
+    if min(nb, nc) < min_requests:
+        return LatencyVerdict(
+            name, (nb, nc), quantiles, math.nan, math.nan, math.nan, math.nan, "insufficient"
+        )
+    a, se, p = rank_test(b, c)
+    material = material_superiority(b, bounds, 1.0 + min_effect)
+    upper = a + z_conf * se
+    if p <= level and a >= material and material > 0.5:
+        verdict = "regressed"
+    elif upper < material:
+        verdict = "unchanged"
+    else:
+        verdict = "inconclusive"
+    return LatencyVerdict(name, (nb, nc), quantiles, a, upper, material, p, verdict)
+
+
+def _needed(v: LatencyVerdict, z_conf: float) -> int | None:
+    """Requests a side that would bring the upper bound under the material ``A`` if the
+    canary's ``A`` stayed where it is (None: it never would)."""
+    gap = v.material - v.superiority
+    if not (math.isfinite(gap) and gap > 0 and v.upper > v.superiority):
+        return None
+    se = (v.upper - v.superiority) / z_conf
+    n = min(v.requests)
+    return math.ceil(n * (se * z_conf / gap) ** 2)
+
+
+def judge_canary(
+    baseline: Side,
+    canary: Side,
+    *,
+    alpha: float = 0.01,
+    min_effect: float = 0.05,
+    confidence: float = 0.95,
+    min_requests: int = 500,
+    notes: Sequence[str] = (),
+) -> CanaryReport:
+    """The decision for ``canary`` against ``baseline`` (one window each)."""
+    z_conf = float(special.ndtri(confidence))
+    names = [n for n in baseline.histograms if n in canary.histograms]
+    level = alpha / max(len(names), 1)
+    latency = tuple(
+        _latency(
+            n,
+            baseline.histograms[n],
+            canary.histograms[n],
+            level=level,
+            min_effect=min_effect,
+            z_conf=z_conf,
+            min_requests=min_requests,
+        )
+        for n in names
+    )
+    rate_names = sorted(set(baseline.rates) | set(canary.rates))
+    counts = [
+        ((baseline.rates.get(r, 0), baseline.requests), (canary.rates.get(r, 0), canary.requests))
+        for r in rate_names
+    ]
+    p_adj = holm([error_rates_from_counts(b, c)[2] for b, c in counts])
+    rates = []
+    for r, (b, c), p in zip(rate_names, counts, p_adj, strict=True):
+        verdict, low, high = error_verdict(
+            b, c, p, alpha=alpha, min_effect=min_effect, confidence=2 * confidence - 1
+        )
+        rates.append(RateVerdict(r, b, c, p, verdict, (low, high)))
+    requests = (baseline.requests, canary.requests)
+    reasons: list[str] = []
+    worse = [v for v in latency if v.verdict == "regressed"] + [
+        r for r in rates if r.verdict == "regressed"
+    ]
+    if worse:
+        for v in worse:
+            if isinstance(v, LatencyVerdict):
+                b50, c50 = v.quantiles["p50"]
+                reasons.append(
+                    f"{v.signal} slower: A={v.superiority:.3f} >= material {v.material:.3f} "
+                    f"(p={v.p_value:.2g}; p50 {b50 * 1e3:.4g} -> {c50 * 1e3:.4g} ms)"
+                )
+            else:
+                sb, sc = v.baseline[0] / v.baseline[1], v.canary[0] / v.canary[1]
+                reasons.append(f"{v.rate} rose: {sb:.2%} -> {sc:.2%} (Holm p={v.p_adjusted:.2g})")
+        decision = "rollback"
+    elif min(requests) < min_requests:
+        side = "canary" if canary.requests <= baseline.requests else "baseline"
+        reasons.append(
+            f"not enough data: the {side} served {min(requests):,} requests in the window, "
+            f"{min_requests:,} needed (--min-requests)"
+        )
+        decision = "hold"
+    else:
+        judged = [v for v in latency if v.verdict != "insufficient"]
+        open_latency = [v for v in judged if v.verdict != "unchanged"]
+        open_rates = [r for r in rates if r.verdict == "inconclusive"]
+        for v in open_latency:
+            more = _needed(v, z_conf)
+            hint = f"; about {more:,} requests a side would decide" if more else ""
+            reasons.append(
+                f"{v.signal} inconclusive: a {min_effect:.0%} slowdown not ruled out (A upper "
+                f"{v.upper:.3f} vs material {v.material:.3f}){hint}"
+            )
+        reasons.extend(f"{o.rate} inconclusive: a material rise not ruled out" for o in open_rates)
+        if not judged:
+            reasons.append("no latency histogram with data on both sides")
+        if open_latency or open_rates or not judged:
+            decision = "hold"
+        else:
+            decision = "promote"
+            reasons.append(
+                "every latency signal and rate rules out a material regression "
+                f"({', '.join(v.signal for v in judged)}"
+                + (f"; {', '.join(r.rate for r in rates)}" if rates else "")
+                + ")"
+            )
+    return CanaryReport(
+        decision,
+        tuple(reasons),
+        latency,
+        tuple(rates),
+        requests,
+        alpha,
+        min_effect,
+        confidence,
+        min_requests,
+        tuple(notes),
+    )

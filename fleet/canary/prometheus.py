@@ -1,0 +1,144 @@
+"""A canary's and its baseline's windows from a Prometheus server, by label matchers.
+
+Each side is the series its matchers select (``--canary 'pod="vllm-7"'``, ``--baseline
+'pod=~"vllm-[0-6]"'``) under the profile's label scheme (``--labels``), summed over the side:
+per latency signal ``sum by (le) (increase(<histogram>_bucket{…}[window]))``, the requests
+``increase`` of the profile's request counter, and each outcome it counts (errors, aborts). The
+two sides must not share a replica, and must serve the same models: both are checked first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from fleetwatch.core.identity import Identity, IdentityError
+from fleetwatch.core.profiles import Profile
+from fleetwatch.core.profiles.types import by
+from fleetwatch.fleet.canary.judge import Side
+from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.sources.exposition import LATENCY_SOURCES, signal_ref
+from fleetwatch.fleet.outliers.sources.prometheus import Fetch, http_get, query_vector
+
+__all__ = ["check_selector", "sides_from_prometheus"]
+
+_MATCHER = re.compile(r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*')
+
+
+def check_selector(text: str, option: str) -> str:
+    """``text`` when it is a non-empty comma-separated list of PromQL label matchers
+    (``name="v"``, ``!=``, ``=~``, ``!~``); ``AnalysisError`` naming ``option`` otherwise."""
+    rest = text.strip()
+    if not rest:
+        raise AnalysisError(f'{option}: give label matchers, e.g. pod="vllm-7"')
+    while rest:
+        m = _MATCHER.match(rest)
+        if m is None:
+            raise AnalysisError(
+                f'{option}: {text!r} is not a list of label matchers (name="value", name=~"re")'
+            )
+        rest = rest[m.end() :]
+        if rest.startswith(","):
+            rest = rest[1:]
+            if not rest.strip():
+                raise AnalysisError(f"{option}: {text!r} ends with a comma")
+        elif rest.strip():
+            raise AnalysisError(f"{option}: {text!r}: expected ',' after {m.group(0).strip()!r}")
+    return text.strip()
+
+
+def _scalar(url: str, expr: str, at: float | None, get: Fetch) -> float:
+    got = query_vector(url, expr, at, get)
+    return sum(got.values()) if got else 0.0
+
+
+def _side(
+    url: str, profile: Profile, selector: str, window: str, at: float | None, get: Fetch
+) -> Side:
+    histograms = {}
+    for name, sigs in LATENCY_SOURCES:
+        ref = signal_ref(profile, *sigs)
+        if ref is None:
+            continue
+        expr = f"sum by (le) (increase({ref.selector(selector, '_bucket')}[{window}]))"
+        cumulative = {}
+        for key, v in query_vector(url, expr, at, get).items():
+            le = json.loads(key).get("le")
+            try:
+                cumulative[float(le)] = v
+            except (TypeError, ValueError):
+                continue
+        if cumulative:
+            histograms[name] = cumulative
+    outcomes = profile.outcomes
+    total = _scalar(url, f"sum(increase({outcomes.total.selector(selector)}[{window}]))", at, get)
+    rates: dict[str, int] = {}
+    if outcomes.good is not None:
+        good = _scalar(url, f"sum(increase({outcomes.good.selector(selector)}[{window}]))", at, get)
+        rates["error_rate"] = max(round(total - good), 0)
+    for outcome, ref in sorted(outcomes.bad.items()):
+        n = _scalar(url, f"sum(increase({ref.selector(selector)}[{window}]))", at, get)
+        rates["error_rate" if outcome == "error" else f"{outcome}_rate"] = round(n)
+    return Side(histograms, round(total), rates)
+
+
+def _members(
+    url: str, profile: Profile, selector: str, window: str, at: float | None, get: Fetch
+) -> tuple[set[str], set[str]]:
+    """The replicas and the models a side's request counter has series for in the window."""
+    ident = Identity(profile.replica_labels)
+    labels = by((profile.model_label, *profile.replica_labels))
+    expr = f"group by ({labels}) (increase({profile.outcomes.total.selector(selector)}[{window}]))"
+    replicas, models = set(), set()
+    for key in query_vector(url, expr, at, get):
+        series = json.loads(key)
+        try:
+            replicas.add(ident.key(series))
+        except IdentityError:
+            continue
+        models.add(series.get(profile.model_label, ""))
+    return replicas, models
+
+
+def sides_from_prometheus(
+    url: str,
+    profile: Profile,
+    *,
+    baseline: str,
+    canary: str,
+    window: str = "10m",
+    at: float | None = None,
+    fetch: Fetch | None = None,
+) -> tuple[Side, Side, list[str]]:
+    """(baseline, canary, notes): each side's window, after checking that the sides hold
+    replicas, share none and serve the same models."""
+    get = fetch or http_get
+    base_reps, base_models = _members(url, profile, baseline, window, at, get)
+    can_reps, can_models = _members(url, profile, canary, window, at, get)
+    counter = profile.outcomes.total.name
+    for option, sel, reps in (("--baseline", baseline, base_reps), ("--canary", canary, can_reps)):
+        if not reps:
+            raise AnalysisError(
+                f"{option} {sel}: no replica has {counter} series in the last {window} on {url}"
+            )
+    shared = sorted(base_reps & can_reps)
+    if shared:
+        raise AnalysisError(
+            f"--baseline and --canary both select {', '.join(shared[:3])}: a canary is judged "
+            "against other replicas"
+        )
+    if base_models != can_models:
+        raise AnalysisError(
+            f"the baseline serves {', '.join(sorted(base_models))} and the canary "
+            f"{', '.join(sorted(can_models))}: narrow both to one model "
+            f'({profile.model_label}="…")'
+        )
+    notes = [
+        f"baseline: {len(base_reps)} replicas ({baseline}); canary: {len(can_reps)} ({canary}); "
+        f"model {', '.join(sorted(base_models))}; last {window} on {url}"
+    ]
+    return (
+        _side(url, profile, baseline, window, at, get),
+        _side(url, profile, canary, window, at, get),
+        notes,
+    )
