@@ -17,7 +17,8 @@ little can be ruled out; the verdict says so rather than promote on data that co
   material ``A``: a material slowdown is ruled out;
 - else **inconclusive**; **insufficient** under ``min_requests`` on either side.
 
-Rates (errors, and each outcome the profile counts: aborts) are judged by their counts as
+Rates (each outcome's share: vLLM's ``finished_reason`` values, ``length`` among them, or the
+errors and aborts the profile counts) are judged by their counts as
 ``fleet compare`` judges the error rate (Fisher's exact test, a rise of ``min_effect`` of the
 baseline's rate and 0.1 point at least, Newcombe's interval), Holm across the rates.
 
@@ -231,7 +232,7 @@ class CanaryReport:
             sb = r.baseline[0] / r.baseline[1] if r.baseline[1] else math.nan
             sc = r.canary[0] / r.canary[1] if r.canary[1] else math.nan
             lines.append(
-                f"  {r.rate:<13} {r.verdict:<13} {sb:.2%} -> {sc:.2%} (Holm p={r.p_adjusted:.3g})"
+                f"  {r.rate:<24} {r.verdict:<13} {sb:.2%} -> {sc:.2%} (Holm p={r.p_adjusted:.3g})"
             )
         lines.append(
             f"decision: family-wise error {self.alpha:g}; material = {self.min_effect:.0%} slower "
@@ -327,11 +328,13 @@ def judge_canary(
         verdict, low, high = error_verdict(
             b, c, p, alpha=alpha, min_effect=min_effect, confidence=2 * confidence - 1
         )
+        if "=" in r:  # a share of one whole (an outcome label's value): it moves
+            verdict = {"regressed": "rose", "improved": "fell"}.get(verdict, verdict)
         rates.append(RateVerdict(r, b, c, p, verdict, (low, high)))
     requests = (baseline.requests, canary.requests)
     reasons: list[str] = []
     worse = [v for v in latency if v.verdict == "regressed"] + [
-        r for r in rates if r.verdict == "regressed"
+        r for r in rates if r.verdict in ("regressed", "rose")
     ]
     if worse:
         for v in worse:

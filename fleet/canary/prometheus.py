@@ -2,9 +2,11 @@
 
 Each side is the series its matchers select (``--canary 'pod="vllm-7"'``, ``--baseline
 'pod=~"vllm-[0-6]"'``) under the profile's label scheme (``--labels``), summed over the side:
-per latency signal ``sum by (le) (increase(<histogram>_bucket{…}[window]))``, the requests
-``increase`` of the profile's request counter, and each outcome it counts (errors, aborts). The
-two sides must not share a replica, and must serve the same models: both are checked first.
+per latency signal ``sum by (le) (increase(<histogram>_bucket{…}[window]))``, and the requests
+``increase`` of the profile's request counter by outcome: every value of the label it splits
+outcomes by (vLLM's ``finished_reason``: ``stop``, ``length``, ``abort``, ``error``; the output
+shape, live), else each outcome counter the profile names (errors, aborts). The two sides must
+not share a replica, and must serve the same models: both are checked first.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from fleetwatch.core.identity import Identity, IdentityError
 from fleetwatch.core.profiles import Profile
 from fleetwatch.core.profiles.types import by
 from fleetwatch.fleet.canary.judge import Side
+from fleetwatch.fleet.compare.shape import MAX_NAMES
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers.sources.exposition import LATENCY_SOURCES, signal_ref
 from fleetwatch.fleet.outliers.sources.prometheus import Fetch, http_get, query_vector
 
-__all__ = ["check_selector", "sides_from_prometheus"]
+__all__ = ["check_selector", "outcome_label", "sides_from_prometheus"]
 
 _MATCHER = re.compile(r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*')
 
@@ -45,6 +48,20 @@ def check_selector(text: str, option: str) -> str:
         elif rest.strip():
             raise AnalysisError(f"{option}: {text!r}: expected ',' after {m.group(0).strip()!r}")
     return text.strip()
+
+
+def outcome_label(profile: Profile) -> str | None:
+    """The label the request counter splits outcomes by (vLLM's ``finished_reason``,
+    fleetwatch's ``status``), where the profile's outcome counters are that counter with one
+    ``label="value"`` matcher; None otherwise (outcomes are then counted one counter each)."""
+    total = profile.outcomes.total
+    found = set()
+    for ref in profile.outcomes.bad.values():
+        m = re.fullmatch(r'\s*([A-Za-z_][A-Za-z0-9_]*)="[^"]*"\s*', ref.matchers)
+        if ref.name != total.name or m is None:
+            return None
+        found.add(m.group(1))
+    return found.pop() if len(found) == 1 else None
 
 
 def _scalar(url: str, expr: str, at: float | None, get: Fetch) -> float:
@@ -73,6 +90,19 @@ def _side(
     outcomes = profile.outcomes
     total = _scalar(url, f"sum(increase({outcomes.total.selector(selector)}[{window}]))", at, get)
     rates: dict[str, int] = {}
+    label = outcome_label(profile)
+    if label is not None:
+        expr = f"sum by ({label}) (increase({outcomes.total.selector(selector)}[{window}]))"
+        counts = {
+            str(json.loads(key).get(label, "")): v
+            for key, v in query_vector(url, expr, at, get).items()
+        }
+        top = sorted(counts, key=lambda k: (-counts[k], k))
+        rates = {f"{label}={k}": round(counts[k]) for k in top[:MAX_NAMES]}
+        rest = sum(counts[k] for k in top[MAX_NAMES:])
+        if rest:
+            rates[f"{label}=other"] = round(rest)
+        return Side(histograms, round(total), rates)
     if outcomes.good is not None:
         good = _scalar(url, f"sum(increase({outcomes.good.selector(selector)}[{window}]))", at, get)
         rates["error_rate"] = max(round(total - good), 0)

@@ -107,6 +107,18 @@ def detectable_shift(shifts: Sequence[PercentileShift], confidence: float, level
     return worst
 
 
+def _shift_verdict(s: PercentileShift, min_effect: float, matched: bool, confounded: bool) -> str:
+    """One percentile's verdict: significant and material, ruled out, or neither."""
+    e = _effect(s, matched) if s.significant else math.nan
+    if math.isfinite(e) and abs(e) >= min_effect:
+        if confounded:
+            return "confounded"
+        return "regressed" if e > 0 else "improved"
+    if s.significant and matched and math.isnan(e) and abs(_effect(s, False)) >= min_effect:
+        return "confounded"
+    return "unchanged" if _rules_out(s, min_effect) else "inconclusive"
+
+
 def _verdict(
     shifts: Sequence[PercentileShift], min_effect: float, matched: bool, confounded: bool
 ) -> Verdict:
@@ -152,7 +164,10 @@ def decide(
         for s in m.shifts:
             own = min(1.0, k * h * s.p_value) if math.isfinite(s.p_value) else 1.0
             s_adj = max(p_adj, own)
-            shifts.append(replace(s, p_adjusted=s_adj, significant=s_adj <= alpha))
+            judged = replace(s, p_adjusted=s_adj, significant=s_adj <= alpha)
+            shifts.append(
+                replace(judged, verdict=_shift_verdict(judged, min_effect, matched, confounded))
+            )
         verdict = _verdict(shifts, min_effect, matched, confounded)
         level = alpha / (k * max(len([p for p in p_metric if math.isfinite(p)]), 1))
         out.append(

@@ -126,6 +126,7 @@ def _shape(run: Run) -> ShapeCounts:
         int(ok or 0),
         _tally(run, "error_type", "status = 'error'"),
         int(run.row("count(*)")[0]),
+        _tally(run, "status", "status NOT IN ('ok', 'error')"),
     )
 
 

@@ -219,6 +219,7 @@ class CompareReport:
                     "p_adjusted": _num(s.p_adjusted),
                     "like_for_like_ratio": _num(s.like_for_like),
                     "significant": s.significant,
+                    "verdict": s.verdict or None,
                 }
                 for s in m.shifts
             ],
@@ -294,7 +295,7 @@ class CompareReport:
                 lfl = f"  {s.like_for_like:.3f}x" if like and math.isfinite(s.like_for_like) else ""
                 lines.append(
                     f"{m.metric:<10} p{s.percentile:<4g} {s.before:>10.4g} {s.after:>10.4g} "
-                    f"{s.shift:>+10.4g} {ci:<24} {s.p_adjusted:>8.2g}{mark}{lfl}"
+                    f"{s.shift:>+10.4g} {ci:<24} {s.p_adjusted:>8.2g}{mark} {s.verdict}{lfl}"
                 )
             lines.append(
                 f"{'':<10} metric p={m.p_value:.3g} (Holm {m.p_adjusted:.3g}), Mann-Whitney "

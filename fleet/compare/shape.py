@@ -6,7 +6,9 @@ every latency and the error rate stay put. The records say enough to see it:
 - each **finish reason**'s share of the ok requests that name one (``length`` rising: answers cut
   at ``max_tokens``; ``stop`` rising: answers ending early);
 - the share of ok requests with **empty output** (no token);
-- each **error type**'s share of all requests (one kind of failure replacing another).
+- each **error type**'s share of all requests (one kind of failure replacing another);
+- each other **status**'s share of all requests (``aborted``: clients giving up; ``rejected``:
+  the server refusing).
 
 Each share gets the error rate's verdict by its counts (``decision.error_verdict``: Fisher's exact
 test, a change of ``min_effect`` of the before share, 0.1 point at least, Newcombe's interval of the
@@ -116,12 +118,22 @@ def shape_from_tallies(
     ok: int,
     errors: Mapping[str, int],
     requests: int,
+    statuses: Mapping[str, int] | None = None,
 ) -> ShapeCounts:
     """The counts from one run's tallies: ok requests per finish reason, empty ok outputs (None:
     output tokens not recorded), ok requests, errored requests per named error type, all
-    requests. Errors without a type are the error rate's, not a shape."""
-    signals = {**_named("finish_reason", reasons), **_named("error_type", errors)}
-    of = {"finish_reason": sum(int(v) for v in reasons.values()), "error_type": requests}
+    requests; ``statuses``: requests per status other than ok and error (aborted, rejected).
+    Errors without a type are the error rate's, not a shape."""
+    signals = {
+        **_named("finish_reason", reasons),
+        **_named("error_type", errors),
+        **_named("status", statuses or {}),
+    }
+    of = {
+        "finish_reason": sum(int(v) for v in reasons.values()),
+        "error_type": requests,
+        "status": requests,
+    }
     if empty is not None:
         signals["empty output"] = int(empty)
         of["empty output"] = ok
@@ -143,6 +155,7 @@ def shape_counts(df: pd.DataFrame) -> ShapeCounts:
         int(ok.sum()),
         _tally(df.loc[err, "error_type"]) if has("error_type") else {},
         len(df),
+        _tally(status[~(ok | err)]),
     )
 
 

@@ -105,6 +105,9 @@ class PercentileShift:
     like_for_like: float = math.nan
     p_adjusted: float = math.nan
     significant: bool = False
+    verdict: str = ""
+    """This percentile's own verdict (``decision.decide``): ``regressed``, ``improved``,
+    ``unchanged`` (its interval rules a material rise out), ``inconclusive`` or ``confounded``."""
 
     @property
     def shift(self) -> float:

@@ -103,11 +103,12 @@ matchers: ['job="vllm"', 'namespace="llm-prod"']
 
 
 def _openmetrics() -> str:
-    """Four pods of one model in llm-prod (p3 with TTFT 30 % slower) and a pod of another
-    namespace; 0.1 % errors everywhere."""
+    """Five pods of one model in llm-prod (p3 with TTFT 30 % slower, p4 with 35 % of its answers
+    cut at max_tokens where the others have 20 %) and a pod of another namespace; 0.1 % errors
+    everywhere."""
     prof = get_profile("vllm")
     out: list[str] = []
-    pods = [("llm-prod", p, 1.3 if p == "p3" else 1.0) for p in ("p0", "p1", "p2", "p3")]
+    pods = [("llm-prod", p, 1.3 if p == "p3" else 1.0) for p in ("p0", "p1", "p2", "p3", "p4")]
     for ns, pod, slow in [*pods, ("llm-dev", "d0", 1.0)]:
         labels = f'job="vllm",namespace="{ns}",pod="{pod}",model_name="m"'
         for sig, name in ((Signal.TTFT, "ttft"), (Signal.TPOT, "tpot"), (Signal.E2E, "e2e")):
@@ -123,7 +124,8 @@ def _openmetrics() -> str:
                     f'{ref.name}_bucket{{{labels},le="{le_s}"}} {round(k * PER_STEP * share)} {T0 + 15 * k}'
                     for k in range(STEPS)
                 ]
-        for reason, share in (("stop", 0.999), ("error", 0.001)):
+        length = 0.35 if pod == "p4" else 0.2
+        for reason, share in (("stop", 0.799 - length + 0.2), ("length", length), ("error", 0.001)):
             out += [
                 f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} '
                 f"{round(k * PER_STEP * share)} {T0 + 15 * k}"
@@ -171,11 +173,28 @@ def test_an_alike_canary_is_promoted_and_one_too_small_held(
 ) -> None:
     rc, doc = _canary(prometheus_url, tmp_path, 'pod="p2"', 'pod=~"p[01]"')
     assert rc == 0 and doc["decision"] == "promote", doc["reasons"]
-    assert {r["rate"]: r["verdict"] for r in doc["rates"]}["error_rate"] == "unchanged"
+    rates = {r["rate"]: r["verdict"] for r in doc["rates"]}
+    assert rates == dict.fromkeys(
+        ["finished_reason=error", "finished_reason=length", "finished_reason=stop"], "unchanged"
+    )
     rc, doc = _canary(
         prometheus_url, tmp_path, 'pod="p2"', 'pod=~"p[01]"', "--min-requests", "20000"
     )
     assert rc == 4 and "not enough data" in doc["reasons"][0]
+
+
+def test_answers_cut_more_often_roll_back_with_latency_alike(
+    prometheus_url: str, tmp_path: Path
+) -> None:
+    rc, doc = _canary(prometheus_url, tmp_path, 'pod="p4"', 'pod=~"p[0-2]"')
+    assert rc == 3, doc["reasons"]
+    (reason,) = doc["reasons"]
+    assert reason.startswith("finished_reason=length rose: 20.00% -> 35.00% (Holm p=")
+    shares = {r["rate"]: r["verdict"] for r in doc["rates"]}
+    assert (
+        shares["finished_reason=stop"] == "fell" and shares["finished_reason=error"] == "unchanged"
+    )
+    assert all(v["verdict"] == "unchanged" for v in doc["latency"])
 
 
 @pytest.mark.parametrize(

@@ -133,3 +133,17 @@ def test_a_frame_without_a_column_gives_no_signal_from_it(column: str) -> None:
     counts = shape_counts(frame.drop(columns=[column]))
     prefix = "empty output" if column == "output_tokens" else f"{column}="
     assert not any(k.startswith(prefix) for k in counts.signals)
+
+
+def test_aborted_and_rejected_are_shares_of_all_requests() -> None:
+    before = shape_from_tallies({"stop": 980}, 0, 980, {}, 1000, {"aborted": 20})
+    after = shape_from_tallies({"stop": 900}, 0, 900, {}, 1000, {"aborted": 60, "rejected": 40})
+    got = {
+        s.name: s for s in judge_shape(before, after, alpha=0.01, min_effect=0.05, confidence=0.95)
+    }
+    assert got["status=aborted"].before == (20, 1000) and got["status=aborted"].verdict == "rose"
+    assert got["status=rejected"].after == (40, 1000) and got["status=rejected"].verdict == "rose"
+    frame = _with_shape(synthetic_fleet(2, 200, seed=5), 1, 0.2)
+    frame.loc[frame.index[:30], "status"] = "aborted"
+    counts = shape_counts(frame)
+    assert counts.signals["status=aborted"] == 30 and counts.of["status"] == len(frame)
