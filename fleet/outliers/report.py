@@ -191,6 +191,8 @@ NEXT_STEP: Final[Mapping[Cause, str]] = {
     "is fine",
     Cause.CONFIG_DRIFT: "roll it back, or redeploy it from the version and flags its peers run",
     Cause.REPLICA_ERRORS: "drain it; its engine log holds the failing requests' errors",
+    Cause.OUTPUT_SHAPE: "fingerprint it against its peers (fleetwatch probe fingerprint) and "
+    "drain it if its answers differ",
     Cause.PROMPT_LENGTH_MIX: "leave it in service: its traffic has longer prompts; spread them "
     "at the router",
     Cause.PREFIX_CACHE_SKEW: "leave it in service: its traffic reuses fewer prefixes; route "

@@ -26,7 +26,7 @@ __all__ = [
 
 Worse = Literal["higher", "lower", "both"]
 Gate = Literal["ratio", "absolute"]
-Family = Literal["latency", "errors", "throughput", "gpu"]
+Family = Literal["latency", "errors", "output", "throughput", "gpu"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +82,29 @@ SIGNALS: Final[Mapping[str, SignalSpec]] = {
             rel_floor=0.25,
             abs_floor=0.005,
             description="share of requests that ended in error",
+        ),
+        SignalSpec(
+            "truncated_share",
+            "ratio",
+            "higher",
+            "output",
+            gate="absolute",
+            min_effect=0.05,
+            rel_floor=0.25,
+            abs_floor=0.01,
+            description="share of requests whose answer was cut at max_tokens "
+            "(finish_reason length)",
+        ),
+        SignalSpec(
+            "empty_share",
+            "ratio",
+            "higher",
+            "output",
+            gate="absolute",
+            min_effect=0.02,
+            rel_floor=0.25,
+            abs_floor=0.005,
+            description="share of requests answered with no output token",
         ),
         SignalSpec(
             "throughput",

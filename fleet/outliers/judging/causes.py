@@ -58,6 +58,7 @@ class Cause(StrEnum):
     HOST_CONTENTION = "host_contention"
     HARDWARE_OR_HOST = "slow_hardware_or_host_contention"
     REPLICA_ERRORS = "replica_errors"
+    OUTPUT_SHAPE = "output_shape"
     PROMPT_LENGTH_MIX = "prompt_length_mix"
     PREFIX_CACHE_SKEW = "prefix_cache_hit_skew"
     LOAD_SKEW = "request_load_skew"
@@ -118,6 +119,18 @@ def classify(spec: SignalSpec, ctx: ReplicaContext) -> tuple[Side, Cause, tuple[
         if ctx.drift:
             return Side.REPLICA, Cause.CONFIG_DRIFT, ctx.drift
         return Side.REPLICA, Cause.REPLICA_ERRORS, ()
+    if spec.family == "output":
+        if ctx.drift:
+            return Side.REPLICA, Cause.CONFIG_DRIFT, ctx.drift
+        return (
+            Side.REPLICA,
+            Cause.OUTPUT_SHAPE,
+            (
+                "its answers end unlike its peers' on the same model: a chat template, tokenizer, "
+                "weights or sampling defaults of its own (unless its clients ask for shorter "
+                "answers: records do not say what max_tokens was asked)",
+            ),
+        )
     if spec.family == "gpu":
         if ctx.drift:
             return Side.REPLICA, Cause.CONFIG_DRIFT, ctx.drift

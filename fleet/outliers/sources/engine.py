@@ -44,6 +44,7 @@ NEEDS = (
     "prompt_tokens",
     "output_tokens",
     "cached_prompt_tokens",
+    "finish_reason",
 )
 """The stored columns the reductions read."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
@@ -56,6 +57,8 @@ def _summary(engine: Engine) -> pd.DataFrame:
         f"""SELECT {MODEL} AS model, replica,
             count(*) AS n,
             sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS n_error,
+            sum(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS n_truncated_share,
+            sum(CASE WHEN {_OK} AND output_tokens = 0 THEN 1 ELSE 0 END) AS n_empty_share,
             min(arrival_s) AS first_s, max(finished_s) AS last_s,
             sum(CAST(output_tokens AS DOUBLE) * {ok}) AS out_ok,
             sum(CAST(output_tokens AS DOUBLE)) AS out_sum,
@@ -231,6 +234,14 @@ def _table(
     values["error_rate"] = s["n_error"] / s["n"]
     pooled = float(s["n_error"].sum() / s["n"].sum())
     stderr["error_rate"] = np.sqrt(max(pooled * (1 - pooled), 0.0) / volume)
+    counted = {"error_rate"}
+    for name in ("truncated_share", "empty_share"):  # as records.table_from_records
+        hits = s[f"n_{name}"].astype("float64")
+        if hits.sum() > 0:
+            values[name] = hits / s["n"]
+            share = float(hits.sum() / s["n"].sum())
+            stderr[name] = np.sqrt(max(share * (1 - share), 0.0) / volume)
+            counted.add(name)
     span = (s["last_s"] - s["first_s"]).where(lambda x: x > 0)
     values["throughput"] = s["out_ok"] / span
     mean_out = s["out_sum"] / s["n"]
@@ -263,7 +274,7 @@ def _table(
         fingerprint=fingerprint,
         host=None,
         samples=samples,
-        counted=frozenset({"error_rate"}),
+        counted=frozenset(counted),
         source=where,
         notes=(
             f"model {model}: latency quantiles from 2 % buckets of every ok request "

@@ -88,6 +88,17 @@ def matched_ratios(
     return out.astype("float64")
 
 
+def _output_shares(df: pd.DataFrame, ok: np.ndarray[Any, Any]) -> dict[str, np.ndarray[Any, Any]]:
+    """Per request, whether it counts towards each output-shape share (``truncated_share``: it
+    finished at ``max_tokens``; ``empty_share``: it succeeded with no output token); a share no
+    request of the fleet has is left out (nothing to tell replicas apart by)."""
+    out = {}
+    if "finish_reason" in df.columns:
+        out["truncated_share"] = (df["finish_reason"].astype("string") == "length").fillna(False)
+    out["empty_share"] = pd.Series(ok & (df["output_tokens"].to_numpy() == 0))
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items() if bool(np.asarray(v).any())}
+
+
 def _quantile_with_se(values: np.ndarray[Any, Any], q: float) -> tuple[float, float]:
     """A sample quantile and its standard error, distribution-free.
 
@@ -145,6 +156,12 @@ def table_from_records(
     values["error_rate"] = err_rate
     pooled = float(err.mean())
     stderr["error_rate"] = np.sqrt(max(pooled * (1 - pooled), 0.0) / volume)
+    counted = {"error_rate"}
+    for name, hit in _output_shares(df, ok).items():
+        values[name] = pd.Series(hit).groupby(replica.to_numpy()).mean().reindex(volume.index)
+        share = float(hit.mean())
+        stderr[name] = np.sqrt(max(share * (1 - share), 0.0) / volume)
+        counted.add(name)
     first = df.groupby(replica.to_numpy())["arrival_s"].min().reindex(volume.index)
     last = df.groupby(replica.to_numpy())["finished_s"].max().reindex(volume.index)
     span = (last - first).where(lambda s: s > 0)
@@ -201,6 +218,6 @@ def table_from_records(
         fingerprint=fingerprint,
         host=None if host is None else pd.Series(host, dtype=object).reindex(volume.index),
         samples=samples,
-        counted=frozenset({"error_rate"}),
+        counted=frozenset(counted),
         source=where,
     )
