@@ -73,6 +73,7 @@ def check_canary_inputs(
     min_effect: float,
     confidence: float,
     json_out: Path | None,
+    fingerprint: Path | None = None,
 ) -> None:
     """``fleet canary``'s options well formed and in range, before a query is sent."""
     http_url(prometheus, option="--prometheus", error=AnalysisError)
@@ -87,3 +88,5 @@ def check_canary_inputs(
         raise AnalysisError(f"--confidence must be in (0.5, 1), got {confidence:g}")
     if json_out is not None:
         output_file(json_out)
+    if fingerprint is not None:
+        input_file(fingerprint)

@@ -416,6 +416,12 @@ def canary(
     confidence: float = typer.Option(
         0.95, help="One-sided confidence with which a promote rules a material regression out."
     ),
+    fingerprint: Path | None = typer.Option(
+        None,
+        "--fingerprint",
+        help="A fingerprint of the canary (probe fingerprint --json): a replica answering unlike "
+        "its reference rolls the canary back.",
+    ),
     json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON."),
 ) -> None:
     """Judge a canary against its baseline from live Prometheus data: promote, hold or roll back.
@@ -439,11 +445,18 @@ def canary(
         min_effect=min_effect,
         confidence=confidence,
         json_out=json_out,
+        fingerprint=fingerprint,
     )
     can, base = check_selector(canary_selector, "--canary"), check_selector(baseline, "--baseline")
     if can == base:
         raise AnalysisError("--canary and --baseline select the same series")
     prof = with_labels(get_profile(profile), labels)
+    wrong: list[str] = []
+    seen = ""
+    if fingerprint is not None:
+        from fleetwatch.fleet.canary.fingerprint import fingerprint_findings
+
+        wrong, seen = fingerprint_findings(fingerprint)
     b, c, notes = sides_from_prometheus(
         prometheus, prof, baseline=base, canary=can, window=window, at=at
     )
@@ -454,7 +467,8 @@ def canary(
         min_effect=min_effect,
         confidence=confidence,
         min_requests=min_requests,
-        notes=notes,
+        notes=[*notes, seen] if seen else notes,
+        fingerprint=wrong,
     )
     typer.echo(report.render())
     if json_out is not None:

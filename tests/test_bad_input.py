@@ -155,6 +155,11 @@ def _rows() -> list[Row]:
     add(c, "dir-for-file", f"{fc} --labels {{T}}/dir", "dir")
     add(c, "dir-for-file", f"{fc} --json {{T}}/dir", "is a directory")
     add(c, "unwritable", f"{fc} --json {{T}}/file.txt/c.json", "not a dir")
+    add(c, "missing", f"{fc} --fingerprint {{T}}/missing.json", "missing.json")
+    add(c, "dir-for-file", f"{fc} --fingerprint {{T}}/dir", "dir")
+    add(c, "garbage", f"{fc} --fingerprint {{T}}/garbage.json", "not a JSON file")
+    add(c, "empty", f"{fc} --fingerprint {{T}}/empty.json", "not a JSON file")
+    add(c, "garbage", f"{fc} --fingerprint {{T}}/llama8b.json", "not a fingerprint file")
     add(c, "garbage", f"{fc} --labels {{T}}/garbage.yaml", "garbage.yaml")
     add(
         c,
@@ -403,8 +408,7 @@ NOT_APPLICABLE: dict[str, str] = {
     "fleet outliers": "unwritable extra",
     "fleet tail": "file-for-dir unwritable url extra",
     "fleet compare": "file-for-dir unwritable url extra",
-    # its one input file, --labels, may be empty (the default label scheme)
-    "fleet canary": "file-for-dir empty extra",
+    "fleet canary": "file-for-dir extra",
     "fleet rules": "file-for-dir empty url extra",
     "fleet capacity": "extra",
     "resilience storm": "missing dir-for-file file-for-dir unwritable empty garbage url extra",

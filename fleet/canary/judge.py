@@ -22,7 +22,8 @@ errors and aborts the profile counts) are judged by their counts as
 ``fleet compare`` judges the error rate (Fisher's exact test, a rise of ``min_effect`` of the
 baseline's rate and 0.1 point at least, Newcombe's interval), Holm across the rates.
 
-The decision: **roll back** when a signal or a rate regressed; **promote** when every latency
+The decision: **roll back** when a signal or a rate regressed, or a fingerprint of the canary
+found it answering unlike its reference (``--fingerprint``); **promote** when every latency
 signal with data is unchanged and no rate could have risen materially; otherwise **hold**, with
 what could not be decided and how many more requests it would take to.
 """
@@ -300,8 +301,10 @@ def judge_canary(
     confidence: float = 0.95,
     min_requests: int = 500,
     notes: Sequence[str] = (),
+    fingerprint: Sequence[str] = (),
 ) -> CanaryReport:
-    """The decision for ``canary`` against ``baseline`` (one window each)."""
+    """The decision for ``canary`` against ``baseline`` (one window each); ``fingerprint``:
+    reasons a fingerprint of the canary gave to roll it back (``canary.fingerprint``)."""
     z_conf = float(special.ndtri(confidence))
     names = [n for n in baseline.histograms if n in canary.histograms]
     level = alpha / max(len(names), 1)
@@ -336,7 +339,8 @@ def judge_canary(
     worse = [v for v in latency if v.verdict == "regressed"] + [
         r for r in rates if r.verdict in ("regressed", "rose")
     ]
-    if worse:
+    if worse or fingerprint:
+        reasons.extend(fingerprint)
         for v in worse:
             if isinstance(v, LatencyVerdict):
                 b50, c50 = v.quantiles["p50"]

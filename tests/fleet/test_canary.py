@@ -216,3 +216,48 @@ def test_sides_that_cannot_be_compared_are_bad_input(
     rc, doc = _canary(prometheus_url, tmp_path, canary, baseline)
     assert rc == 2 and doc is None
     assert needle in capsys.readouterr().err
+
+
+def _fingerprint_file(path: Path, odd: bool) -> Path:
+    """A fingerprint written as `probe fingerprint --json` writes it: three replicas, the third
+    with another chat template when ``odd``."""
+    from fleetwatch.engine_probe.probe.fingerprint.collect import Answer, ReplicaPrint
+    from fleetwatch.engine_probe.probe.fingerprint.judge import judge
+    from fleetwatch.engine_probe.probe.fingerprint.prompts import load_prompt_set
+    from fleetwatch.engine_probe.probe.fingerprint.report import to_dict
+
+    prompts = load_prompt_set(None)
+
+    def replica(url: str, prompt_tokens: int) -> ReplicaPrint:
+        answers = [Answer(p.id, "ok", prompt_tokens, 3, "length") for p in prompts.prompts]
+        return ReplicaPrint(url, "m", answers=answers)
+
+    prints = [replica("http://a", 9), replica("http://b", 9), replica("http://c", 12 if odd else 9)]
+    data = to_dict(
+        prints, prompts, judge(prints, prompts), taken_at="2026-12-04T20:00:00+00:00", meta={}
+    )
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_fingerprint_that_found_other_answers_rolls_an_alike_canary_back(
+    prometheus_url: str, tmp_path: Path
+) -> None:
+    odd = _fingerprint_file(tmp_path / "odd.json", odd=True)
+    rc, doc = _canary(
+        prometheus_url, tmp_path, 'pod="p2"', 'pod=~"p[01]"', "--fingerprint", str(odd)
+    )
+    assert rc == 3 and doc["decision"] == "rollback"
+    assert doc["reasons"] == [
+        "fingerprint: http://c answers m unlike the reference on 12 prompts (prompt tokens; "
+        "first chat-plain)"
+    ]
+    same = _fingerprint_file(tmp_path / "same.json", odd=False)
+    rc, doc = _canary(
+        prometheus_url, tmp_path, 'pod="p2"', 'pod=~"p[01]"', "--fingerprint", str(same)
+    )
+    assert rc == 0 and any("answers agree" in n for n in doc["notes"])
+    rc, doc = _canary(
+        prometheus_url, tmp_path, 'pod="p2"', 'pod=~"p[01]"', "--fingerprint", str(prometheus_url)
+    )
+    assert rc == 2
