@@ -17,8 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 __all__ = [
+    "ERROR_TYPE_PREFIX",
     "GPU_SIGNALS",
     "LATENCY_SIGNALS",
+    "MAX_ERROR_TYPES",
     "SIGNALS",
     "SignalSpec",
     "signal_spec",
@@ -149,6 +151,20 @@ LATENCY_SIGNALS: Final = tuple(n for n, s in SIGNALS.items() if s.family == "lat
 GPU_SIGNALS: Final = tuple(n for n, s in SIGNALS.items() if s.family == "gpu")
 
 
+ERROR_TYPE_PREFIX = "error_type="
+"""A signal named ``error_type=<type>`` is the share of requests that failed with that type,
+judged as the error rate is (``sources.records``: the fleet's most common types)."""
+MAX_ERROR_TYPES = 5
+"""Error types judged one by one per fleet, the most common first."""
+
+
 def signal_spec(name: str) -> SignalSpec:
     """The spec for a signal name; unknown names are judged as 'higher is worse' ratios."""
+    if name.startswith(ERROR_TYPE_PREFIX):
+        kind = name[len(ERROR_TYPE_PREFIX) :]
+        return replace(
+            SIGNALS["error_rate"],
+            name=name,
+            description=f"share of requests that ended in error {kind!r}",
+        )
     return SIGNALS.get(name) or SignalSpec(name, "", "higher", "latency")

@@ -62,3 +62,34 @@ def test_the_replica_cutting_answers_and_the_one_answering_empty_are_named(
 @pytest.mark.parametrize("seed", range(5))
 def test_alike_replicas_have_no_output_shape_finding(seed: int) -> None:
     assert _shape_findings(detect_by_model(_fleet(10 + seed, {}, {}))) == set()
+
+
+def test_a_replica_failing_with_a_type_of_its_own_is_named_by_it(tmp_path: Path) -> None:
+    """Every replica fails 6 % of its requests; replica-1's failures are mostly ``oom`` where
+    the others' are ``timeout``: the error rate alike, the error type not."""
+    frame = _fleet(2, {}, {})
+    rng = np.random.default_rng(2)
+    reps = frame["replica"].astype(str).to_numpy()
+    failed = rng.random(len(frame)) < 0.06
+    oom = np.where(reps == "replica-1", rng.random(len(frame)) < 0.8, rng.random(len(frame)) < 0.05)
+    frame["status"] = frame["status"].astype(str).where(~failed, "error")
+    frame["error_type"] = pd.array(
+        np.where(failed, np.where(oom, "oom", "timeout"), None), dtype="string"
+    )
+    expect = {("replica-1", "error_type=oom")}
+
+    def named(report: object) -> set[tuple[str, str]]:
+        return {
+            (f.replica, f.signal)
+            for f in findings_of(report)  # type: ignore[arg-type]
+            if f.signal.startswith("error_type=")
+        }
+
+    memory = detect_by_model(frame)
+    assert named(memory) == expect
+    assert not any(f.signal == "error_rate" for f in findings_of(memory))
+    (f,) = [f for f in findings_of(memory) if f.signal == "error_type=oom"]
+    assert (f.side, f.cause) == (Side.REPLICA, Cause.REPLICA_ERRORS)
+    root = write_tree(tmp_path / "records", frame).root
+    with open_scan([root], columns=NEEDS) as scan:
+        assert named(detect_tables(tables_from_engine(scan.engine))) == expect

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, MAX_ERROR_TYPES
 from fleetwatch.fleet.outliers.table import FleetTable
 from fleetwatch.records.engine import Engine
 from fleetwatch.records.engine.reductions import (
@@ -45,6 +46,7 @@ NEEDS = (
     "output_tokens",
     "cached_prompt_tokens",
     "finish_reason",
+    "error_type",
 )
 """The stored columns the reductions read."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
@@ -66,6 +68,19 @@ def _summary(engine: Engine) -> pd.DataFrame:
             sum(CAST(prompt_tokens AS DOUBLE)) AS prompt_sum,
             sum(CAST(coalesce(cached_prompt_tokens, 0) AS DOUBLE)) AS cached_sum
         FROM records GROUP BY 1, 2"""
+    )
+
+
+def _error_types(engine: Engine) -> pd.DataFrame:
+    """Failed requests per model, replica and error type (typed errors only)."""
+    df = engine.query(
+        f"""SELECT {MODEL} AS model, replica, error_type, count(*) AS n FROM records
+        WHERE status = 'error' AND error_type IS NOT NULL GROUP BY 1, 2, 3"""
+    )
+    return df.assign(
+        model=df["model"].astype(str),
+        replica=df["replica"].astype(str),
+        error_type=df["error_type"].astype(str),
     )
 
 
@@ -210,6 +225,7 @@ def _table(
     summary: pd.DataFrame,
     cells: pd.DataFrame,
     *,
+    errors: pd.DataFrame | None = None,
     quantile: float,
     min_bucket: int,
     fingerprint: pd.DataFrame | None,
@@ -235,6 +251,17 @@ def _table(
     pooled = float(s["n_error"].sum() / s["n"].sum())
     stderr["error_rate"] = np.sqrt(max(pooled * (1 - pooled), 0.0) / volume)
     counted = {"error_rate"}
+    if errors is not None and errors["error_type"].nunique() >= 2:  # as records._error_type_shares
+        totals = errors.groupby("error_type")["n"].sum()
+        top = sorted(totals.index, key=lambda k: (-totals[k], str(k)))[:MAX_ERROR_TYPES]
+        for kind in top:
+            name = f"{ERROR_TYPE_PREFIX}{kind}"
+            mine = errors[errors["error_type"] == kind].set_index("replica")["n"]
+            hits = mine.reindex(index).fillna(0.0).astype("float64")
+            values[name] = hits / s["n"]
+            share = float(hits.sum() / s["n"].sum())
+            stderr[name] = np.sqrt(max(share * (1 - share), 0.0) / volume)
+            counted.add(name)
     for name in ("truncated_share", "empty_share"):  # as records.table_from_records
         hits = s[f"n_{name}"].astype("float64")
         if hits.sum() > 0:
@@ -302,6 +329,7 @@ def tables_from_engine(
         raise AnalysisError(f"{where}: records lack column(s) replica")
     edges = _edges(_uncached_counts(engine), buckets)
     cells = _cells(engine, edges)
+    errors = _error_types(engine)
     out = []
     for model in sorted(summary["model"].astype(str).unique()):
         out.append(
@@ -311,6 +339,7 @@ def tables_from_engine(
                     model,
                     summary[summary["model"] == model],
                     cells[cells["model"] == model],
+                    errors=errors[errors["model"] == model],
                     quantile=quantile,
                     min_bucket=min_bucket,
                     fingerprint=fingerprint,

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, MAX_ERROR_TYPES
 from fleetwatch.fleet.outliers.table import FleetTable
 
 __all__ = ["matched_ratios", "table_from_records"]
@@ -99,6 +100,22 @@ def _output_shares(df: pd.DataFrame, ok: np.ndarray[Any, Any]) -> dict[str, np.n
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items() if bool(np.asarray(v).any())}
 
 
+def _error_type_shares(df: pd.DataFrame) -> dict[str, np.ndarray[Any, Any]]:
+    """Per request, whether it failed with each of the fleet's ``MAX_ERROR_TYPES`` most common
+    error types; nothing where the errors are of one type or none (the error rate says it)."""
+    if "error_type" not in df.columns:
+        return {}
+    kinds = df["error_type"].astype("string").where(df["status"].astype(str) == "error")
+    counts = kinds.value_counts(dropna=True)
+    if len(counts) < 2:
+        return {}
+    top = sorted(counts.index, key=lambda k: (-int(counts[k]), str(k)))[:MAX_ERROR_TYPES]
+    return {
+        f"{ERROR_TYPE_PREFIX}{kind}": (kinds == kind).fillna(False).to_numpy(dtype=np.float64)
+        for kind in top
+    }
+
+
 def _quantile_with_se(values: np.ndarray[Any, Any], q: float) -> tuple[float, float]:
     """A sample quantile and its standard error, distribution-free.
 
@@ -157,7 +174,8 @@ def table_from_records(
     pooled = float(err.mean())
     stderr["error_rate"] = np.sqrt(max(pooled * (1 - pooled), 0.0) / volume)
     counted = {"error_rate"}
-    for name, hit in _output_shares(df, ok).items():
+    shares = {**_output_shares(df, ok), **_error_type_shares(df)}
+    for name, hit in shares.items():
         values[name] = pd.Series(hit).groupby(replica.to_numpy()).mean().reindex(volume.index)
         share = float(hit.mean())
         stderr[name] = np.sqrt(max(share * (1 - share), 0.0) / volume)
