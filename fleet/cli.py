@@ -407,7 +407,9 @@ def canary(
     min_requests: int = typer.Option(
         500, help="Requests each side needs in the window before anything but a hold."
     ),
-    alpha: float = typer.Option(0.01, help="Family-wise error of a rollback."),
+    alpha: float = typer.Option(
+        0.01, help="Family-wise error of each family judged: the latency signals, the rates."
+    ),
     min_effect: float = typer.Option(
         0.05,
         help="Smallest slowdown (share of latency) and rate rise (share of the baseline's) "

@@ -358,6 +358,7 @@ def _rows() -> list[Row]:
     add(c, "range", f"{fp} --timeout 0", "--timeout")
     add(c, "url", "probe fingerprint notaurl http://h:9", "'notaurl'")
     add(c, "url", "probe fingerprint http://h:9 http://h:9/", "twice")
+    add(c, "url", "probe fingerprint http://h:9 http://h:9/v1/completions", "twice")
     # dashboards
     c = "dashboards build"
     add(c, "missing", "dashboards build --out {T}/nowhere --check", "no such directory")

@@ -153,7 +153,9 @@ def check_fingerprint_options(
         raise ProbeError("give the URLs of the replicas to fingerprint")
     for u in urls:
         http_url(u, option="URL", error=ProbeError)
-    roots = [u.rstrip("/") for u in urls]
+    from fleetwatch.engine_probe.probe.chat import base_url
+
+    roots = [base_url(u) for u in urls]
     dup = next((u for i, u in enumerate(roots) if u in roots[:i]), None)
     if dup is not None:
         raise ProbeError(f"URL {dup} is given twice")

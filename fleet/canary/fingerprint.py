@@ -42,21 +42,33 @@ def fingerprint_findings(path: Path) -> tuple[list[str], str]:
     differing, failed or unreachable, or per model without a majority."""
     data = _load(path)
     reasons: list[str] = []
-    for url, why in sorted((data.get("unreachable") or {}).items()):
+
+    def mapping(value: Any, where: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise AnalysisError(f"--fingerprint {path}: {where} must be an object")
+        return value
+
+    for url, why in sorted(mapping(data.get("unreachable"), "unreachable").items()):
         reasons.append(f"fingerprint: {url} could not be fingerprinted ({why})")
     for model, entry in sorted(data["models"].items()):
         if not isinstance(entry, dict):
             raise AnalysisError(f"--fingerprint {path}: models.{model} must be an object")
-        findings = entry.get("findings") or {}
-        for url in entry.get("differing") or []:
+        findings = mapping(entry.get("findings"), f"models.{model}.findings")
+        differing = entry.get("differing") or []
+        if not isinstance(differing, list):
+            raise AnalysisError(f"--fingerprint {path}: models.{model}.differing must be a list")
+        for url in differing:
             found = findings.get(url) or []
+            found = found if isinstance(found, list) else []
             kinds = sorted({f.get("kind", "?") for f in found if isinstance(f, dict)})
             first = found[0].get("prompt", "?") if found and isinstance(found[0], dict) else "?"
             reasons.append(
                 f"fingerprint: {url} answers {model} unlike the reference on {len(found)} "
                 f"prompts ({', '.join(kinds)}; first {first})"
             )
-        for url, why in sorted((entry.get("failed") or {}).items()):
+        for url, why in sorted(mapping(entry.get("failed"), f"models.{model}.failed").items()):
             reasons.append(f"fingerprint: {url} failed ({why})")
         if entry.get("verdict") == "no majority":
             reasons.append(f"fingerprint: {model} has no majority answer: nothing to trust")

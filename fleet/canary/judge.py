@@ -69,9 +69,14 @@ class Side:
     rates: Mapping[str, int] = field(default_factory=dict)
 
 
+def _finite_count(x: float) -> float:
+    return x if math.isfinite(x) and x > 0 else 0.0
+
+
 def _counts(cumulative: Mapping[float, float], bounds: Sequence[float]) -> F64:
-    """Requests per bucket at ``bounds`` (ascending, +Inf last), whole and never negative."""
-    c = np.array([max(float(cumulative.get(b, 0.0)), 0.0) for b in bounds])
+    """Requests per bucket at ``bounds`` (ascending, +Inf last; each a bound of ``cumulative``,
+    bar a missing +Inf, read as the largest count), whole and never negative."""
+    c = np.array([_finite_count(float(cumulative.get(b, 0.0))) for b in bounds])
     c = np.rint(np.maximum.accumulate(c))
     return np.diff(c, prepend=0.0)
 
@@ -254,7 +259,9 @@ def _latency(
     z_conf: float,
     min_requests: int,
 ) -> LatencyVerdict:
-    bounds = sorted({*base, *can} | {math.inf})
+    # Only the bounds both sides have: an engine upgrade may move the buckets, and a bound one
+    # side lacks would shift its requests into the next bucket up (a false slowdown).
+    bounds = sorted((set(base) & set(can)) | {math.inf})
     b, c = _counts(base, bounds), _counts(can, bounds)
     nb, nc = int(b.sum()), int(c.sum())
     pairs = (
@@ -292,6 +299,32 @@ def _needed(v: LatencyVerdict, z_conf: float) -> int | None:
     return math.ceil(n * (se * z_conf / gap) ** 2)
 
 
+MAX_RATES = 12
+"""Outcome values judged one by one; the rarer, over both sides, counted as ``<label>=other``."""
+
+
+def _folded(
+    base: Mapping[str, int], can: Mapping[str, int]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Both sides' rates with the same names: the values of one outcome label beyond the
+    ``MAX_RATES`` most common over both sides folded into ``<label>=other`` on each side alike."""
+    pooled: dict[str, int] = {}
+    for side in (base, can):
+        for k, v in side.items():
+            pooled[k] = pooled.get(k, 0) + v
+    labelled = sorted((k for k in pooled if "=" in k), key=lambda k: (-pooled[k], k))
+    rare = set(labelled[MAX_RATES:])
+
+    def fold(side: Mapping[str, int]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for k, v in side.items():
+            name = f"{k.split('=', 1)[0]}=other" if k in rare else k
+            out[name] = out.get(name, 0) + int(v)
+        return out
+
+    return fold(base), fold(can)
+
+
 def judge_canary(
     baseline: Side,
     canary: Side,
@@ -320,9 +353,15 @@ def judge_canary(
         )
         for n in names
     )
-    rate_names = sorted(set(baseline.rates) | set(canary.rates))
+    base_rates, can_rates = _folded(baseline.rates, canary.rates)
+    rate_names = sorted(
+        r for r in set(base_rates) | set(can_rates) if base_rates.get(r) or can_rates.get(r)
+    )
     counts = [
-        ((baseline.rates.get(r, 0), baseline.requests), (canary.rates.get(r, 0), canary.requests))
+        (
+            (min(base_rates.get(r, 0), baseline.requests), baseline.requests),
+            (min(can_rates.get(r, 0), canary.requests), canary.requests),
+        )
         for r in rate_names
     ]
     p_adj = holm([error_rates_from_counts(b, c)[2] for b, c in counts])

@@ -12,15 +12,19 @@ not share a replica, and must serve the same models: both are checked first.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from fleetwatch.core.identity import Identity, IdentityError
 from fleetwatch.core.profiles import Profile
 from fleetwatch.core.profiles.types import by
 from fleetwatch.fleet.canary.judge import Side
-from fleetwatch.fleet.compare.shape import MAX_NAMES
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.outliers.sources.exposition import LATENCY_SOURCES, signal_ref
+from fleetwatch.fleet.outliers.sources.exposition import (
+    LATENCY_SOURCES,
+    per_request,
+    signal_ref,
+)
 from fleetwatch.fleet.outliers.sources.prometheus import Fetch, http_get, query_vector
 
 __all__ = ["check_selector", "outcome_label", "sides_from_prometheus"]
@@ -65,26 +69,29 @@ def outcome_label(profile: Profile) -> str | None:
 
 
 def _scalar(url: str, expr: str, at: float | None, get: Fetch) -> float:
-    got = query_vector(url, expr, at, get)
-    return sum(got.values()) if got else 0.0
+    got = [v for v in query_vector(url, expr, at, get).values() if math.isfinite(v)]
+    return sum(got) if got else 0.0
 
 
 def _side(
     url: str, profile: Profile, selector: str, window: str, at: float | None, get: Fetch
 ) -> Side:
     histograms = {}
+    once = per_request(profile)
     for name, sigs in LATENCY_SOURCES:
         ref = signal_ref(profile, *sigs)
-        if ref is None:
+        if ref is None or name not in once:  # a per-token histogram's samples are not requests
             continue
         expr = f"sum by (le) (increase({ref.selector(selector, '_bucket')}[{window}]))"
-        cumulative = {}
+        cumulative: dict[float, float] = {}
         for key, v in query_vector(url, expr, at, get).items():
             le = json.loads(key).get("le")
             try:
-                cumulative[float(le)] = v
+                bound = float(le)
             except (TypeError, ValueError):
                 continue
+            if math.isfinite(v):  # "1" and "1.0" are one bound
+                cumulative[bound] = cumulative.get(bound, 0.0) + v
         if cumulative:
             histograms[name] = cumulative
     outcomes = profile.outcomes
@@ -93,15 +100,11 @@ def _side(
     label = outcome_label(profile)
     if label is not None:
         expr = f"sum by ({label}) (increase({outcomes.total.selector(selector)}[{window}]))"
-        counts = {
-            str(json.loads(key).get(label, "")): v
-            for key, v in query_vector(url, expr, at, get).items()
-        }
-        top = sorted(counts, key=lambda k: (-counts[k], k))
-        rates = {f"{label}={k}": round(counts[k]) for k in top[:MAX_NAMES]}
-        rest = sum(counts[k] for k in top[MAX_NAMES:])
-        if rest:
-            rates[f"{label}=other"] = round(rest)
+        counts: dict[str, float] = {}
+        for key, v in query_vector(url, expr, at, get).items():
+            value = str(json.loads(key).get(label, ""))
+            counts[value] = counts.get(value, 0.0) + v
+        rates = {f"{label}={k}": round(v) for k, v in counts.items() if math.isfinite(v)}
         return Side(histograms, round(total), rates)
     if outcomes.good is not None:
         good = _scalar(url, f"sum(increase({outcomes.good.selector(selector)}[{window}]))", at, get)

@@ -169,6 +169,11 @@ def decide(
                 replace(judged, verdict=_shift_verdict(judged, min_effect, matched, confounded))
             )
         verdict = _verdict(shifts, min_effect, matched, confounded)
+        if verdict == "confounded":  # no percentile of a confounded metric is called moved
+            shifts = [
+                replace(x, verdict="confounded") if x.verdict in ("regressed", "improved") else x
+                for x in shifts
+            ]
         level = alpha / (k * max(len([p for p in p_metric if math.isfinite(p)]), 1))
         out.append(
             replace(

@@ -41,8 +41,9 @@ __all__ = [
 ]
 
 MAX_NAMES = 12
-"""Finish reasons and error types judged one by one per kind; the rarer are counted as ``other``
-(values come from servers and clients: their number is not ours to trust)."""
+"""Finish reasons, error types and statuses judged one by one per kind, the most common over
+both runs; the rarer are counted as ``other`` (values come from servers and clients: their
+number is not ours to trust)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +105,31 @@ class ShapeSignal:
 
 
 def _named(kind: str, counts: Mapping[str, int]) -> dict[str, int]:
-    top = sorted(counts, key=lambda k: (-counts[k], k))
-    out = {f"{kind}={k}": int(counts[k]) for k in top[:MAX_NAMES]}
-    rest = sum(int(counts[k]) for k in top[MAX_NAMES:])
-    if rest:
-        out[f"{kind}=other"] = rest
-    return out
+    return {f"{kind}={k}": int(v) for k, v in counts.items()}
+
+
+def _fold(before: ShapeCounts, after: ShapeCounts) -> tuple[dict[str, int], dict[str, int]]:
+    """Both runs' signals with the same names: per kind, the values beyond the ``MAX_NAMES``
+    most common over both runs folded into ``<kind>=other`` in each run alike."""
+    pooled: dict[str, int] = {}
+    for run in (before, after):
+        for k, v in run.signals.items():
+            pooled[k] = pooled.get(k, 0) + v
+    rare: set[str] = set()
+    for kind in {_kind(k) for k in pooled if "=" in k}:
+        names = sorted(
+            (k for k in pooled if _kind(k) == kind and "=" in k), key=lambda k: (-pooled[k], k)
+        )
+        rare.update(names[MAX_NAMES:])
+
+    def fold(run: ShapeCounts) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for k, v in run.signals.items():
+            name = f"{_kind(k)}=other" if k in rare else k
+            out[name] = out.get(name, 0) + v
+        return out
+
+    return fold(before), fold(after)
 
 
 def shape_from_tallies(
@@ -146,8 +166,11 @@ def _tally(values: pd.Series) -> dict[str, int]:
 
 def shape_counts(df: pd.DataFrame) -> ShapeCounts:
     """A record frame's counts (a column it lacks gives no signal)."""
-    status = df["status"].astype(str) if "status" in df.columns else pd.Series("ok", index=df.index)
-    ok, err = (status == "ok").to_numpy(), (status == "error").to_numpy()
+    status = (
+        df["status"].astype("string") if "status" in df.columns else pd.Series("ok", index=df.index)
+    )
+    ok = (status == "ok").fillna(False).to_numpy(dtype=bool)
+    err = (status == "error").fillna(False).to_numpy(dtype=bool)
     has = df.columns.__contains__
     return shape_from_tallies(
         _tally(df.loc[ok, "finish_reason"]) if has("finish_reason") else {},
@@ -155,7 +178,7 @@ def shape_counts(df: pd.DataFrame) -> ShapeCounts:
         int(ok.sum()),
         _tally(df.loc[err, "error_type"]) if has("error_type") else {},
         len(df),
-        _tally(status[~(ok | err)]),
+        _tally(status[~(ok | err)]),  # value_counts leaves missing statuses out, as SQL does
     )
 
 
@@ -169,10 +192,11 @@ def judge_shape(
 ) -> tuple[ShapeSignal, ...]:
     """Every signal either run has, judged by its counts; Holm across the signals."""
     rows = []
-    for name in sorted(set(before.signals) | set(after.signals)):
+    signals_b, signals_a = _fold(before, after)
+    for name in sorted(set(signals_b) | set(signals_a)):
         kind = _kind(name)
-        b = (before.signals.get(name, 0), before.of.get(kind, 0))
-        a = (after.signals.get(name, 0), after.of.get(kind, 0))
+        b = (signals_b.get(name, 0), before.of.get(kind, 0))
+        a = (signals_a.get(name, 0), after.of.get(kind, 0))
         if b[0] or a[0]:  # a share nil in both runs says nothing
             rows.append((name, b, a, error_rates_from_counts(b, a)[2]))
     adjusted = holm([p for *_, p in rows])

@@ -261,3 +261,19 @@ def test_a_fingerprint_that_found_other_answers_rolls_an_alike_canary_back(
         prometheus_url, tmp_path, 'pod="p2"', 'pod=~"p[01]"', "--fingerprint", str(prometheus_url)
     )
     assert rc == 2
+
+
+def test_a_bucket_bound_only_one_side_has_is_left_out_not_read_as_a_slowdown() -> None:
+    """The canary runs an engine with one more bucket bound (0.3 s): judged on the bounds both
+    sides have, alike latencies are alike."""
+    rng = np.random.default_rng(9)
+    base, can = _side(rng, 20_000), _side(rng, 20_000)
+    extra = np.searchsorted(
+        np.sort(0.08 * np.exp(0.5 * rng.standard_normal(20_000))), [0.3], side="right"
+    )
+    can.histograms["ttft"][0.3] = float(extra[0])  # type: ignore[index]
+    for b, c in ((base, can), (can, base)):
+        report = judge_canary(b, c)
+        assert report.decision != "rollback", report.reasons
+        (ttft,) = [v for v in report.latency if v.signal == "ttft"]
+        assert abs(ttft.superiority - 0.5) < 0.01

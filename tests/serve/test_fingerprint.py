@@ -272,3 +272,33 @@ def test_answers_parse_from_either_api_and_bad_prompt_sets_name_the_field() -> N
     ):
         with pytest.raises(ProbeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
             parse_prompt_set(bad, "f.json")
+
+
+def test_a_failed_request_does_not_vote_and_against_needs_a_reference(tmp_path: Path) -> None:
+    reps = [
+        _replica("r1", _answer("p1"), Answer("p2", error="HTTP 500: boom")),
+        _replica("r2", _answer("p1"), Answer("p2", error="HTTP 500: boom")),
+        _replica("r3", _answer("p1"), _answer("p2")),
+    ]
+    (m,) = judge(reps, PROMPTS).models
+    # two timeouts do not outvote the one answer: they are the failing replicas' findings
+    assert m.reference["p2"].error is None
+    assert {u: [f.kind for f in fs] for u, fs in m.findings.items()} == {
+        "r1": ["error"],
+        "r2": ["error"],
+    }
+    # a file without a reference for a prompt decides nothing there: not "agree"
+    tie = [
+        _replica("a", _answer("p1"), _answer("p2", "x")),
+        _replica("b", _answer("p1"), _answer("p2", "y")),
+    ]
+    result = judge(tie, PROMPTS)
+    path = tmp_path / "fp.json"
+    path.write_text(json.dumps(to_dict(tie, PROMPTS, result, taken_at="t", meta={})))
+    ref = load_reference(path, PROMPTS)
+    (m,) = judge([tie[0]], PROMPTS, against=ref, against_name="fp.json").models
+    assert m.verdict == "no majority" and list(m.no_majority) == ["p2"]
+    alone = judge([tie[0]], PROMPTS, against=None)
+    path.write_text(json.dumps(to_dict([tie[0]], PROMPTS, alone, taken_at="t", meta={})))
+    with pytest.raises(ProbeError, match="no reference answer for model 'm'"):
+        load_reference(path, PROMPTS)

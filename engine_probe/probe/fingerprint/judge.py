@@ -171,9 +171,11 @@ def _median_logprobs(answers: Sequence[Answer]) -> tuple[float, ...] | None:
 def _majority(
     prompt_id: str, answers: Mapping[str, Answer]
 ) -> tuple[Answer | None, dict[str, list[str]]]:
-    counts = Counter(a.key for a in answers.values())
-    key, n = counts.most_common(1)[0]
-    if 2 * n > len(answers):
+    """The answer a strict majority of the replicas that answered gave (a failed request does
+    not vote: it is that replica's finding), or None and who said what."""
+    counts = Counter(a.key for a in answers.values() if a.error is None)
+    key, n = counts.most_common(1)[0] if counts else (None, 0)
+    if counts and 2 * n > sum(counts.values()):
         members = [a for a in answers.values() if a.key == key]
         first = members[0]
         ref = Answer(
@@ -220,6 +222,10 @@ def judge(
         for i, prompt in enumerate(prompts.prompts):
             if against is not None:
                 ref = against[model].get(prompt.id)
+                if ref is None and live:
+                    rep.no_majority[prompt.id] = {
+                        f"no reference answer in {against_name}": [p.url for p in live]
+                    }
             elif len(live) >= 2:
                 ref, said = _majority(prompt.id, {p.url: p.answers[i] for p in live})
                 if said:

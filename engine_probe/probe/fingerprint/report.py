@@ -141,6 +141,11 @@ def load_reference(path: Path, prompts: PromptSet) -> dict[str, dict[str, Answer
             for pid, raw in ref.items()
             if pid in ids
         }
+        if not answers:
+            raise ProbeError(
+                f"{where}: holds no reference answer for model {model!r} (judged alone, or no "
+                "prompt had a majority): take it again over agreeing replicas"
+            )
         out[str(model)] = answers
     return out
 
