@@ -38,23 +38,13 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from fleetwatch.fleet.canary.report import CanaryReport, LatencyVerdict, RateVerdict
 from fleetwatch.fleet.compare.decision import error_verdict, holm
+from fleetwatch.fleet.compare.shape import fold_rare
 from fleetwatch.fleet.compare.statistics import error_rates_from_counts
 from fleetwatch.fleet.outliers.sources.histogram import histogram_quantile
 
-__all__ = [
-    "DECISION_EXIT",
-    "CanaryReport",
-    "LatencyVerdict",
-    "RateVerdict",
-    "Side",
-    "judge_canary",
-    "material_superiority",
-    "rank_test",
-]
-
-DECISION_EXIT = {"promote": 0, "rollback": 3, "hold": 4}
-"""The exit status of each decision (1 and 2 are the command's own errors, as for compare)."""
+__all__ = ["Side", "judge_canary", "material_superiority", "rank_test"]
 
 F64 = np.ndarray[Any, np.dtype[np.float64]]
 
@@ -127,128 +117,6 @@ def material_superiority(baseline: F64, bounds: Sequence[float], factor: float) 
     return _superiority(share, np.maximum(q, 0.0))
 
 
-@dataclass(frozen=True, slots=True)
-class LatencyVerdict:
-    signal: str
-    requests: tuple[int, int]
-    """(baseline, canary) requests the histogram counted."""
-    quantiles: Mapping[str, tuple[float, float]]
-    """p50/p90/p99 (baseline, canary), by ``histogram_quantile``."""
-    superiority: float
-    upper: float
-    """The one-sided ``confidence`` upper bound of ``superiority``."""
-    material: float
-    """The superiority a ``1 + min_effect`` slowdown would give in these buckets."""
-    p_value: float
-    verdict: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "signal": self.signal,
-            "requests": {"baseline": self.requests[0], "canary": self.requests[1]},
-            "quantiles": {
-                k: {"baseline": _num(b), "canary": _num(c)} for k, (b, c) in self.quantiles.items()
-            },
-            "superiority": _num(self.superiority),
-            "superiority_upper": _num(self.upper),
-            "material_superiority": _num(self.material),
-            "p_value": _num(self.p_value),
-            "verdict": self.verdict,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class RateVerdict:
-    rate: str
-    baseline: tuple[int, int]
-    canary: tuple[int, int]
-    p_adjusted: float
-    verdict: str
-    rise_ci: tuple[float, float]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rate": self.rate,
-            "baseline": {"count": self.baseline[0], "requests": self.baseline[1]},
-            "canary": {"count": self.canary[0], "requests": self.canary[1]},
-            "p_adjusted": _num(self.p_adjusted),
-            "verdict": self.verdict,
-            "rise_ci": [_num(self.rise_ci[0]), _num(self.rise_ci[1])],
-        }
-
-
-def _num(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-@dataclass(frozen=True, slots=True)
-class CanaryReport:
-    decision: str
-    reasons: tuple[str, ...]
-    latency: tuple[LatencyVerdict, ...]
-    rates: tuple[RateVerdict, ...]
-    requests: tuple[int, int]
-    alpha: float
-    min_effect: float
-    confidence: float
-    min_requests: int
-    notes: tuple[str, ...] = ()
-
-    @property
-    def exit_code(self) -> int:
-        return DECISION_EXIT[self.decision]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "decision": self.decision,
-            "reasons": list(self.reasons),
-            "requests": {"baseline": self.requests[0], "canary": self.requests[1]},
-            "latency": [v.to_dict() for v in self.latency],
-            "rates": [v.to_dict() for v in self.rates],
-            "procedure": {
-                "family_wise_error": self.alpha,
-                "min_effect": self.min_effect,
-                "confidence": self.confidence,
-                "min_requests": self.min_requests,
-                "latency": "Mann-Whitney over histogram buckets (ties at mid-ranks), Bonferroni "
-                "across signals; material = the superiority of the baseline made 1 + min_effect "
-                "times slower, in the same buckets",
-                "rates": "Fisher's exact test, Holm across rates; material = min_effect of the "
-                "baseline rate, 0.1 point at least",
-            },
-            "notes": list(self.notes),
-        }
-
-    def render(self) -> str:
-        lines = [f"{self.decision.upper()}: " + "; ".join(self.reasons)]
-        lines.append(
-            f"requests in the window: baseline {self.requests[0]:,}, canary {self.requests[1]:,}"
-        )
-        for v in self.latency:
-            qs = ", ".join(
-                f"{k} {b * 1e3:.4g} -> {c * 1e3:.4g} ms"
-                for k, (b, c) in v.quantiles.items()
-                if math.isfinite(b) and math.isfinite(c)
-            )
-            lines.append(
-                f"  {v.signal:<5} {v.verdict:<13} A={v.superiority:.4f} (upper {v.upper:.4f}, "
-                f"material {v.material:.4f}, p={v.p_value:.3g}); {qs}"
-            )
-        for r in self.rates:
-            sb = r.baseline[0] / r.baseline[1] if r.baseline[1] else math.nan
-            sc = r.canary[0] / r.canary[1] if r.canary[1] else math.nan
-            lines.append(
-                f"  {r.rate:<24} {r.verdict:<13} {sb:.2%} -> {sc:.2%} (Holm p={r.p_adjusted:.3g})"
-            )
-        lines.append(
-            f"decision: family-wise error {self.alpha:g}; material = {self.min_effect:.0%} slower "
-            f"(latency) or {self.min_effect:.0%} of the baseline rate, 0.1 point at least; "
-            f"ruled out at {self.confidence:.0%} one-sided"
-        )
-        lines.extend(f"note: {n}" for n in self.notes)
-        return "\n".join(lines)
-
-
 def _latency(
     name: str,
     base: Mapping[float, float],
@@ -299,32 +167,6 @@ def _needed(v: LatencyVerdict, z_conf: float) -> int | None:
     return math.ceil(n * (se * z_conf / gap) ** 2)
 
 
-MAX_RATES = 12
-"""Outcome values judged one by one; the rarer, over both sides, counted as ``<label>=other``."""
-
-
-def _folded(
-    base: Mapping[str, int], can: Mapping[str, int]
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Both sides' rates with the same names: the values of one outcome label beyond the
-    ``MAX_RATES`` most common over both sides folded into ``<label>=other`` on each side alike."""
-    pooled: dict[str, int] = {}
-    for side in (base, can):
-        for k, v in side.items():
-            pooled[k] = pooled.get(k, 0) + v
-    labelled = sorted((k for k in pooled if "=" in k), key=lambda k: (-pooled[k], k))
-    rare = set(labelled[MAX_RATES:])
-
-    def fold(side: Mapping[str, int]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for k, v in side.items():
-            name = f"{k.split('=', 1)[0]}=other" if k in rare else k
-            out[name] = out.get(name, 0) + int(v)
-        return out
-
-    return fold(base), fold(can)
-
-
 def judge_canary(
     baseline: Side,
     canary: Side,
@@ -353,7 +195,7 @@ def judge_canary(
         )
         for n in names
     )
-    base_rates, can_rates = _folded(baseline.rates, canary.rates)
+    base_rates, can_rates = fold_rare(baseline.rates, canary.rates)
     rate_names = sorted(
         r for r in set(base_rates) | set(can_rates) if base_rates.get(r) or can_rates.get(r)
     )

@@ -35,6 +35,7 @@ __all__ = [
     "MAX_NAMES",
     "ShapeCounts",
     "ShapeSignal",
+    "fold_rare",
     "judge_shape",
     "shape_counts",
     "shape_from_tallies",
@@ -108,28 +109,31 @@ def _named(kind: str, counts: Mapping[str, int]) -> dict[str, int]:
     return {f"{kind}={k}": int(v) for k, v in counts.items()}
 
 
-def _fold(before: ShapeCounts, after: ShapeCounts) -> tuple[dict[str, int], dict[str, int]]:
-    """Both runs' signals with the same names: per kind, the values beyond the ``MAX_NAMES``
-    most common over both runs folded into ``<kind>=other`` in each run alike."""
+def fold_rare(
+    a: Mapping[str, int], b: Mapping[str, int], limit: int = MAX_NAMES
+) -> tuple[dict[str, int], dict[str, int]]:
+    """``a`` and ``b`` (counts by ``kind=value``) with the same names: per kind, the values
+    beyond the ``limit`` most common over both folded into ``kind=other`` in each alike (names
+    without ``=`` kept as they are)."""
     pooled: dict[str, int] = {}
-    for run in (before, after):
-        for k, v in run.signals.items():
-            pooled[k] = pooled.get(k, 0) + v
+    for side in (a, b):
+        for k, v in side.items():
+            pooled[k] = pooled.get(k, 0) + int(v)
     rare: set[str] = set()
     for kind in {_kind(k) for k in pooled if "=" in k}:
         names = sorted(
             (k for k in pooled if _kind(k) == kind and "=" in k), key=lambda k: (-pooled[k], k)
         )
-        rare.update(names[MAX_NAMES:])
+        rare.update(names[limit:])
 
-    def fold(run: ShapeCounts) -> dict[str, int]:
+    def fold(side: Mapping[str, int]) -> dict[str, int]:
         out: dict[str, int] = {}
-        for k, v in run.signals.items():
+        for k, v in side.items():
             name = f"{_kind(k)}=other" if k in rare else k
-            out[name] = out.get(name, 0) + v
+            out[name] = out.get(name, 0) + int(v)
         return out
 
-    return fold(before), fold(after)
+    return fold(a), fold(b)
 
 
 def shape_from_tallies(
@@ -192,7 +196,7 @@ def judge_shape(
 ) -> tuple[ShapeSignal, ...]:
     """Every signal either run has, judged by its counts; Holm across the signals."""
     rows = []
-    signals_b, signals_a = _fold(before, after)
+    signals_b, signals_a = fold_rare(before.signals, after.signals)
     for name in sorted(set(signals_b) | set(signals_a)):
         kind = _kind(name)
         b = (signals_b.get(name, 0), before.of.get(kind, 0))

@@ -21,6 +21,7 @@ import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, MAX_ERROR_TYPES
+from fleetwatch.fleet.outliers.stats.shares import share_with_se
 from fleetwatch.fleet.outliers.table import FleetTable
 from fleetwatch.records.engine import Engine
 from fleetwatch.records.engine.reductions import (
@@ -247,28 +248,17 @@ def _table(
             )
         values[name] = pd.Series({k: e[0] for k, e in est.items()}, dtype="float64")
         stderr[name] = pd.Series({k: e[1] for k, e in est.items()}, dtype="float64")
-    values["error_rate"] = s["n_error"] / s["n"]
-    pooled = float(s["n_error"].sum() / s["n"].sum())
-    stderr["error_rate"] = np.sqrt(max(pooled * (1 - pooled), 0.0) / volume)
-    counted = {"error_rate"}
+    shares = {"error_rate": s["n_error"].astype("float64")}
     if errors is not None and errors["error_type"].nunique() >= 2:  # as records._error_type_shares
         totals = errors.groupby("error_type")["n"].sum()
-        top = sorted(totals.index, key=lambda k: (-totals[k], str(k)))[:MAX_ERROR_TYPES]
-        for kind in top:
-            name = f"{ERROR_TYPE_PREFIX}{kind}"
+        for kind in sorted(totals.index, key=lambda k: (-totals[k], str(k)))[:MAX_ERROR_TYPES]:
             mine = errors[errors["error_type"] == kind].set_index("replica")["n"]
-            hits = mine.reindex(index).fillna(0.0).astype("float64")
-            values[name] = hits / s["n"]
-            share = float(hits.sum() / s["n"].sum())
-            stderr[name] = np.sqrt(max(share * (1 - share), 0.0) / volume)
-            counted.add(name)
-    for name in ("truncated_share", "empty_share"):  # as records.table_from_records
-        hits = s[f"n_{name}"].astype("float64")
-        if hits.sum() > 0:
-            values[name] = hits / s["n"]
-            share = float(hits.sum() / s["n"].sum())
-            stderr[name] = np.sqrt(max(share * (1 - share), 0.0) / volume)
-            counted.add(name)
+            shares[f"{ERROR_TYPE_PREFIX}{kind}"] = mine.reindex(index).fillna(0.0).astype("float64")
+    for name in ("truncated_share", "empty_share"):  # as records._output_shares
+        if s[f"n_{name}"].sum() > 0:
+            shares[name] = s[f"n_{name}"].astype("float64")
+    for name, hits in shares.items():
+        values[name], stderr[name] = share_with_se(hits, volume)
     span = (s["last_s"] - s["first_s"]).where(lambda x: x > 0)
     values["throughput"] = s["out_ok"] / span
     mean_out = s["out_sum"] / s["n"]
@@ -301,7 +291,7 @@ def _table(
         fingerprint=fingerprint,
         host=None,
         samples=samples,
-        counted=frozenset(counted),
+        counted=frozenset(shares),
         source=where,
         notes=(
             f"model {model}: latency quantiles from 2 % buckets of every ok request "

@@ -19,6 +19,7 @@ import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, MAX_ERROR_TYPES
+from fleetwatch.fleet.outliers.stats.shares import share_with_se
 from fleetwatch.fleet.outliers.table import FleetTable
 
 __all__ = ["matched_ratios", "table_from_records"]
@@ -169,17 +170,10 @@ def table_from_records(
         values[name] = pd.Series({k: e[0] for k, e in est.items()}, dtype="float64")
         stderr[name] = pd.Series({k: e[1] for k, e in est.items()}, dtype="float64")
     err = (df["status"].astype(str) == "error").to_numpy(dtype=np.float64)
-    err_rate = pd.Series(err).groupby(replica.to_numpy()).mean().reindex(volume.index)
-    values["error_rate"] = err_rate
-    pooled = float(err.mean())
-    stderr["error_rate"] = np.sqrt(max(pooled * (1 - pooled), 0.0) / volume)
-    counted = {"error_rate"}
-    shares = {**_output_shares(df, ok), **_error_type_shares(df)}
+    shares = {"error_rate": err, **_output_shares(df, ok), **_error_type_shares(df)}
     for name, hit in shares.items():
-        values[name] = pd.Series(hit).groupby(replica.to_numpy()).mean().reindex(volume.index)
-        share = float(hit.mean())
-        stderr[name] = np.sqrt(max(share * (1 - share), 0.0) / volume)
-        counted.add(name)
+        hits = pd.Series(hit).groupby(replica.to_numpy()).sum().reindex(volume.index)
+        values[name], stderr[name] = share_with_se(hits, volume)
     first = df.groupby(replica.to_numpy())["arrival_s"].min().reindex(volume.index)
     last = df.groupby(replica.to_numpy())["finished_s"].max().reindex(volume.index)
     span = (last - first).where(lambda s: s > 0)
@@ -236,6 +230,6 @@ def table_from_records(
         fingerprint=fingerprint,
         host=None if host is None else pd.Series(host, dtype=object).reindex(volume.index),
         samples=samples,
-        counted=frozenset(counted),
+        counted=frozenset(shares),
         source=where,
     )

@@ -15,14 +15,23 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import special, stats
 
-__all__ = ["EXACT_UP_TO", "ShareCounts", "share_counts"]
+__all__ = ["EXACT_UP_TO", "ShareCounts", "share_counts", "share_with_se"]
 
 Array = np.ndarray[Any, np.dtype[np.float64]]
 
 EXACT_UP_TO = 64
 """Fleets up to this many replicas get Fisher's exact test; larger ones the binomial."""
+
+
+def share_with_se(hits: pd.Series, n: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Each replica's share ``hits / n`` of its requests and its sampling error under the
+    fleet's pooled share (the binomial's ``sqrt(p(1 - p) / n)``): how every counted signal of a
+    table (the error rate, error types, the output shape) is built, whatever the source."""
+    pooled = float(hits.sum() / n.sum())
+    return hits / n, np.sqrt(max(pooled * (1 - pooled), 0.0) / n)
 
 
 class ShareCounts:
