@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,14 @@ class Weights:
     @property
     def params(self) -> int:
         return self.rows * self.cols * self.count
+
+
+def _layer_of(module: str) -> int | None:
+    """The decoder layer a module belongs to (``model.layers.<i>.…``), or ``None``."""
+    parts = module.split(".")
+    if len(parts) > 2 and parts[0] == "model" and parts[1] == "layers" and parts[2].isdigit():
+        return int(parts[2])
+    return None
 
 
 def _not_converted(module: str, patterns: Sequence[str]) -> bool:
@@ -263,6 +271,45 @@ class ModelShape:
         if not self.num_experts:
             return active
         return active - self.expert_params * (1.0 - self.experts_per_token / self.num_experts)
+
+    def stage(self, start: int, end: int, *, first: bool, last: bool) -> ModelShape:
+        """The part of this model a pipeline stage holds: layers ``start``..``end - 1``, the
+        input embedding on the first stage, the final norm and output head on the last (and, when
+        the head is tied to the embedding, the table again there, as engines load it)."""
+        if not self.weights:
+            share = (end - start) / self.num_layers
+            return replace(
+                self,
+                num_layers=end - start,
+                total_params=self.total_params * share,
+                expert_params=self.expert_params * share,
+                embed_params=self.embed_params if first else 0.0,
+                layer_kv_limit=self.layer_kv_limit[start:end],
+            )
+        tied = not any(w.kind == "lm_head" for w in self.weights)
+        kept: list[Weights] = []
+        for w in self.weights:
+            i = _layer_of(w.module)
+            if i is not None:
+                keep = start <= i < end
+            elif w.kind == "embed":
+                keep = first or (last and tied)
+            else:
+                keep = last
+            if keep:
+                kept.append(w)
+        lookup = self.embed_params
+        if tied and first and not last:  # the table is only looked up on a first stage
+            lookup = float(sum(w.params for w in self.weights if w.kind == "embed"))
+        return replace(
+            self,
+            num_layers=end - start,
+            total_params=float(sum(w.params for w in kept)),
+            expert_params=float(sum(w.params for w in kept if w.kind == "expert")),
+            embed_params=lookup if first else 0.0,
+            layer_kv_limit=self.layer_kv_limit[start:end],
+            weights=tuple(kept),
+        )
 
     def check_tensor_parallel(self, tp: int) -> None:
         """``ModelShapeError`` unless an engine can split this model ``tp`` ways: the degree must
