@@ -247,8 +247,9 @@ def _usage(
     ]
 
 
-def _gpus_needed(shape: ModelShape, split: Split, fits: Callable[[Split], bool]) -> int | None:
-    """The fewest GPUs, at a larger tensor degree the heads allow, that hold the model."""
+def _gpus_needed(shape: ModelShape, split: Split, fits: Callable[[Split], bool]) -> Split | None:
+    """The split with the fewest GPUs, at a larger tensor degree the heads allow (the other
+    degrees kept), that holds the model."""
     for t in range(split.tensor + 1, shape.num_heads + 1):
         try:
             bigger = plan_split(
@@ -261,7 +262,7 @@ def _gpus_needed(shape: ModelShape, split: Split, fits: Callable[[Split], bool])
         except ModelShapeError:
             continue
         if fits(bigger):
-            return bigger.gpus
+            return bigger
     return None
 
 
@@ -273,15 +274,16 @@ def _shortfall(
     weight_bytes: float,
     one_sequence: float,
     context_tokens: int,
-    needed: int | None,
+    needed: Split | None,
 ) -> str:
     """One line: what does not fit where, by how much, and how many GPUs would hold it."""
     usable = gpu.memory_bytes * num_gpus * memory_fraction
-    advice = (
-        f"use --gpus {needed} or more"
-        if needed is not None
-        else "no tensor-parallel split of its heads holds it"
-    )
+    if needed is None:
+        advice = "no tensor-parallel split of its heads holds it"
+    else:
+        advice = f"use --gpus {needed.gpus} or more"
+        if needed.gpus != needed.tensor:
+            advice += f" (--tp {needed.tensor})"
     return (
         f"{model} does not fit on {num_gpus}x {gpu.name}: weights {weight_bytes / 1e9:.1f} GB + "
         f"KV {one_sequence / 1e9:.1f} GB for one {context_tokens}-token sequence > "

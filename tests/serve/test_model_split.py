@@ -13,7 +13,7 @@ import pytest
 
 from fleetwatch.cli import main
 from fleetwatch.core.bound import bound_at, capacity_report
-from fleetwatch.core.model import ModelShapeError, load_shape
+from fleetwatch.core.model import ModelShapeError, load_shape, shape_from_hf
 from fleetwatch.core.split import pipeline_layers, plan_split
 from fleetwatch.telemetry.gpu.specs import find_gpu
 
@@ -245,10 +245,26 @@ def test_a_split_too_small_advises_a_larger_tensor_degree_at_the_same_pipeline()
     # half the weights fit a GPU of each stage, but not with a 32k sequence's cache beside them
     with pytest.raises(ModelShapeError, match=r"on 2x H100-SXM: weights 141\.1 GB \+ KV 10\.7"):
         capacity_report(shape, h100, pipeline_parallel=2, context_tokens=32768)
-    with pytest.raises(ModelShapeError, match="use --gpus 4 or more"):
+    with pytest.raises(ModelShapeError, match=r"use --gpus 4 or more \(--tp 2\)"):
         capacity_report(shape, h100, pipeline_parallel=2, context_tokens=32768)
     assert math.isclose(
         capacity_report(shape, h100, tensor_parallel=2, pipeline_parallel=2).weight_bytes_per_gpu,
         shape.weight_bytes() / 4,
         rel_tol=1e-4,
     )
+
+
+def test_a_tied_head_is_held_again_by_the_last_stage_and_only_looked_up_on_the_first() -> None:
+    data = {
+        **json.loads(LLAMA_70B.read_text()),
+        "tie_word_embeddings": True,
+        "num_hidden_layers": 4,
+    }
+    shape = shape_from_hf(data)
+    first, last = plan_split(shape, pipeline=2).parts(shape)
+    table = 128256 * 8192
+    assert shape.embed_params == 0  # one table, used as the head too
+    assert first.embed_params == table and last.embed_params == 0
+    # both stages load it: the first to look tokens up, the last to compute logits
+    assert first.total_params + last.total_params == shape.total_params + table
+    assert first.params_active() == first.total_params - table
