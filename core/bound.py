@@ -6,9 +6,9 @@ bf16 weights; below the ridge point (peak FLOP/s ÷ bandwidth) the step is memor
 ``step time >= (weight bytes + KV bytes read) / bandwidth``. The bytes come from the model
 arithmetic in ``fleetwatch.core.model`` (weights as shipped, the cache summed per layer at the
 context, experts a batch touches). ``probe bound`` prints this report and ``fleet capacity``
-plans replicas from it when no probe run is given. Tensor parallelism splits heads, so its degree must divide
-them; each GPU reads its share of the weights and its part of the cache, all of it for a
-replicated KV head or MLA latent.
+plans replicas from it when no probe run is given. The split over GPUs (tensor, pipeline, expert,
+data-parallel attention) is ``fleetwatch.core.split``'s: each GPU holds and reads its share of its
+stage's weights and its part of the cache, all of it for a replicated KV head or MLA latent.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from fleetwatch.core.model import ModelShape, ModelShapeError
+from fleetwatch.core.split import Split, plan_split
 
 __all__ = ["Accelerator", "BoundPoint", "CapacityReport", "bound_at", "capacity_report"]
 
@@ -59,8 +60,8 @@ class BoundPoint:
 class CapacityReport:
     """Memory arithmetic and the bound over a set of batch sizes. Bytes, parameters, tokens.
 
-    ``num_gpus`` GPUs are ``data_parallel_attention`` replicas (1 by default), each splitting the
-    model ``tensor_parallel`` ways.
+    ``num_gpus`` GPUs are ``pipeline_parallel`` stages of ``data_parallel_attention`` replicas
+    (1 and 1 by default), each splitting its layers ``tensor_parallel`` ways.
     ``kv_bytes_per_token`` is the cache per token of a sequence at ``context_tokens`` on one GPU
     holding it all; ``kv_bytes_per_token_per_gpu`` what each GPU holds of it, more than its share
     when KV heads (or an MLA latent) are replicated across the GPUs."""
@@ -95,6 +96,15 @@ class CapacityReport:
     """Multi-token-prediction layers, not counted: loaded only for speculative decoding."""
     leaves_out: tuple[str, ...] = ()
     """What the bound does not count, so a measured step is slower than it says."""
+    pipeline_parallel: int = 1
+    expert_parallel: int = 1
+    """Groups of GPUs holding whole routed experts (1: every expert sliced over a stage)."""
+    stage_layers: tuple[int, ...] = ()
+    """Layers each pipeline stage holds."""
+    weight_bytes_per_gpu: float = 0.0
+    """Weight bytes on the GPU holding the most (its stage's share, its experts)."""
+    split: str = ""
+    """The split in words, e.g. ``tensor parallel 4 x pipeline 2 (layers 40/40)``."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,31 +118,74 @@ _LEAVES_OUT = (
 _LEAVES_OUT_MOE = ("expert-load imbalance (routing assumed uniform)",)
 
 
-def _split(shape: ModelShape, num_gpus: int, dp: int = 1) -> int:
-    """The tensor-parallel degree of ``num_gpus`` in ``dp`` attention replicas, checked against
-    the heads."""
-    if num_gpus < 1:
-        raise ModelShapeError(f"number of GPUs must be >= 1, got {num_gpus}")
-    if dp < 1 or num_gpus % dp:
-        raise ModelShapeError(
-            f"data-parallel attention degree {dp} must divide the {num_gpus} GPUs "
-            f"(each replica is tensor parallel over the GPUs / the degree)"
-        )
-    shape.check_tensor_parallel(num_gpus // dp)
-    return num_gpus // dp
+def _plan(shape: ModelShape, gpus: int | None, tp: int | None, pp: int, dp: int, ep: int) -> Split:
+    return plan_split(shape, gpus=gpus, tensor=tp, pipeline=pp, data_attention=dp, expert=ep)
 
 
-def _weights_per_gpu(
-    shape: ModelShape, w: float | None, gpus: int, dp: int, held: float | None = None
-) -> float:
-    """Weight bytes each GPU holds (or, given ``held``, reads of those bytes): a tensor-parallel
-    share; with data-parallel attention every replica holds the dense weights and the routed
-    experts are split over all the GPUs (expert parallel)."""
-    total = shape.weight_bytes(w) if held is None else held
-    if dp == 1:
-        return total / gpus
-    dense = shape.weight_bytes(w) - shape.expert_bytes(w)
-    return dense / (gpus // dp) + (total - dense) / gpus
+def _held(part: ModelShape, split: Split, w: float | None) -> float:
+    """Weight bytes the heaviest GPU of a stage holds: a tensor-parallel share of the dense
+    weights (every attention replica holds them) and its share of the routed experts."""
+    experts = part.expert_bytes(w) if part.num_experts else 0.0
+    dense = part.weight_bytes(w) - experts
+    return dense / split.tensor + experts * split.expert_share(part.num_experts)
+
+
+def _read(part: ModelShape, split: Split, w: float | None, batch: int) -> float:
+    """Weight bytes the heaviest GPU of a stage reads in a step at ``batch``: its dense share
+    and its share of the experts the batch touched."""
+    experts = part.expert_bytes(w) if part.num_experts else 0.0
+    dense = part.weight_bytes(w) - experts
+    touched = part.bytes_read(batch, w) - dense
+    return dense / split.tensor + touched * split.expert_share(part.num_experts)
+
+
+def _point(
+    shape: ModelShape,
+    split: Split,
+    parts: Sequence[ModelShape],
+    gpu: Accelerator,
+    *,
+    batch: int,
+    context_tokens: int,
+    weight_bytes_per_param: float | None,
+    kv_bytes: float,
+    price_per_gpu_hour: float | None,
+    utilisation: float,
+) -> BoundPoint:
+    if batch < 1:
+        raise ModelShapeError(f"batch must be >= 1, got {batch}")
+    micro = math.ceil(batch / split.pipeline)
+    seqs = math.ceil(micro / split.data_attention)
+    worst: tuple[float, float, float, float] = (-1.0, 0.0, 0.0, 0.0)
+    for part in parts:
+        kv_seq = part.kv_bytes_per_sequence(context_tokens, kv_bytes, tensor_parallel=split.tensor)
+        read = _read(part, split, weight_bytes_per_param, micro) + seqs * kv_seq
+        attn = 4.0 * shape.num_heads * shape.head_dim * part.cached_tokens(context_tokens)
+        flops = micro * (2.0 * part.params_active() + attn) / split.stage_gpus
+        mem_t, comp_t = read / gpu.bandwidth_bps, flops / gpu.bf16_flops
+        if max(mem_t, comp_t) > max(worst[0], worst[1]):
+            worst = (mem_t, comp_t, flops, read)
+    mem_t, comp_t, flops, read = worst
+    # a sequence's token passes every stage in turn; the slowest stage paces the pipeline
+    mem_t, comp_t = mem_t * split.pipeline, comp_t * split.pipeline
+    step = max(mem_t, comp_t)
+    tps = batch / step
+    cost = None
+    if price_per_gpu_hour is not None:
+        if not 0 < utilisation <= 1:
+            raise ModelShapeError(f"utilisation must be in (0, 1], got {utilisation}")
+        cost = price_per_gpu_hour * split.gpus / (tps * utilisation * 3600.0) * 1e6
+    return BoundPoint(
+        batch=batch,
+        context_tokens=context_tokens,
+        step_time_s=step,
+        memory_time_s=mem_t,
+        compute_time_s=comp_t,
+        tokens_per_s=tps,
+        arithmetic_intensity=flops / read,
+        bound_by="memory" if mem_t >= comp_t else "compute",
+        cost_per_million_tokens=cost,
+    )
 
 
 def bound_at(
@@ -143,59 +196,73 @@ def bound_at(
     context_tokens: int,
     weight_bytes_per_param: float | None = None,
     kv_bytes: float = 2.0,
-    num_gpus: int = 1,
+    num_gpus: int | None = None,
     price_per_gpu_hour: float | None = None,
     utilisation: float = 1.0,
     data_parallel_attention: int = 1,
+    tensor_parallel: int | None = None,
+    pipeline_parallel: int = 1,
+    expert_parallel: int = 1,
 ) -> BoundPoint:
-    """Decode step lower bound at ``batch`` sequences of ``context_tokens`` each, tensor parallel
-    over ``num_gpus``: each GPU reads its share of the weights and its part of every sequence's
-    cache (all of a replicated KV head or MLA latent). Weights as shipped unless
+    """Decode step lower bound at ``batch`` sequences of ``context_tokens`` each, on the split
+    the degrees make (``fleetwatch.core.split``; ``num_gpus`` alone is one tensor-parallel
+    group, as it always was): each GPU reads its share of its stage's weights and its part of
+    every sequence's cache (all of a replicated KV head or MLA latent). Weights as shipped unless
     ``weight_bytes_per_param`` overrides them. With ``data_parallel_attention`` replicas, each
-    holds and reads its own sequences, and the batch's experts are read across all the GPUs."""
-    if batch < 1:
-        raise ModelShapeError(f"batch must be >= 1, got {batch}")
-    dp = data_parallel_attention
-    tp = _split(shape, num_gpus, dp)
-    kv_seq = shape.kv_bytes_per_sequence(context_tokens, kv_bytes, tensor_parallel=tp)
-    read = shape.bytes_read(batch, weight_bytes_per_param)
-    bytes_read = (
-        _weights_per_gpu(shape, weight_bytes_per_param, num_gpus, dp, read)
-        + math.ceil(batch / dp) * kv_seq
+    holds and reads its own sequences, and the batch's experts are read across all the GPUs of a
+    stage; with ``pipeline_parallel`` stages, ``pipeline`` micro-batches are in flight and a
+    token takes ``pipeline`` times the slowest stage's step."""
+    split = _plan(
+        shape,
+        num_gpus,
+        tensor_parallel,
+        pipeline_parallel,
+        data_parallel_attention,
+        expert_parallel,
     )
-    attn_flops = 4.0 * shape.num_heads * shape.head_dim * shape.cached_tokens(context_tokens)
-    flops = batch * (2.0 * shape.params_active() + attn_flops) / num_gpus
-    mem_t = bytes_read / gpu.bandwidth_bps
-    comp_t = flops / gpu.bf16_flops
-    step = max(mem_t, comp_t)
-    tps = batch / step
-    cost = None
-    if price_per_gpu_hour is not None:
-        if not 0 < utilisation <= 1:
-            raise ModelShapeError(f"utilisation must be in (0, 1], got {utilisation}")
-        cost = price_per_gpu_hour * num_gpus / (tps * utilisation * 3600.0) * 1e6
-    return BoundPoint(
+    return _point(
+        shape,
+        split,
+        split.parts(shape),
+        gpu,
         batch=batch,
         context_tokens=context_tokens,
-        step_time_s=step,
-        memory_time_s=mem_t,
-        compute_time_s=comp_t,
-        tokens_per_s=tps,
-        arithmetic_intensity=flops / bytes_read,
-        bound_by="memory" if mem_t >= comp_t else "compute",
-        cost_per_million_tokens=cost,
+        weight_bytes_per_param=weight_bytes_per_param,
+        kv_bytes=kv_bytes,
+        price_per_gpu_hour=price_per_gpu_hour,
+        utilisation=utilisation,
     )
 
 
-def _gpus_needed(shape: ModelShape, fits: Callable[[int], bool], start: int, dp: int) -> int | None:
-    """The fewest GPUs above ``start`` an engine can split the model over that hold it."""
-    for n in range(start + dp, dp * shape.num_heads + 1, dp):
+def _usage(
+    shape: ModelShape, split: Split, w: float | None, context_tokens: int, kv_bytes: float
+) -> list[tuple[float, float]]:
+    """Per stage: weight bytes and one sequence's KV bytes on its heaviest GPU."""
+    return [
+        (
+            _held(part, split, w),
+            part.kv_bytes_per_sequence(context_tokens, kv_bytes, tensor_parallel=split.tensor),
+        )
+        for part in split.parts(shape)
+    ]
+
+
+def _gpus_needed(shape: ModelShape, split: Split, fits: Callable[[Split], bool]) -> Split | None:
+    """The split with the fewest GPUs, at a larger tensor degree the heads allow (the other
+    degrees kept), that holds the model."""
+    for t in range(split.tensor + 1, shape.num_heads + 1):
         try:
-            shape.check_tensor_parallel(n // dp)
+            bigger = plan_split(
+                shape,
+                tensor=t,
+                pipeline=split.pipeline,
+                data_attention=split.data_attention,
+                expert=split.expert,
+            )
         except ModelShapeError:
             continue
-        if fits(n):
-            return n
+        if fits(bigger):
+            return bigger
     return None
 
 
@@ -207,15 +274,16 @@ def _shortfall(
     weight_bytes: float,
     one_sequence: float,
     context_tokens: int,
-    needed: int | None,
+    needed: Split | None,
 ) -> str:
     """One line: what does not fit where, by how much, and how many GPUs would hold it."""
     usable = gpu.memory_bytes * num_gpus * memory_fraction
-    advice = (
-        f"use --gpus {needed} or more"
-        if needed is not None
-        else "no tensor-parallel split of its heads holds it"
-    )
+    if needed is None:
+        advice = "no tensor-parallel split of its heads holds it"
+    else:
+        advice = f"use --gpus {needed.gpus} or more"
+        if needed.gpus != needed.tensor:
+            advice += f" (--tp {needed.tensor})"
     return (
         f"{model} does not fit on {num_gpus}x {gpu.name}: weights {weight_bytes / 1e9:.1f} GB + "
         f"KV {one_sequence / 1e9:.1f} GB for one {context_tokens}-token sequence > "
@@ -225,8 +293,9 @@ def _shortfall(
     )
 
 
-def _kv_layout(shape: ModelShape, tp: int, dp: int) -> tuple[str, int]:
+def _kv_layout(shape: ModelShape, split: Split) -> tuple[str, int]:
     """What the cache holds and on how many GPUs each KV head (or the latent) is copied."""
+    tp, dp = split.tensor, split.data_attention
     if shape.kv_latent_dim:
         where = "every GPU" if dp == 1 else f"the {tp} GPU(s) of its replica"
         text, replicas = f"MLA latent of {shape.kv_latent_dim} per layer, on {where}", tp
@@ -240,8 +309,19 @@ def _kv_layout(shape: ModelShape, tp: int, dp: int) -> tuple[str, int]:
             text += f", each replicated on {replicas} GPUs"
     if dp > 1:
         text += f"; {dp} attention replicas, each with its own sequences"
-        if shape.num_experts:
+        if shape.num_experts and split.expert == 1:
             text += f", experts split over all {tp * dp} GPUs"
+    if shape.num_experts and split.expert > 1:
+        most = math.ceil(shape.num_experts / split.expert)
+        text += (
+            f"; expert parallel {split.expert}: whole experts, at most {most} of "
+            f"{shape.num_experts} a group"
+        )
+        if split.stage_gpus > split.expert:
+            text += f", each sliced over {split.stage_gpus // split.expert} GPUs"
+    if split.pipeline > 1:
+        layers = "/".join(str(b - a) for a, b in split.stages)
+        text += f"; pipeline {split.pipeline} stages of {layers} layers"
     return text, replicas
 
 
@@ -254,77 +334,87 @@ def capacity_report(
     batches: Sequence[int] = (1, 8, 32, 64, 128, 256),
     weight_bytes_per_param: float | None = None,
     kv_bytes: float = 2.0,
-    num_gpus: int = 1,
+    num_gpus: int | None = None,
     price_per_gpu_hour: float | None = None,
     utilisation: float = 1.0,
     data_parallel_attention: int = 1,
+    tensor_parallel: int | None = None,
+    pipeline_parallel: int = 1,
+    expert_parallel: int = 1,
 ) -> CapacityReport:
     """How many sequences fit, and the bound at each batch size up to that (plus at the most
     that fit). Weights as the checkpoint ships them unless ``weight_bytes_per_param`` overrides
-    them; ``num_gpus`` split the model tensor-parallel, a degree that must divide the heads.
-    ``ModelShapeError`` naming the shortfall when the weights and one sequence's KV cache do not fit
-    in ``memory_fraction`` of the GPUs' memory: a model that cannot be served has no throughput
-    or cost. ``data_parallel_attention`` replicas (dividing ``num_gpus``) each hold their own
-    sequences, tensor parallel over ``num_gpus / data_parallel_attention``."""
+    them. The GPUs are split as ``fleetwatch.core.split.plan_split`` checks it: ``num_gpus``
+    alone is one tensor-parallel group (a degree that must divide the heads);
+    ``data_parallel_attention`` replicas each hold their own sequences; ``pipeline_parallel``
+    stages each hold their layers' weights and cache; ``expert_parallel`` groups hold whole
+    experts. Every GPU must hold its part of the weights and of one sequence's cache in
+    ``memory_fraction`` of its memory, else ``ModelShapeError`` names the shortfall: a model
+    that cannot be served has no throughput or cost. A sequence's cache lives in every stage
+    (each its layers'), so the stage with least room sets how many fit."""
     if not 0 < memory_fraction <= 1:
         raise ModelShapeError(f"memory fraction must be in (0, 1], got {memory_fraction}")
     if context_tokens < 1:
         raise ModelShapeError(f"context length must be >= 1 token, got {context_tokens}")
-    dp = data_parallel_attention
-    tp = _split(shape, num_gpus, dp)
-    weight_bytes = shape.weight_bytes(weight_bytes_per_param)
+    split = _plan(
+        shape,
+        num_gpus,
+        tensor_parallel,
+        pipeline_parallel,
+        data_parallel_attention,
+        expert_parallel,
+    )
+    w = weight_bytes_per_param
+    weight_bytes = shape.weight_bytes(w)
     per_gpu_usable = gpu.memory_bytes * memory_fraction
 
-    def kv_gpu(n: int) -> float:
-        return shape.kv_bytes_per_sequence(context_tokens, kv_bytes, tensor_parallel=n // dp)
+    def fits(sp: Split) -> bool:
+        return all(
+            held + kv <= per_gpu_usable
+            for held, kv in _usage(shape, sp, w, context_tokens, kv_bytes)
+        )
 
-    def held(n: int) -> float:
-        return _weights_per_gpu(shape, weight_bytes_per_param, n, dp)
-
-    def fits(n: int) -> bool:
-        return held(n) + kv_gpu(n) <= per_gpu_usable
-
-    one_gpu = kv_gpu(num_gpus)
-    if not fits(num_gpus):
+    usage = _usage(shape, split, w, context_tokens, kv_bytes)
+    if not fits(split):
         raise ModelShapeError(
             _shortfall(
                 shape.name,
                 gpu,
-                num_gpus,
+                split.gpus,
                 memory_fraction,
-                weight_bytes if dp == 1 else held(num_gpus) * num_gpus,
-                one_gpu * tp,
+                sum(held for held, _ in usage) * split.stage_gpus,
+                sum(kv for _, kv in usage) * split.tensor,
                 context_tokens,
-                _gpus_needed(shape, fits, num_gpus, dp),
+                _gpus_needed(shape, split, fits),
             )
         )
-    if dp == 1:
-        budget = gpu.memory_bytes * num_gpus * memory_fraction - weight_bytes
-        fit = math.floor(budget / (one_gpu * tp))
-    else:
-        budget = (per_gpu_usable - held(num_gpus)) * num_gpus
-        fit = dp * math.floor((per_gpu_usable - held(num_gpus)) / one_gpu)
+    room = [math.floor((per_gpu_usable - held) / kv) for held, kv in usage if kv > 0]
+    if not room:
+        raise ModelShapeError(f"{shape.name}: no layer keeps a KV cache to size")
+    fit = split.data_attention * min(room)
+    budget = sum(per_gpu_usable - held for held, _ in usage) * split.stage_gpus
+    parts = split.parts(shape)
     sizes = sorted({b for b in batches if 1 <= b <= fit} | {fit})
     points = tuple(
-        bound_at(
+        _point(
             shape,
+            split,
+            parts,
             gpu,
             batch=b,
             context_tokens=context_tokens,
-            weight_bytes_per_param=weight_bytes_per_param,
+            weight_bytes_per_param=w,
             kv_bytes=kv_bytes,
-            num_gpus=num_gpus,
             price_per_gpu_hour=price_per_gpu_hour,
             utilisation=utilisation,
-            data_parallel_attention=dp,
         )
         for b in sizes
     )
-    layout, replicas = _kv_layout(shape, tp, dp)
+    layout, replicas = _kv_layout(shape, split)
     return CapacityReport(
         model=shape.name,
         gpu=gpu.name,
-        num_gpus=num_gpus,
+        num_gpus=split.gpus,
         total_params=shape.total_params,
         weight_bytes=weight_bytes,
         kv_bytes_per_token=shape.kv_bytes_per_token(kv_bytes, context_tokens),
@@ -336,17 +426,22 @@ def capacity_report(
         points=points,
         active_params=shape.params_active(),
         weight_format=shape.weight_format.describe(),
-        weights_as_shipped=weight_bytes_per_param is None,
-        tensor_parallel=tp,
-        data_parallel_attention=dp,
+        weights_as_shipped=w is None,
+        tensor_parallel=split.tensor,
+        data_parallel_attention=split.data_attention,
         kv_layout=layout,
-        kv_bytes_per_token_per_gpu=one_gpu / context_tokens,
+        kv_bytes_per_token_per_gpu=max(kv for _, kv in usage) / context_tokens,
         kv_replicas=replicas,
         sliding_saving=shape.sliding_saving(context_tokens),
         mtp_params=shape.mtp_params,
         leaves_out=(
             _LEAVES_OUT[:2]
-            + _LEAVES_OUT[2:] * (num_gpus > 1)
+            + _LEAVES_OUT[2:] * (split.gpus > 1)
             + _LEAVES_OUT_MOE * bool(shape.num_experts)
         ),
+        pipeline_parallel=split.pipeline,
+        expert_parallel=split.expert,
+        stage_layers=tuple(b - a for a, b in split.stages),
+        weight_bytes_per_gpu=max(held for held, _ in usage),
+        split=split.describe(),
     )

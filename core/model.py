@@ -12,8 +12,10 @@ cache is summed per layer at its context.
 Weights as shipped. ``quantization_config`` sets the bytes of the modules it converts: fp8 (one
 byte, plus a float32 scale per ``weight_block_size`` block), MXFP4 (the routed experts: four bits,
 plus one shared 8-bit scale per 32 elements), AWQ/GPTQ (``bits`` per weight, a 16-bit scale and a
-packed zero per ``group_size`` group); ``modules_to_not_convert`` keeps its modules at the base
-dtype. Embeddings, routers and norms are never converted.
+packed zero per ``group_size`` group), compressed-tensors' ``config_groups`` with their
+``ignore`` list (``fleetwatch.core.compressed``); ``modules_to_not_convert`` keeps its modules at
+the base dtype. Embeddings, routers and norms are never converted, except as a
+compressed-tensors scheme targets them.
 
 Mixture-of-experts models keep all experts in memory but a step reads only the experts its tokens
 routed to: with E experts, k per token and uniform routing, a batch of B touches a fraction
@@ -26,10 +28,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
+
+from fleetwatch.core.compressed import (
+    CompressedTensors,
+    QuantConfigError,
+    Scheme,
+    read_compressed_tensors,
+)
 
 __all__ = [
     "ModelShape",
@@ -57,6 +66,17 @@ _DTYPE_BYTES = {
     "int4": 0.5,
 }
 
+_MODULE_CLASS = {
+    "embed": "Embedding",
+    "lm_head": "Linear",
+    "attn": "Linear",
+    "router": "Linear",
+    "mlp": "Linear",
+    "shared_expert": "Linear",
+    "expert": "Linear",
+}
+"""The module class compressed-tensors targets by (``Linear``) for each kind of weight."""
+
 _CONVERTIBLE = {
     "fp8": frozenset({"attn", "mlp", "shared_expert", "expert"}),
     "mxfp4": frozenset({"expert"}),
@@ -81,6 +101,14 @@ class Weights:
     @property
     def params(self) -> int:
         return self.rows * self.cols * self.count
+
+
+def _layer_of(module: str) -> int | None:
+    """The decoder layer a module belongs to (``model.layers.<i>.…``), or ``None``."""
+    parts = module.split(".")
+    if len(parts) > 2 and parts[0] == "model" and parts[1] == "layers" and parts[2].isdigit():
+        return int(parts[2])
+    return None
 
 
 def _not_converted(module: str, patterns: Sequence[str]) -> bool:
@@ -109,12 +137,23 @@ class WeightFormat:
     """``modules_to_not_convert``: patterns of modules kept at the base dtype."""
     unsupported: str = ""
     """Why this format cannot be sized (a method not modelled): raised when bytes are asked."""
+    compressed: CompressedTensors | None = None
+    """compressed-tensors: the schemes of its ``config_groups`` and its ``ignore`` list."""
 
     @property
     def base_bytes(self) -> float:
         return _DTYPE_BYTES[self.base_dtype]
 
+    def _scheme(self, w: Weights) -> Scheme | None:
+        if self.compressed is None or w.rows <= 1:
+            return None
+        # the checkpoint names each routed expert (``experts.<j>.``): match as expert 0
+        name = w.module.replace(".experts.", ".experts.0.") if w.kind == "expert" else w.module
+        return self.compressed.scheme_for(name, _MODULE_CLASS.get(w.kind, ""))
+
     def converts(self, w: Weights) -> bool:
+        if self.compressed is not None:
+            return self._scheme(w) is not None
         kinds = _CONVERTIBLE.get(self.method, frozenset())
         return w.kind in kinds and w.rows > 1 and not _not_converted(w.module, self.skip)
 
@@ -122,6 +161,11 @@ class WeightFormat:
         """Bytes of ``w`` in this format, scales included."""
         if self.unsupported:
             raise ModelShapeError(self.unsupported)
+        if self.compressed is not None:
+            scheme = self._scheme(w)
+            if scheme is None:
+                return w.params * self.base_bytes
+            return w.count * scheme.bytes_of(w.rows, w.cols)
         if not self.converts(w):
             return w.params * self.base_bytes
         if self.method == "fp8":
@@ -148,6 +192,8 @@ class WeightFormat:
             what = f"fp8 with {scales}"
         elif self.method == "mxfp4":
             what = "MXFP4 experts (4 bit, 8-bit scale per 32)"
+        elif self.compressed is not None:
+            what = f"compressed-tensors {self.compressed.describe()}"
         else:
             what = f"{self.method} int{self.bits}, groups of {self.group_size}"
         return f"{what} ({self.base_dtype} rest)"
@@ -264,6 +310,45 @@ class ModelShape:
             return active
         return active - self.expert_params * (1.0 - self.experts_per_token / self.num_experts)
 
+    def stage(self, start: int, end: int, *, first: bool, last: bool) -> ModelShape:
+        """The part of this model a pipeline stage holds: layers ``start``..``end - 1``, the
+        input embedding on the first stage, the final norm and output head on the last (and, when
+        the head is tied to the embedding, the table again there, as engines load it)."""
+        if not self.weights:
+            share = (end - start) / self.num_layers
+            return replace(
+                self,
+                num_layers=end - start,
+                total_params=self.total_params * share,
+                expert_params=self.expert_params * share,
+                embed_params=self.embed_params if first else 0.0,
+                layer_kv_limit=self.layer_kv_limit[start:end],
+            )
+        tied = not any(w.kind == "lm_head" for w in self.weights)
+        kept: list[Weights] = []
+        for w in self.weights:
+            i = _layer_of(w.module)
+            if i is not None:
+                keep = start <= i < end
+            elif w.kind == "embed":
+                keep = first or (last and tied)
+            else:
+                keep = last
+            if keep:
+                kept.append(w)
+        lookup = self.embed_params
+        if tied and first and not last:  # the table is only looked up on a first stage
+            lookup = float(sum(w.params for w in self.weights if w.kind == "embed"))
+        return replace(
+            self,
+            num_layers=end - start,
+            total_params=float(sum(w.params for w in kept)),
+            expert_params=float(sum(w.params for w in kept if w.kind == "expert")),
+            embed_params=lookup if first else 0.0,
+            layer_kv_limit=self.layer_kv_limit[start:end],
+            weights=tuple(kept),
+        )
+
     def check_tensor_parallel(self, tp: int) -> None:
         """``ModelShapeError`` unless an engine can split this model ``tp`` ways: the degree must
         divide the attention heads, and the KV heads (or be a multiple of them: replicated)."""
@@ -358,6 +443,12 @@ def _weight_format(data: Mapping[str, Any], where: str) -> WeightFormat:
     if not isinstance(q, Mapping):
         raise ModelShapeError(f"{where}: 'quantization_config' must be an object")
     method = str(q.get("quant_method", "")).lower()
+    if method == "compressed-tensors":
+        try:
+            ct = read_compressed_tensors(q, f"{where}: quantization_config", _DTYPE_BYTES[base])
+        except QuantConfigError as exc:
+            raise ModelShapeError(str(exc)) from None
+        return WeightFormat(base, method, skip=ct.ignore, compressed=ct)
     skip = q.get("modules_to_not_convert") or q.get("ignore") or []
     if not isinstance(skip, list) or not all(isinstance(s, str) for s in skip):
         raise ModelShapeError(f"{where}: 'modules_to_not_convert' must be a list of names")
@@ -385,7 +476,7 @@ def _weight_format(data: Mapping[str, Any], where: str) -> WeightFormat:
         return WeightFormat(base, method, None, bits, group, tuple(skip))
     why = (
         f"{where}: quantization_config quant_method {method or None!r} is not modelled "
-        f"(fp8, mxfp4, awq, gptq are); give --dtype to size the weights"
+        f"(fp8, mxfp4, awq, gptq, compressed-tensors are); give --dtype to size the weights"
     )
     return WeightFormat(base, method or "unknown", skip=tuple(skip), unsupported=why)
 

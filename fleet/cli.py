@@ -634,7 +634,18 @@ def capacity(
         "probe run is given (an upper bound), and check a probe's rate against it.",
     ),
     gpu: str = typer.Option("H100-SXM", help="With --model-config: each replica's GPU."),
-    gpus: int = typer.Option(1, help="With --model-config: GPUs a replica (tensor parallel)."),
+    gpus: int | None = typer.Option(
+        None,
+        help="With --model-config: GPUs a replica, --tp x --pp x --dp-attention (default: "
+        "their product; given alone, tensor parallel).",
+    ),
+    tp: int | None = typer.Option(
+        None, "--tp", help="With --model-config: tensor-parallel degree (must divide the heads)."
+    ),
+    pp: int = typer.Option(1, "--pp", help="With --model-config: pipeline-parallel stages."),
+    ep: int = typer.Option(
+        1, "--ep", help="With --model-config: expert-parallel groups (whole routed experts)."
+    ),
     dp_attention: int = typer.Option(
         1, "--dp-attention", help="With --model-config: attention replicas within a replica."
     ),
@@ -673,7 +684,9 @@ def capacity(
         labels=labels,
         model=None
         if model_config is None
-        else ModelOptions(model_config, gpu, gpus, dp_attention, context, output_tokens),
+        else ModelOptions(
+            model_config, gpu, gpus, dp_attention, context, output_tokens, tp, pp, ep
+        ),
     )
     if measured is not None and cold_start_from is not None:
         doc["cold_start"] = {"seconds": measured.seconds, "phases": measured.phases}

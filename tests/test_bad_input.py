@@ -249,6 +249,10 @@ def _rows() -> list[Row]:
     add(c, "range", "fleet capacity --model-config {T}/llama8b.json --gpus 3", "does not divide")
     add(c, "range", "fleet capacity --model-config {T}/llama8b.json --output-tokens 0", "tokens")
     add(c, "range", "fleet capacity --model-config {T}/llama8b.json --gpu Z9", "unknown GPU")
+    add(c, "range", "fleet capacity --model-config {T}/llama8b.json --pp 33", "exceeds the 32")
+    add(c, "range", "fleet capacity --model-config {T}/llama8b.json --ep 2", "no routed experts")
+    mix = "fleet capacity --model-config {M}/mixtral-8x7b.json"
+    add(c, "range", f"{mix} --gpus 16 --dp-attention 16 --ep 16", "exceeds the 8 routed")
     # resilience storm
     c = "resilience storm"
     add(c, "range", "resilience storm --clients 0", "clients")
@@ -336,6 +340,11 @@ def _rows() -> list[Row]:
     add(c, "range", "probe bound --config {T}/llama8b.json --price -1", "--price")
     add(c, "range", "probe bound --config {T}/llama8b.json --context 200000", "131072")
     add(c, "range", "probe bound --config {T}/llama8b.json --gpus 0", "GPUs")
+    add(c, "range", "probe bound --config {T}/llama8b.json --pp 0", "degree must be >= 1")
+    add(c, "range", "probe bound --config {T}/llama8b.json --pp 33", "exceeds the 32 layers")
+    add(c, "range", "probe bound --config {T}/llama8b.json --gpus 8 --tp 4", "is not tensor 4")
+    add(c, "range", "probe bound --config {T}/llama8b.json --tp 3 --pp 2", "does not divide")
+    add(c, "range", "probe bound --config {M}/deepseek-v3.json --gpus 8 --ep 3", "must divide")
     # probe fingerprint
     c = "probe fingerprint"
     fp = "probe fingerprint http://h:9 http://h:10"
@@ -501,7 +510,11 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         monkeypatch.setitem(sys.modules, "torch", None)
     monkeypatch.chdir(tree)
     spec = ROOT / "slo" / "examples" / "chat.yaml"
-    argv = [a.replace("{T}", str(tree)).replace("{SPEC}", str(spec)) for a in row.argv.split()]
+    models = ROOT / "tests" / "serve" / "models"
+    argv = [
+        a.replace("{T}", str(tree)).replace("{SPEC}", str(spec)).replace("{M}", str(models))
+        for a in row.argv.split()
+    ]
     before = _snapshot(tree)
     status = main(argv)
     out, err = capsys.readouterr()

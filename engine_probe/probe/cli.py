@@ -283,10 +283,25 @@ async def _run(
 def bound(
     config: Path = typer.Option(..., "--config", help="The model's config.json (or its folder)."),
     gpu: str = typer.Option("H100-SXM", help="GPU: H100-SXM, H200, B200, A100, L40S."),
-    gpus: int = typer.Option(
-        1,
+    gpus: int | None = typer.Option(
+        None,
         "--gpus",
-        help="GPUs, one tensor-parallel group: the degree must divide the attention heads.",
+        help="GPUs: --tp x --pp x --dp-attention (default: their product; given alone, one "
+        "tensor-parallel group per stage and replica).",
+    ),
+    tp: int | None = typer.Option(
+        None,
+        "--tp",
+        help="Tensor-parallel degree: must divide the attention heads (default: what --gpus "
+        "leaves).",
+    ),
+    pp: int = typer.Option(
+        1, "--pp", help="Pipeline-parallel stages, splitting the layers (vLLM's uneven split)."
+    ),
+    ep: int = typer.Option(
+        1,
+        "--ep",
+        help="Expert-parallel groups holding whole routed experts: must divide a stage's GPUs.",
     ),
     dp_attention: int = typer.Option(
         1,
@@ -334,6 +349,9 @@ def bound(
         price_per_gpu_hour=price,
         utilisation=utilisation,
         data_parallel_attention=dp_attention,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        expert_parallel=ep,
     )
     console = Console(highlight=False)
     active = (
@@ -342,7 +360,7 @@ def bound(
         else ""
     )
     console.print(
-        f"{rep.model} on {gpus}x {rep.gpu}: {rep.total_params / 1e9:.2f} B params{active}, "
+        f"{rep.model} on {rep.num_gpus}x {rep.gpu}: {rep.total_params / 1e9:.2f} B params{active}, "
         f"weights {rep.weight_bytes / 1e9:.2f} GB, KV {rep.kv_bytes_per_token / 1024:.1f} KiB/token, "
         f"KV budget {rep.kv_budget_bytes / 1e9:.1f} GB -> {rep.max_concurrent_sequences} sequences "
         f"of {context} tokens; ridge {rep.ridge_flops_per_byte:.0f} FLOP/byte"
@@ -360,7 +378,7 @@ def bound(
         )
     cache = (
         f"  cache: {rep.kv_layout}; {rep.kv_bytes_per_token_per_gpu / 1024:.1f} KiB/token per GPU "
-        f"at {context} tokens (tensor parallel {rep.tensor_parallel})"
+        f"at {context} tokens ({rep.split})"
     )
     if rep.sliding_saving > 0:
         cache += f"; sliding-window and chunked layers save {rep.sliding_saving:.0%} of the cache"

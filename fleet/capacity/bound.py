@@ -38,7 +38,10 @@ class ModelBound:
             "gpu": r.gpu,
             "num_gpus": r.num_gpus,
             "tensor_parallel": r.tensor_parallel,
+            "pipeline_parallel": r.pipeline_parallel,
+            "expert_parallel": r.expert_parallel,
             "data_parallel_attention": r.data_parallel_attention,
+            "weight_bytes_per_gpu": r.weight_bytes_per_gpu,
             "context_tokens": r.context_tokens,
             "output_tokens": self.output_tokens,
             "weight_bytes": r.weight_bytes,
@@ -56,8 +59,8 @@ class ModelBound:
         top = self.curve[-1]
         return "\n".join(
             [
-                f"model arithmetic: {r.model} on {r.num_gpus}x {r.gpu} (tensor parallel "
-                f"{r.tensor_parallel}), {r.max_concurrent_sequences} sequences of "
+                f"model arithmetic: {r.model} on {r.num_gpus}x {r.gpu} ({r.split}), "
+                f"{r.max_concurrent_sequences} sequences of "
                 f"{r.context_tokens} tokens fit; at that batch a replica emits a token every "
                 f"{top.tpot_s * 1e3:.3g} ms, {top.rate_per_s:.3g} requests/s of "
                 f"{self.output_tokens:g} output tokens at most",
@@ -80,13 +83,18 @@ def model_bound(
     config: Path,
     gpu: str,
     *,
-    gpus: int = 1,
+    gpus: int | None = None,
     dp_attention: int = 1,
+    tp: int | None = None,
+    pp: int = 1,
+    ep: int = 1,
     context: int = 4096,
     output_tokens: float = 256.0,
     memory_fraction: float = 0.9,
 ) -> ModelBound:
-    """The bound of the model ``config`` (a config.json or its folder) on ``gpus`` of ``gpu``."""
+    """The bound of the model ``config`` (a config.json or its folder) on ``gpus`` of ``gpu``,
+    split as ``fleetwatch.core.split`` checks it (the degrees ``tp``, ``pp``, ``ep`` and
+    ``dp_attention``; ``gpus`` alone is one tensor-parallel group, as in ``probe bound``)."""
     from fleetwatch.telemetry.gpu.specs import GPUS, find_gpu
 
     spec = find_gpu(gpu)
@@ -104,6 +112,9 @@ def model_bound(
             batches=(1,),
             num_gpus=gpus,
             data_parallel_attention=dp_attention,
+            tensor_parallel=tp,
+            pipeline_parallel=pp,
+            expert_parallel=ep,
         ).max_concurrent_sequences
         report = capacity_report(
             shape,
@@ -113,6 +124,9 @@ def model_bound(
             batches=_batches(fit),
             num_gpus=gpus,
             data_parallel_attention=dp_attention,
+            tensor_parallel=tp,
+            pipeline_parallel=pp,
+            expert_parallel=ep,
         )
     except ModelShapeError as exc:
         raise AnalysisError(str(exc)) from None

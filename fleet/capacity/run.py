@@ -31,10 +31,14 @@ class ModelOptions:
 
     config: Path
     gpu: str = "H100-SXM"
-    gpus: int = 1
+    gpus: int | None = None
+    """GPUs a replica: the product of the degrees (``None``: that product, or 1)."""
     dp_attention: int = 1
     context: int = 4096
     output_tokens: float = 256.0
+    tp: int | None = None
+    pp: int = 1
+    ep: int = 1
 
 
 def sim_config(plan: CapacityPlan, seed: int = 0) -> ScaleConfig:
@@ -161,6 +165,9 @@ def capacity_command(
             model.gpu,
             gpus=model.gpus,
             dp_attention=model.dp_attention,
+            tp=model.tp,
+            pp=model.pp,
+            ep=model.ep,
             context=model.context,
             output_tokens=model.output_tokens,
         )

@@ -22,6 +22,7 @@ GPT_OSS_120B = MODELS / "gpt-oss-120b.json"
 MIXTRAL = MODELS / "mixtral-8x7b.json"
 LLAMA_70B = MODELS / "llama-3.1-70b.json"
 LLAMA_4_SCOUT = MODELS / "llama-4-scout.json"
+QWEN3_30B_A3B = MODELS / "qwen3-30b-a3b.json"
 
 
 def _bound(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -134,6 +135,32 @@ def test_llama_4_scout_chunked_layers_and_its_shared_expert() -> None:
     assert capacity_report(shape, h100, context_tokens=8192, weight_bytes_per_param=0.5)
     with pytest.raises(ProbeError, match="does not fit"):
         capacity_report(shape, h100, context_tokens=8192)
+
+
+def test_qwen3_30b_a3b_305b_total_33b_active_and_its_gqa_cache(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every layer routes to 8 of 128 experts (no shared expert, no dense layer); 4 KV heads of
+    an explicit head_dim of 128 (not hidden_size / heads = 64)."""
+    shape = load_shape(QWEN3_30B_A3B)
+    # Qwen3-30B-A3B model card (Qwen, 2025-04-29): "Number of Parameters: 30.5B in total and
+    # 3.3B activated", "Number of Paramaters (Non-Embedding): 29.9B". The 3.3B counts the input
+    # embedding table, as Mistral's figure does; q_norm and k_norm (128 each a layer) are left
+    # out here.
+    assert shape.total_params == pytest.approx(30.5e9, rel=0.002)
+    assert shape.total_params - 2 * shape.embed_params == pytest.approx(29.9e9, rel=0.002)
+    assert shape.params_active() + shape.embed_params == pytest.approx(3.3e9, rel=0.02)
+    assert shape.num_experts == 128 and shape.experts_per_token == 8
+    # K and V, 4 KV heads x 128, 48 layers, bf16: 96 KiB a token at any context
+    assert shape.kv_bytes_per_token(2) == shape.kv_bytes_per_token(2, 32768) == 2 * 4 * 128 * 48 * 2
+    rep = capacity_report(shape, get_gpu("H100-SXM"), context_tokens=32768)
+    assert rep.weight_bytes == shape.total_params * 2
+    per_gpu = 80e9 * 0.9 - shape.total_params * 2
+    assert rep.max_concurrent_sequences == int(per_gpu // (98304 * 32768)) == 3
+    # 4 KV heads over tensor parallel 8: each is held by two GPUs
+    rc, out, _ = _bound(capsys, "--config", str(QWEN3_30B_A3B), "--gpus", "8")
+    assert rc == 0 and "30.53 B params (3.04 B active)" in out and "96.0 KiB/token" in out
+    assert "GQA 4 KV heads x 128, each replicated on 2 GPUs" in out
 
 
 def test_gpt_oss_120b_mxfp4_experts_fit_one_80gb_gpu() -> None:
