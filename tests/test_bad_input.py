@@ -184,6 +184,8 @@ def _rows() -> list[Row]:
     add(c, "range", f"{fc} --alpha 0.7", "--alpha")
     add(c, "range", f"{fc} --min-effect 0", "--min-effect")
     add(c, "range", f"{fc} --confidence 1", "--confidence")
+    add(c, "range", f"{fc} --max-error-rise 0", "--max-error-rise")
+    add(c, "range", f"{fc} --max-error-rise 150", "percentage points")
     add(
         c,
         "url",

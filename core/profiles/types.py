@@ -45,6 +45,7 @@ class Signal(StrEnum):
     DECODE = "decode"
     PROMPT_TOKENS = "prompt_tokens"
     GENERATION_TOKENS = "generation_tokens"
+    OUTPUT_LENGTH = "output_length"
     CACHED_TOKENS = "cached_tokens"
     PREFIX_CACHE_QUERIES = "prefix_cache_queries"
     PREEMPTIONS = "preemptions"
