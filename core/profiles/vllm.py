@@ -57,5 +57,6 @@ VLLM: Final = Profile(
             "error": _c(_VLLM_SUCCESS, matchers='finished_reason="error"'),
             "aborted": _c(_VLLM_SUCCESS, matchers='finished_reason="abort"'),
         },
+        truncated=_c(_VLLM_SUCCESS, matchers='finished_reason="length"'),
     ),
 )
