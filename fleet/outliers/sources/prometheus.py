@@ -20,7 +20,7 @@ from fleetwatch.core.identity import Identity, IdentityError
 from fleetwatch.core.profiles import PROFILES, MetricRef, Profile, ProfileError, Signal
 from fleetwatch.core.profiles.types import by
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, MAX_ERROR_TYPES
+from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX
 from fleetwatch.fleet.outliers.sources.coverage import insufficient_data, without_data
 from fleetwatch.fleet.outliers.sources.exposition import (
     DEFAULT_FINGERPRINT_METRIC,
@@ -31,7 +31,7 @@ from fleetwatch.fleet.outliers.sources.exposition import (
     signal_ref,
 )
 from fleetwatch.fleet.outliers.sources.histogram import bucket_samples
-from fleetwatch.fleet.outliers.stats.shares import share_with_se
+from fleetwatch.fleet.outliers.stats.shares import outcome_shares
 from fleetwatch.fleet.outliers.table import FleetTable
 
 __all__ = [
@@ -239,7 +239,7 @@ def tables_from_prometheus(
             )
             raise AnalysisError(f"{where}: {err}")
         index = pd.Index(replicas, dtype="object")
-        shares, share_se = _shares(
+        shares, share_se = outcome_shares(
             {n: _of(c, fleet) for n, c in shape.items()},
             {n: _of(c, fleet) for n, c in failed.items()},
             pd.Series(vol, dtype="float64").reindex(index),
@@ -301,31 +301,6 @@ def table_from_prometheus(
             "narrow with a selector"
         )
     return tables[0][1]
-
-
-def _shares(
-    shape: Mapping[str, Mapping[str, float]],
-    failed: Mapping[str, Mapping[str, float]],
-    volume: pd.Series,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(shares, their sampling errors) per replica of one fleet, from its requests in the window
-    (``volume``) and the requests counted by each outcome: the output shape (``shape``: the
-    answers cut at max_tokens) and each failure outcome beside errors (``failed``: aborts,
-    rejections, as ``error_type=<outcome>``), built by ``share_with_se`` as the records source
-    builds them. As there, a share no replica of the fleet has is left out, and at most
-    ``MAX_ERROR_TYPES`` failure outcomes are judged, the most common first."""
-
-    def seen(col: Mapping[str, float]) -> float:
-        return sum(v for v in col.values() if math.isfinite(v) and v > 0)
-
-    kept = {n: c for n, c in shape.items() if seen(c) >= 1}
-    kinds = sorted((n for n in failed if seen(failed[n]) >= 1), key=lambda n: -seen(failed[n]))
-    kept.update({n: failed[n] for n in kinds[:MAX_ERROR_TYPES]})
-    values, stderr = pd.DataFrame(index=volume.index), pd.DataFrame(index=volume.index)
-    for name, col in kept.items():
-        hits = pd.Series(col, dtype="float64").reindex(volume.index).fillna(0.0).clip(lower=0.0)
-        values[name], stderr[name] = share_with_se(hits, volume)
-    return values, stderr
 
 
 def _of(col: Mapping[Row, float], fleet: str) -> dict[str, float]:

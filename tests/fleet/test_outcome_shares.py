@@ -1,11 +1,13 @@
-"""``fleet outliers --prometheus`` judges the output shape and the failures by outcome, from the
-request counter's outcome series, by their counts, one fleet per model.
+"""``fleet outliers`` from Prometheus and from ``/metrics`` snapshots judges the output shape and
+the failures by outcome, from the request counter's outcome series, by their counts, one fleet
+per model.
 
 vLLM series in a real Prometheus (promtool-backfilled, 10 minutes at 15 s): five replicas of
 ``small``, 10 % of whose answers are cut at ``max_tokens`` and 1 % aborted, and four of ``big``,
 30 % of whose answers are cut. ``small-2`` cuts 30 % like ``big`` does, and ``small-4`` aborts
 4 %: each is named by its share, replica-side; no replica of ``big`` is, though pooled with
-``small`` all four would stand out.
+``small`` all four would stand out. Snapshots of ``small``'s replicas (lifetime counts) name the
+same two.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import pytest
 
 from fleetwatch.cli import main
 from fleetwatch.core.profiles import Signal, get_profile
-from fleetwatch.fleet.outliers import Cause, Side, tables_from_prometheus
+from fleetwatch.fleet.outliers import Cause, Side, detect, tables_from_prometheus
 from fleetwatch.fleet.outliers.by_model import detect_tables, findings_of
+from fleetwatch.fleet.outliers.sources.snapshots import table_from_metrics_text
 from tests.prometheus_blocks import ramp, serving
 
 T0 = 1_700_000_000
@@ -100,4 +103,38 @@ def test_the_cli_reports_the_shape_finding_from_prometheus(
     assert found == {
         ("small", "10.0.0.6:8000", "truncated_share"),
         ("small", "10.0.0.8:8000", "error_type=aborted"),
+    }
+
+
+def _snapshot(model: str, cut: float, abort: float, n: int = 4000) -> str:
+    """One replica's vLLM ``/metrics`` text: ``n`` requests in one latency bucket."""
+    prof = get_profile("vllm")
+    labels = f'model_name="{model}"'
+    lines = []
+    for sig in (Signal.TTFT, Signal.TPOT, Signal.E2E):
+        ref = prof.metric(sig)
+        mid = ref.buckets[len(ref.buckets) // 2]
+        lines += [f"# TYPE {ref.name} histogram"]
+        lines += [f'{ref.name}_bucket{{{labels},le="{le}"}} {n}' for le in (repr(mid), "+Inf")]
+        lines += [f"{ref.name}_count{{{labels}}} {n}", f"{ref.name}_sum{{{labels}}} {n * mid}"]
+    reasons = {"length": cut, "abort": abort, "error": 0.005}
+    reasons["stop"] = 1.0 - sum(reasons.values())
+    lines.append("# TYPE vllm:request_success counter")
+    lines += [
+        f'vllm:request_success_total{{{labels},finished_reason="{r}"}} {round(n * share)}'
+        for r, share in reasons.items()
+    ]
+    return "\n".join([*lines, ""])
+
+
+def test_snapshots_name_the_same_replicas_by_their_lifetime_counts() -> None:
+    texts = {
+        pod: _snapshot(m, cut, abort) for pod, (m, cut, abort) in SHAPES.items() if m == "small"
+    }
+    table = table_from_metrics_text(texts, get_profile("vllm"))
+    assert {"truncated_share", "error_type=aborted"} <= table.counted
+    found = {(f.replica, f.signal, f.cause) for f in detect(table).findings}
+    assert found == {
+        ("small-2", "truncated_share", Cause.OUTPUT_SHAPE),
+        ("small-4", "error_type=aborted", Cause.REPLICA_ERRORS),
     }
