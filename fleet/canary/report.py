@@ -136,17 +136,17 @@ class CanaryReport:
                 if math.isfinite(b) and math.isfinite(c)
             )
             lines.append(
-                f"  {v.signal:<5} {v.verdict:<13} A={v.superiority:.4f} (upper {v.upper:.4f}, "
+                f"  {v.signal:<13} {v.verdict:<12} A={v.superiority:.4f} (upper {v.upper:.4f}, "
                 f"material {v.material:.4f}, p={v.p_value:.3g}); {qs}"
             )
         for r in self.rates:
             sb = r.baseline[0] / r.baseline[1] if r.baseline[1] else math.nan
             sc = r.canary[0] / r.canary[1] if r.canary[1] else math.nan
             lines.append(
-                f"  {r.rate:<24} {r.verdict:<13} {sb:.2%} -> {sc:.2%} (Holm p={r.p_adjusted:.3g})"
+                f"  {r.rate:<26} {r.verdict:<12} {sb:.2%} -> {sc:.2%} (Holm p={r.p_adjusted:.3g})"
             )
         failures = (
-            f"; a failure rate {self.max_error_rise * 100:g} points"
+            f"; a failure rate's rise {self.max_error_rise * 100:g} points (--max-error-rise)"
             if self.max_error_rise is not None
             else ""
         )

@@ -82,7 +82,7 @@ def test_errors_doubled_from_half_a_percent_are_rolled_back_with_latency_alike()
     (rate,) = report.rates
     assert rate.material == 0.003 and rate.verdict == "regressed"
     assert report.reasons[-1].startswith("error_rate rose: 0.")
-    assert "a failure rate 0.3 points" in report.render()
+    assert "a failure rate's rise 0.3 points" in report.render()
 
 
 def test_the_failure_threshold_leaves_output_shares_to_min_effect() -> None:
