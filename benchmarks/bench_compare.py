@@ -14,9 +14,13 @@ Cases come from ``fleetwatch.scenarios.compare_runs`` (2,000–4,000 requests a 
   types, 1 % empty) and 1,000 pairs each with the ``length`` share raised to 30 % and to 22 %
   (twice ``--min-effect``): how often any share, and ``finish_reason=length``, is called moved;
 - the canary judge (``fleet canary``): at 200, 1,000 and 10,000 requests a side, 1,000 alike
-  canaries and 1,000 with every latency 10 % slower (log-normal TTFT, TPOT and e2e in vLLM's
-  buckets, 0.05 % errors): how often each is promoted, held and rolled back (floors: alike
-  canaries of 10,000 promoted at least 80 %, rolled back at most 1 %).
+  canaries and 1,000 with every latency 10 % slower (log-normal TTFT, TPOT, e2e and output
+  tokens in vLLM's buckets, 0.05 % errors): how often each is promoted, held and rolled back (floors: alike
+  canaries of 10,000 promoted at least 80 %, rolled back at most 1 %); and at 0.5 % errors,
+  1,000 alike canaries judged with the default rate threshold (0.1 point) and with
+  ``--max-error-rise 0.3``, and 1,000 whose errors rose to 1.1 % (a rise of twice it); and
+  1,000 whose answers got 10 % longer, and 1,000 10 % shorter (output tokens, log-normal in
+  vLLM's ``vllm:request_generation_tokens`` buckets), latency and errors alike.
 
 Baseline: the rule the decision replaced — a regression wherever any of the 18 bootstrap 95 %
 intervals (p50/p90/p99 × 6 metrics) excludes 0 with a rise of at least 5 % — read from the same
@@ -107,18 +111,33 @@ def shape_rates(size: int, pairs: int, after: tuple[float, float, float], seed: 
 CANARY_SIZES = (200, 1000, 10_000)
 
 
-def canary_rates(size: int, slow: float, pairs: int, seed: int) -> dict[str, int]:
+def canary_rates(
+    size: int,
+    slow: float,
+    pairs: int,
+    seed: int,
+    errors: tuple[float, float] = (0.0005, 0.0005),
+    max_error_rise: float | None = None,
+    longer: float = 1.0,
+) -> dict[str, int]:
     """How often ``fleet canary``'s judge promotes, holds and rolls back ``pairs`` seeded
-    canaries of ``size`` requests a side, the canary ``slow`` times slower (``--min-requests``
+    canaries of ``size`` requests a side, the canary ``slow`` times slower and its answers
+    ``longer`` times longer, ``errors`` the (baseline, canary) error rates (``--min-requests``
     at the size: the data guard aside)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     out = {"promote": 0, "hold": 0, "rollback": 0}
     for _ in range(pairs):
-        b, c = canary_side_draw(rng, size), canary_side_draw(rng, size, slow)
-        out[judge_canary(b, c, min_requests=min(size, 500)).decision] += 1
+        b = canary_side_draw(rng, size, errors=errors[0])
+        c = canary_side_draw(rng, size, slow, errors=errors[1], longer=longer)
+        decision = judge_canary(b, c, min_requests=min(size, 500), max_error_rise=max_error_rise)
+        out[decision.decision] += 1
     return out
+
+
+def _three(d: dict[str, int]) -> str:
+    return f"{d['promote']} / {d['hold']} / {d['rollback']}"
 
 
 def main() -> None:
@@ -183,17 +202,26 @@ def main() -> None:
     print()
     print(
         "| canary: requests a side | pairs | alike: promote / hold / roll back | "
-        "10 % slower: promote / hold / roll back | judge time |"
+        "10 % slower | at 0.5 % errors, alike | alike, --max-error-rise 0.3 | "
+        "errors 0.5 → 1.1 %, --max-error-rise 0.3 | answers 10 % longer | 10 % shorter | "
+        "judge time |"
     )
-    print("|---:|---:|---|---|---:|")
+    print("|---:|---:|---|---|---|---|---|---|---|---:|")
+    half = (0.005, 0.005)
     for size in CANARY_SIZES:
         t = time.perf_counter()
-        null = canary_rates(size, 1.0, POWER_PAIRS, 11)
+        cells = [canary_rates(size, 1.0, POWER_PAIRS, 11)]
         per = (time.perf_counter() - t) / POWER_PAIRS
-        slow = canary_rates(size, 1.1, POWER_PAIRS, 12)
+        cells += [
+            canary_rates(size, 1.1, POWER_PAIRS, 12),
+            canary_rates(size, 1.0, POWER_PAIRS, 13, half),
+            canary_rates(size, 1.0, POWER_PAIRS, 13, half, max_error_rise=0.003),
+            canary_rates(size, 1.0, POWER_PAIRS, 14, (0.005, 0.011), max_error_rise=0.003),
+            canary_rates(size, 1.0, POWER_PAIRS, 15, longer=1.1),
+            canary_rates(size, 1.0, POWER_PAIRS, 16, longer=0.9),
+        ]
         print(
-            f"| {size:,} | {POWER_PAIRS:,} | {null['promote']} / {null['hold']} / "
-            f"{null['rollback']} | {slow['promote']} / {slow['hold']} / {slow['rollback']} | "
+            f"| {size:,} | {POWER_PAIRS:,} | {' | '.join(_three(c) for c in cells)} | "
             f"{per * 1e3:.1f} ms (with the draw) |",
             flush=True,
         )

@@ -74,6 +74,7 @@ def check_canary_inputs(
     confidence: float,
     json_out: Path | None,
     fingerprint: Path | None = None,
+    max_error_rise: float | None = None,
 ) -> None:
     """``fleet canary``'s options well formed and in range, before a query is sent."""
     http_url(prometheus, option="--prometheus", error=AnalysisError)
@@ -86,6 +87,10 @@ def check_canary_inputs(
         raise AnalysisError(f"--min-effect must be in (0, 1), got {min_effect:g}")
     if not 0.5 < confidence < 1:
         raise AnalysisError(f"--confidence must be in (0.5, 1), got {confidence:g}")
+    if max_error_rise is not None and not 0 < max_error_rise < 100:
+        raise AnalysisError(
+            f"--max-error-rise is in percentage points, in (0, 100), got {max_error_rise:g}"
+        )
     if json_out is not None:
         output_file(json_out)
     if fingerprint is not None:

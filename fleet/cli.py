@@ -418,6 +418,13 @@ def canary(
     confidence: float = typer.Option(
         0.95, help="One-sided confidence with which a promote rules a material regression out."
     ),
+    max_error_rise: float | None = typer.Option(
+        None,
+        "--max-error-rise",
+        help="Rise of the error rate (and of each failure outcome's: aborts, rejections) that "
+        "matters, in percentage points, e.g. 0.25 (half the budget of a 99.5 % SLO); default "
+        "--min-effect of the baseline's rate, 0.1 point at least.",
+    ),
     fingerprint: Path | None = typer.Option(
         None,
         "--fingerprint",
@@ -428,8 +435,9 @@ def canary(
 ) -> None:
     """Judge a canary against its baseline from live Prometheus data: promote, hold or roll back.
 
-    TTFT, TPOT and end-to-end latency by a rank test over histogram buckets, errors and each
-    outcome the profile counts by their counts, over the window. Exit status: 0 promote, 3 roll
+    TTFT, TPOT and end-to-end latency by a rank test over histogram buckets (and the output
+    length both ways, where the profile has its histogram), errors and each outcome the profile
+    counts by their counts, over the window. Exit status: 0 promote, 3 roll
     back, 4 hold (not enough data, or a material regression not ruled out); 2 bad input.
     """
     from fleetwatch.core.atomic import atomic_write_text
@@ -448,6 +456,7 @@ def canary(
         confidence=confidence,
         json_out=json_out,
         fingerprint=fingerprint,
+        max_error_rise=max_error_rise,
     )
     can, base = check_selector(canary_selector, "--canary"), check_selector(baseline, "--baseline")
     if can == base:
@@ -471,6 +480,7 @@ def canary(
         min_requests=min_requests,
         notes=[*notes, seen] if seen else notes,
         fingerprint=wrong,
+        max_error_rise=None if max_error_rise is None else max_error_rise / 100,
     )
     typer.echo(report.render())
     if json_out is not None:

@@ -12,13 +12,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["free_port", "serving"]
+__all__ = ["free_port", "ramp", "serving"]
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def ramp(series: str, per_step: float, t0: int, steps: int, step_s: int = 15) -> list[str]:
+    """OpenMetrics lines of a counter (or a cumulative bucket) growing ``per_step`` every
+    ``step_s`` seconds from 0 at ``t0``, rounded to whole counts: ``steps`` samples."""
+    return [f"{series} {round(k * per_step)} {t0 + step_s * k}" for k in range(steps)]
 
 
 @contextmanager

@@ -184,6 +184,8 @@ def _rows() -> list[Row]:
     add(c, "range", f"{fc} --alpha 0.7", "--alpha")
     add(c, "range", f"{fc} --min-effect 0", "--min-effect")
     add(c, "range", f"{fc} --confidence 1", "--confidence")
+    add(c, "range", f"{fc} --max-error-rise 0", "--max-error-rise")
+    add(c, "range", f"{fc} --max-error-rise 150", "percentage points")
     add(
         c,
         "url",
@@ -365,6 +367,8 @@ def _rows() -> list[Row]:
     add(c, "range", "probe fingerprint http://h:9", "nothing to compare with")
     add(c, "range", f"{fp} --logprob-tolerance -1", "--logprob-tolerance")
     add(c, "range", f"{fp} --timeout 0", "--timeout")
+    add(c, "range", f"{fp} --repeat 0", "--repeat")
+    add(c, "range", f"{fp} --repeat 21", "1..20")
     add(c, "url", "probe fingerprint notaurl http://h:9", "'notaurl'")
     add(c, "url", "probe fingerprint http://h:9 http://h:9/", "twice")
     add(c, "url", "probe fingerprint http://h:9 http://h:9/v1/completions", "twice")

@@ -17,6 +17,11 @@ VLLM_TTFT_BUCKETS: Final = _b(
 VLLM_TPOT_BUCKETS: Final = _b(
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
 )  # fmt: skip
+VLLM_REQUEST_TOKEN_BUCKETS: Final = _b(
+    1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000,
+)  # fmt: skip
+"""vLLM's per-request token histograms (``build_1_2_5_buckets``): 1, 2, 5 times each power of
+ten up to the model's ``max_model_len`` (100,000 here; a server stops at its own)."""
 VLLM_PHASE_BUCKETS: Final = _b(
     0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680,
 )  # fmt: skip

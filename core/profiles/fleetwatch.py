@@ -114,5 +114,6 @@ FLEETWATCH: Final = Profile(
             "aborted": _c(FLEETWATCH_REQUESTS, matchers='status="aborted"'),
             "rejected": _c(FLEETWATCH_REQUESTS, matchers='status="rejected"'),
         },
+        truncated=_c(FLEETWATCH_REQUESTS, matchers='finish_reason="length"'),
     ),
 )

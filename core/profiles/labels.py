@@ -199,6 +199,7 @@ class LabelScheme:
                 total=scoped(outcomes.total),
                 bad={k: scoped(v) for k, v in outcomes.bad.items()},
                 good=scoped(outcomes.good),
+                truncated=scoped(outcomes.truncated),
             ),
         )
         try:

@@ -45,6 +45,7 @@ class Signal(StrEnum):
     DECODE = "decode"
     PROMPT_TOKENS = "prompt_tokens"
     GENERATION_TOKENS = "generation_tokens"
+    OUTPUT_LENGTH = "output_length"
     CACHED_TOKENS = "cached_tokens"
     PREFIX_CACHE_QUERIES = "prefix_cache_queries"
     PREEMPTIONS = "preemptions"
@@ -133,11 +134,14 @@ class OutcomeCounter:
     ``total`` counts every finished request. ``bad`` maps an outcome (error, aborted, rejected)
     to the counter that counts it; an outcome missing from ``bad`` is not exported by the engine.
     ``good`` is set where the engine counts successes rather than failures (TGI): bad = total - good.
+    ``truncated`` counts the answers cut at ``max_tokens`` (finish reason ``length``), where the
+    engine says so: a share of the output shape, not a failure.
     """
 
     total: MetricRef
     bad: Mapping[str, MetricRef] = field(default_factory=dict)
     good: MetricRef | None = None
+    truncated: MetricRef | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from typing import Final
 from fleetwatch.core.profiles.buckets import (
     FLEETWATCH_STEP_TOKEN_BUCKETS,
     VLLM_PHASE_BUCKETS,
+    VLLM_REQUEST_TOKEN_BUCKETS,
     VLLM_TPOT_BUCKETS,
     VLLM_TTFT_BUCKETS,
 )
@@ -34,6 +35,9 @@ VLLM: Final = Profile(
         Signal.DECODE: _h("vllm:request_decode_time_seconds", VLLM_PHASE_BUCKETS),
         Signal.PROMPT_TOKENS: _c("vllm:prompt_tokens_total", "tokens"),
         Signal.GENERATION_TOKENS: _c("vllm:generation_tokens_total", "tokens"),
+        Signal.OUTPUT_LENGTH: _h(
+            "vllm:request_generation_tokens", VLLM_REQUEST_TOKEN_BUCKETS, "tokens"
+        ),
         Signal.CACHED_TOKENS: _c("vllm:prefix_cache_hits_total", "tokens"),
         Signal.PREFIX_CACHE_QUERIES: _c("vllm:prefix_cache_queries_total", "tokens"),
         Signal.PREEMPTIONS: _c("vllm:num_preemptions_total"),
@@ -53,5 +57,6 @@ VLLM: Final = Profile(
             "error": _c(_VLLM_SUCCESS, matchers='finished_reason="error"'),
             "aborted": _c(_VLLM_SUCCESS, matchers='finished_reason="abort"'),
         },
+        truncated=_c(_VLLM_SUCCESS, matchers='finished_reason="length"'),
     ),
 )

@@ -139,6 +139,11 @@ def parse_meta(meta: list[str]) -> dict[str, str]:
     return out
 
 
+MAX_REPEAT = 20
+"""The most times ``probe fingerprint --repeat`` asks the set over (each run is one request a
+prompt, one at a time)."""
+
+
 def check_fingerprint_options(
     *,
     urls: list[str],
@@ -146,9 +151,12 @@ def check_fingerprint_options(
     json_out: Path | None,
     tolerance: float,
     timeout: float,
+    repeat: int = 1,
 ) -> None:
     """``ProbeError`` (or an ``OSError`` naming the path) for the first bad option of
     ``probe fingerprint``."""
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise ProbeError(f"--repeat must be in 1..{MAX_REPEAT}, got {repeat}")
     if not urls:
         raise ProbeError("give the URLs of the replicas to fingerprint")
     for u in urls:

@@ -432,6 +432,13 @@ def fingerprint(
         [], "--header", "-H", help="Extra header 'Name: value' (repeatable), e.g. authorization."
     ),
     timeout: float = typer.Option(120.0, help="Per-request timeout, seconds."),
+    repeat: int = typer.Option(
+        1,
+        "--repeat",
+        help="Ask the whole set this many times over: a replica's answer is the one most of its "
+        "runs gave, and a differing answer some of its runs did not give is a near-tie token "
+        "flipping from run to run, not held against it.",
+    ),
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Every differing prompt, not the first."
     ),
@@ -459,13 +466,20 @@ def fingerprint(
 
     urls = list(urls or [])
     check_fingerprint_options(
-        urls=urls, against=against, json_out=json_out, tolerance=logprob_tolerance, timeout=timeout
+        urls=urls,
+        against=against,
+        json_out=json_out,
+        tolerance=logprob_tolerance,
+        timeout=timeout,
+        repeat=repeat,
     )
     headers, notes = dict(parse_headers(header)), parse_meta(meta)
     prompts = load_prompt_set(prompts_file)
     reference = None if against is None else load_reference(against, prompts)
     taken_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    prints = asyncio.run(collect(urls, prompts, model=model, headers=headers, timeout_s=timeout))
+    prints = asyncio.run(
+        collect(urls, prompts, model=model, headers=headers, timeout_s=timeout, repeat=repeat)
+    )
     if all(p.error is not None for p in prints):
         raise ProbeError(f"no replica answered; {prints[0].url}: {prints[0].error}")
     if reference is not None:

@@ -17,14 +17,25 @@ little can be ruled out; the verdict says so rather than promote on data that co
   material ``A``: a material slowdown is ruled out;
 - else **inconclusive**; **insufficient** under ``min_requests`` on either side.
 
+The output length (vLLM's ``vllm:request_generation_tokens``, requests by output tokens) is a
+signal of the same family, judged the same way but both ways: answers that got materially
+longer (``A`` at least the material one) or shorter (``A`` at most one minus it), two-sided p
+at the same level, are a changed output shape and roll the canary back; it is unchanged when
+the ``confidence`` bounds on both sides lie within the band.
+
 Rates (each outcome's share: vLLM's ``finished_reason`` values, ``length`` among them, or the
 errors and aborts the profile counts) are judged by their counts as
 ``fleet compare`` judges the error rate (Fisher's exact test, a rise of ``min_effect`` of the
-baseline's rate and 0.1 point at least, Newcombe's interval), Holm across the rates.
+baseline's rate and 0.1 point at least, Newcombe's interval), Holm across the rates. The failure
+rates (each side's ``failures``: errors, aborts, rejections) take the on-call's own threshold
+when one is given (``max_error_rise``, an absolute rise: 0.0025 for 0.25 points), the rise the
+service can afford (e.g. half the SLO's error budget): ruling a 0.1-point rise out of a 0.5 %
+baseline four times in five takes about 61,000 requests a side, a 0.3-point one about 6,800.
 
-The decision: **roll back** when a signal or a rate regressed, or a fingerprint of the canary
-found it answering unlike its reference (``--fingerprint``); **promote** when every latency
-signal with data is unchanged and no rate could have risen materially; otherwise **hold**, with
+The decision: **roll back** when a signal or a rate regressed, the answers got longer or
+shorter, or a fingerprint of the canary found it answering unlike its reference
+(``--fingerprint``); **promote** when every histogram with data is unchanged and no rate could
+have risen materially; otherwise **hold**, with
 what could not be decided and how many more requests it would take to.
 """
 
@@ -38,13 +49,18 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from fleetwatch.fleet.canary.report import CanaryReport, LatencyVerdict, RateVerdict
-from fleetwatch.fleet.compare.decision import error_verdict, holm
+from fleetwatch.fleet.canary.report import (
+    OUTPUT_LENGTH,
+    CanaryReport,
+    LatencyVerdict,
+    RateVerdict,
+)
+from fleetwatch.fleet.compare.decision import ERROR_FLOOR, error_verdict, holm
 from fleetwatch.fleet.compare.shape import fold_rare
 from fleetwatch.fleet.compare.statistics import error_rates_from_counts
 from fleetwatch.fleet.outliers.sources.histogram import histogram_quantile
 
-__all__ = ["Side", "judge_canary", "material_superiority", "rank_test"]
+__all__ = ["OUTPUT_LENGTH", "Side", "judge_canary", "material_superiority", "rank_test"]
 
 F64 = np.ndarray[Any, np.dtype[np.float64]]
 
@@ -57,6 +73,8 @@ class Side:
     histograms: Mapping[str, Mapping[float, float]]
     requests: int
     rates: Mapping[str, int] = field(default_factory=dict)
+    failures: frozenset[str] = frozenset()
+    """The names among ``rates`` that count failed requests (errors, aborts, rejections)."""
 
 
 def _finite_count(x: float) -> float:
@@ -127,6 +145,8 @@ def _latency(
     z_conf: float,
     min_requests: int,
 ) -> LatencyVerdict:
+    """One histogram's verdict: one-sided for a latency (slower is worse), two-sided for the
+    output length (``OUTPUT_LENGTH``: longer and shorter both changed the answers)."""
     # Only the bounds both sides have: an engine upgrade may move the buckets, and a bound one
     # side lacks would shift its requests into the next bucket up (a false slowdown).
     bounds = sorted((set(base) & set(can)) | {math.inf})
@@ -146,7 +166,16 @@ def _latency(
         )
     a, se, p = rank_test(b, c)
     material = material_superiority(b, bounds, 1.0 + min_effect)
-    upper = a + z_conf * se
+    upper, lower = a + z_conf * se, a - z_conf * se
+    if name == OUTPUT_LENGTH:
+        p = min(1.0, 2.0 * min(p, rank_test(c, b)[2]))
+        if p <= level and material > 0.5 and (a >= material or a <= 1.0 - material):
+            verdict = "longer" if a > 0.5 else "shorter"
+        elif upper < material and lower > 1.0 - material:
+            verdict = "unchanged"
+        else:
+            verdict = "inconclusive"
+        return LatencyVerdict(name, (nb, nc), quantiles, a, upper, material, p, verdict, lower)
     if p <= level and a >= material and material > 0.5:
         verdict = "regressed"
     elif upper < material:
@@ -160,11 +189,23 @@ def _needed(v: LatencyVerdict, z_conf: float) -> int | None:
     """Requests a side that would bring the upper bound under the material ``A`` if the
     canary's ``A`` stayed where it is (None: it never would)."""
     gap = v.material - v.superiority
+    if v.signal == OUTPUT_LENGTH:
+        gap = min(gap, v.superiority - (1.0 - v.material))
     if not (math.isfinite(gap) and gap > 0 and v.upper > v.superiority):
         return None
     se = (v.upper - v.superiority) / z_conf
     n = min(v.requests)
     return math.ceil(n * (se * z_conf / gap) ** 2)
+
+
+def _rate_needed(r: RateVerdict) -> int | None:
+    """Requests a side that would bring the rise's upper bound under the material rise if the
+    rates stayed where they are (None: they never would)."""
+    rise = r.canary[0] / r.canary[1] - r.baseline[0] / r.baseline[1]
+    gap, half = r.material - rise, r.rise_ci[1] - rise
+    if not (math.isfinite(gap) and gap > 0 and half > 0):
+        return None
+    return math.ceil(min(r.baseline[1], r.canary[1]) * (half / gap) ** 2)
 
 
 def judge_canary(
@@ -177,9 +218,12 @@ def judge_canary(
     min_requests: int = 500,
     notes: Sequence[str] = (),
     fingerprint: Sequence[str] = (),
+    max_error_rise: float | None = None,
 ) -> CanaryReport:
     """The decision for ``canary`` against ``baseline`` (one window each); ``fingerprint``:
-    reasons a fingerprint of the canary gave to roll it back (``canary.fingerprint``)."""
+    reasons a fingerprint of the canary gave to roll it back (``canary.fingerprint``);
+    ``max_error_rise``: the rise of a failure rate that counts (a share), else ``min_effect``
+    of the baseline's rate, 0.1 point at least."""
     z_conf = float(special.ndtri(confidence))
     names = [n for n in baseline.histograms if n in canary.histograms]
     level = alpha / max(len(names), 1)
@@ -207,23 +251,34 @@ def judge_canary(
         for r in rate_names
     ]
     p_adj = holm([error_rates_from_counts(b, c)[2] for b, c in counts])
+    failures = baseline.failures | canary.failures
     rates = []
     for r, (b, c), p in zip(rate_names, counts, p_adj, strict=True):
+        own = max_error_rise if r in failures else None
+        material = own if own is not None else max(min_effect * b[0] / max(b[1], 1), ERROR_FLOOR)
         verdict, low, high = error_verdict(
-            b, c, p, alpha=alpha, min_effect=min_effect, confidence=2 * confidence - 1
-        )
+            b, c, p, alpha=alpha, min_effect=min_effect, confidence=2 * confidence - 1,
+            material=material,
+        )  # fmt: skip
         if "=" in r:  # a share of one whole (an outcome label's value): it moves
             verdict = {"regressed": "rose", "improved": "fell"}.get(verdict, verdict)
-        rates.append(RateVerdict(r, b, c, p, verdict, (low, high)))
+        rates.append(RateVerdict(r, b, c, p, verdict, (low, high), material))
     requests = (baseline.requests, canary.requests)
     reasons: list[str] = []
-    worse = [v for v in latency if v.verdict == "regressed"] + [
+    worse = [v for v in latency if v.verdict in ("regressed", "longer", "shorter")] + [
         r for r in rates if r.verdict in ("regressed", "rose")
     ]
     if worse or fingerprint:
         reasons.extend(fingerprint)
         for v in worse:
-            if isinstance(v, LatencyVerdict):
+            if isinstance(v, LatencyVerdict) and v.signal == OUTPUT_LENGTH:
+                b50, c50 = v.quantiles["p50"]
+                band = f"{1 - v.material:.3f}..{v.material:.3f}"
+                reasons.append(
+                    f"answers {v.verdict}: {v.signal} A={v.superiority:.3f} outside material "
+                    f"{band} (p={v.p_value:.2g}; p50 {b50:.4g} -> {c50:.4g} tokens)"
+                )
+            elif isinstance(v, LatencyVerdict):
                 b50, c50 = v.quantiles["p50"]
                 reasons.append(
                     f"{v.signal} slower: A={v.superiority:.3f} >= material {v.material:.3f} "
@@ -247,11 +302,24 @@ def judge_canary(
         for v in open_latency:
             more = _needed(v, z_conf)
             hint = f"; about {more:,} requests a side would decide" if more else ""
+            if v.signal == OUTPUT_LENGTH:
+                reasons.append(
+                    f"{v.signal} inconclusive: answers {min_effect:.0%} longer or shorter not "
+                    f"ruled out (A {v.lower:.3f}..{v.upper:.3f} vs material "
+                    f"{1 - v.material:.3f}..{v.material:.3f}){hint}"
+                )
+                continue
             reasons.append(
                 f"{v.signal} inconclusive: a {min_effect:.0%} slowdown not ruled out (A upper "
                 f"{v.upper:.3f} vs material {v.material:.3f}){hint}"
             )
-        reasons.extend(f"{o.rate} inconclusive: a material rise not ruled out" for o in open_rates)
+        for o in open_rates:
+            more = _rate_needed(o)
+            hint = f"; about {more:,} requests a side would decide" if more else ""
+            reasons.append(
+                f"{o.rate} inconclusive: a rise of {o.material * 100:.2g} points not ruled out "
+                f"(upper bound {o.rise_ci[1] * 100:.2g}){hint}"
+            )
         if not judged:
             reasons.append("no latency histogram with data on both sides")
         if open_latency or open_rates or not judged:
@@ -275,4 +343,5 @@ def judge_canary(
         confidence,
         min_requests,
         tuple(notes),
+        max_error_rise,
     )

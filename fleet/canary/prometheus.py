@@ -2,7 +2,9 @@
 
 Each side is the series its matchers select (``--canary 'pod="vllm-7"'``, ``--baseline
 'pod=~"vllm-[0-6]"'``) under the profile's label scheme (``--labels``), summed over the side:
-per latency signal ``sum by (le) (increase(<histogram>_bucket{…}[window]))``, and the requests
+per latency signal ``sum by (le) (increase(<histogram>_bucket{…}[window]))`` (and so the
+output length, where the profile has a per-request histogram of it: vLLM's
+``vllm:request_generation_tokens``), and the requests
 ``increase`` of the profile's request counter by outcome: every value of the label it splits
 outcomes by (vLLM's ``finished_reason``: ``stop``, ``length``, ``abort``, ``error``; the output
 shape, live), else each outcome counter the profile names (errors, aborts). The two sides must
@@ -16,9 +18,9 @@ import math
 import re
 
 from fleetwatch.core.identity import Identity, IdentityError
-from fleetwatch.core.profiles import Profile
+from fleetwatch.core.profiles import MetricRef, Profile, Signal
 from fleetwatch.core.profiles.types import by
-from fleetwatch.fleet.canary.judge import Side
+from fleetwatch.fleet.canary.judge import OUTPUT_LENGTH, Side
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers.sources.exposition import (
     LATENCY_SOURCES,
@@ -29,6 +31,8 @@ from fleetwatch.fleet.outliers.sources.prometheus import Fetch, http_get, query_
 
 __all__ = ["check_selector", "outcome_label", "sides_from_prometheus"]
 
+_ONE_EQUAL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"\s*')
+"""One ``label="value"`` matcher: how a profile names an outcome of its request counter."""
 _MATCHER = re.compile(r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*')
 
 
@@ -61,7 +65,7 @@ def outcome_label(profile: Profile) -> str | None:
     total = profile.outcomes.total
     found = set()
     for ref in profile.outcomes.bad.values():
-        m = re.fullmatch(r'\s*([A-Za-z_][A-Za-z0-9_]*)="[^"]*"\s*', ref.matchers)
+        m = _ONE_EQUAL.fullmatch(ref.matchers)
         if ref.name != total.name or m is None:
             return None
         found.add(m.group(1))
@@ -73,25 +77,38 @@ def _scalar(url: str, expr: str, at: float | None, get: Fetch) -> float:
     return sum(got) if got else 0.0
 
 
+def _cumulative(
+    url: str, ref: MetricRef, selector: str, window: str, at: float | None, get: Fetch
+) -> dict[float, float]:
+    """A histogram's cumulative buckets ``{le: requests}`` over the window, summed over a side."""
+    expr = f"sum by (le) (increase({ref.selector(selector, '_bucket')}[{window}]))"
+    cumulative: dict[float, float] = {}
+    for key, v in query_vector(url, expr, at, get).items():
+        le = json.loads(key).get("le")
+        try:
+            bound = float(le)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(v):  # "1" and "1.0" are one bound
+            cumulative[bound] = cumulative.get(bound, 0.0) + v
+    return cumulative
+
+
 def _side(
     url: str, profile: Profile, selector: str, window: str, at: float | None, get: Fetch
 ) -> Side:
-    histograms = {}
+    refs = {}
     once = per_request(profile)
     for name, sigs in LATENCY_SOURCES:
         ref = signal_ref(profile, *sigs)
-        if ref is None or name not in once:  # a per-token histogram's samples are not requests
-            continue
-        expr = f"sum by (le) (increase({ref.selector(selector, '_bucket')}[{window}]))"
-        cumulative: dict[float, float] = {}
-        for key, v in query_vector(url, expr, at, get).items():
-            le = json.loads(key).get("le")
-            try:
-                bound = float(le)
-            except (TypeError, ValueError):
-                continue
-            if math.isfinite(v):  # "1" and "1.0" are one bound
-                cumulative[bound] = cumulative.get(bound, 0.0) + v
+        if ref is not None and name in once:  # a per-token histogram's samples are not requests
+            refs[name] = ref
+    length = profile.signals.get(Signal.OUTPUT_LENGTH)
+    if length is not None and length.kind == "histogram":
+        refs[OUTPUT_LENGTH] = length
+    histograms = {}
+    for name, ref in refs.items():
+        cumulative = _cumulative(url, ref, selector, window, at, get)
         if cumulative:
             histograms[name] = cumulative
     outcomes = profile.outcomes
@@ -105,14 +122,19 @@ def _side(
             value = str(json.loads(key).get(label, ""))
             counts[value] = counts.get(value, 0.0) + v
         rates = {f"{label}={k}": round(v) for k, v in counts.items() if math.isfinite(v)}
-        return Side(histograms, round(total), rates)
+        failures = frozenset(
+            f"{label}={m.group(2)}"
+            for ref in outcomes.bad.values()
+            if (m := _ONE_EQUAL.fullmatch(ref.matchers))
+        )
+        return Side(histograms, round(total), rates, failures)
     if outcomes.good is not None:
         good = _scalar(url, f"sum(increase({outcomes.good.selector(selector)}[{window}]))", at, get)
         rates["error_rate"] = max(round(total - good), 0)
     for outcome, ref in sorted(outcomes.bad.items()):
         n = _scalar(url, f"sum(increase({ref.selector(selector)}[{window}]))", at, get)
         rates["error_rate" if outcome == "error" else f"{outcome}_rate"] = round(n)
-    return Side(histograms, round(total), rates)
+    return Side(histograms, round(total), rates, frozenset(rates))
 
 
 def _members(

@@ -202,13 +202,16 @@ def error_verdict(
     alpha: float,
     min_effect: float,
     confidence: float,
+    material: float | None = None,
 ) -> tuple[str, float, float]:
     """The error rate's verdict by its counts ((errors, requests) a run) and the interval of the
     rise after - before (Newcombe's hybrid score interval from each run's Wilson interval, at
     ``confidence``). The rise that counts is ``min_effect`` of the before rate, at least
     ``ERROR_FLOOR``: ``regressed`` when Fisher's exact ``p_value`` is at most ``alpha`` and the
     rate rose by that much, ``improved`` when it fell so, ``unchanged`` when the interval's upper
-    end is below it, else ``inconclusive``; ``insufficient`` without requests on both sides."""
+    end is below it, else ``inconclusive``; ``insufficient`` without requests on both sides.
+    ``material``, when given, is the rise that counts instead (a share: 0.0025 for 0.25 points),
+    as a canary's ``--max-error-rise`` sets it."""
     (eb, nb), (ea, na) = before, after
     if not nb or not na:
         return "insufficient", math.nan, math.nan
@@ -221,7 +224,8 @@ def error_verdict(
     rise = ra - rb
     low = rise - math.sqrt((ra - la) ** 2 + (ub - rb) ** 2)
     high = rise + math.sqrt((ua - ra) ** 2 + (rb - lb) ** 2)
-    material = max(min_effect * rb, ERROR_FLOOR)
+    if material is None:
+        material = max(min_effect * rb, ERROR_FLOOR)
     significant = math.isfinite(p_value) and p_value <= alpha
     if significant and rise >= material:
         return "regressed", low, high

@@ -24,7 +24,7 @@ Cases (``compare_pair``):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -176,18 +176,39 @@ def _canary_signals() -> dict[str, tuple[tuple[float, ...], float, float]]:
 CANARY_SIGNALS = _canary_signals()
 """Each canary signal's bucket bounds (vLLM's), median seconds and log-normal spread."""
 
+CANARY_OUTPUT = (200.0, 0.8)
+"""The canary's output tokens per request: log-normal median and spread, rounded up to whole
+tokens, counted in vLLM's ``vllm:request_generation_tokens`` buckets."""
+
+
+def _cumulative(x: np.ndarray[Any, Any], bounds: tuple[float, ...]) -> dict[float, float]:
+    edges = [*bounds, float("inf")]
+    cumulative = np.searchsorted(np.sort(x), edges, side="right")
+    return dict(zip(edges, cumulative.astype(float), strict=True))
+
 
 def canary_side_draw(
-    rng: np.random.Generator, n: int, slow: float = 1.0, errors: float = 0.0005
+    rng: np.random.Generator,
+    n: int,
+    slow: float = 1.0,
+    errors: float = 0.0005,
+    longer: float | None = 1.0,
 ) -> Side:
     """One side of a canary window: ``n`` requests, each signal log-normal (``CANARY_SIGNALS``)
-    times ``slow``, counted in vLLM's buckets; ``errors`` of them failed."""
-    from fleetwatch.fleet.canary.judge import Side
+    times ``slow``, counted in vLLM's buckets; ``errors`` of them failed; output tokens
+    (``CANARY_OUTPUT``) times ``longer``, left out when None."""
+    from fleetwatch.core.profiles.buckets import VLLM_REQUEST_TOKEN_BUCKETS
+    from fleetwatch.fleet.canary.judge import OUTPUT_LENGTH, Side
 
     histograms = {}
     for name, (bounds, median, spread) in CANARY_SIGNALS.items():
-        x = np.sort(median * slow * np.exp(spread * rng.standard_normal(n)))
-        edges = [*bounds, float("inf")]
-        cumulative = np.searchsorted(x, edges, side="right")
-        histograms[name] = dict(zip(edges, cumulative.astype(float), strict=True))
-    return Side(histograms, n, {"error_rate": int(rng.binomial(n, errors))})
+        histograms[name] = _cumulative(
+            median * slow * np.exp(spread * rng.standard_normal(n)), bounds
+        )
+    if longer is not None:
+        median, spread = CANARY_OUTPUT
+        tokens = np.ceil(median * longer * np.exp(spread * rng.standard_normal(n)))
+        histograms[OUTPUT_LENGTH] = _cumulative(tokens, VLLM_REQUEST_TOKEN_BUCKETS)
+    return Side(
+        histograms, n, {"error_rate": int(rng.binomial(n, errors))}, frozenset({"error_rate"})
+    )

@@ -2,8 +2,10 @@
 
 The judge is measured on seeded canaries drawn through vLLM's own bucket bounds: alike canaries
 of 10,000 requests a side are promoted at least 80 % of the time and rolled back at most 1 %; a
-canary 10 % slower (twice ``--min-effect``) is rolled back and never promoted. Its rank test is
-checked against scipy's Mann–Whitney on the same requests. The command runs against a real
+canary 10 % slower (twice ``--min-effect``) is rolled back and never promoted, and so is one whose
+answers got 10 % longer or shorter. At 0.5 % errors the on-call's ``--max-error-rise 0.3`` lets
+alike canaries of 10,000 a side be promoted at least 80 % of the time, and a rise of 0.6 points
+is rolled back. Its rank test is checked against scipy's Mann–Whitney on the same requests. The command runs against a real
 Prometheus on loopback over backfilled vLLM series under a namespace/pod label scheme.
 """
 
@@ -22,18 +24,26 @@ from fleetwatch.cli import main
 from fleetwatch.core.profiles import Signal, get_profile
 from fleetwatch.core.profiles.buckets import VLLM_TTFT_BUCKETS
 from fleetwatch.fleet.canary.judge import Side, judge_canary, material_superiority, rank_test
-from fleetwatch.scenarios.compare_runs import CANARY_SIGNALS, canary_side_draw
-from tests.prometheus_blocks import serving
+from fleetwatch.scenarios.compare_runs import CANARY_OUTPUT, CANARY_SIGNALS, canary_side_draw
+from tests.prometheus_blocks import ramp, serving
 
 SIGNALS = CANARY_SIGNALS
 _side = canary_side_draw
 
 
-def _decisions(n: int, slow: float, trials: int, seed: int) -> dict[str, int]:
+def _decisions(
+    n: int,
+    slow: float,
+    trials: int,
+    seed: int,
+    errors: tuple[float, float] = (0.0005, 0.0005),
+    max_error_rise: float | None = None,
+) -> dict[str, int]:
     rng = np.random.default_rng(seed)
     out = {"promote": 0, "hold": 0, "rollback": 0}
     for _ in range(trials):
-        out[judge_canary(_side(rng, n), _side(rng, n, slow)).decision] += 1
+        b, c = _side(rng, n, errors=errors[0]), _side(rng, n, slow, errors=errors[1])
+        out[judge_canary(b, c, max_error_rise=max_error_rise).decision] += 1
     return out
 
 
@@ -47,6 +57,63 @@ def test_a_canary_10_percent_slower_is_rolled_back_and_never_promoted() -> None:
     for n in (1_000, 10_000):
         got = _decisions(n, 1.1, 100, seed=2)
         assert got["rollback"] >= 95 and got["promote"] == 0, (n, got)
+
+
+def test_at_half_a_percent_errors_the_on_calls_threshold_lets_alike_canaries_be_promoted() -> None:
+    """0.5 % errors on both sides, 10,000 requests a side: a 0.1-point rise cannot be ruled out
+    (most alike canaries hold); with --max-error-rise 0.3 at least 80 % are promoted and at
+    most 2 % rolled back."""
+    default = _decisions(10_000, 1.0, 200, seed=21, errors=(0.005, 0.005))
+    assert default["promote"] < 0.6 * 200 and default["rollback"] <= 4, default
+    own = _decisions(10_000, 1.0, 200, seed=21, errors=(0.005, 0.005), max_error_rise=0.003)
+    assert own["promote"] >= 0.8 * 200 and own["rollback"] <= 4, own
+
+
+def test_errors_doubled_from_half_a_percent_are_rolled_back_with_latency_alike() -> None:
+    """A rise of 0.6 points (twice --max-error-rise 0.3) at 10,000 a side is rolled back at
+    least 95 % of the time and never promoted."""
+    got = _decisions(10_000, 1.0, 200, seed=22, errors=(0.005, 0.011), max_error_rise=0.003)
+    assert got["rollback"] >= 0.95 * 200 and got["promote"] == 0, got
+    report = judge_canary(
+        _side(np.random.default_rng(23), 10_000, errors=0.005),
+        _side(np.random.default_rng(24), 10_000, errors=0.013),
+        max_error_rise=0.003,
+    )
+    (rate,) = report.rates
+    assert rate.material == 0.003 and rate.verdict == "regressed"
+    assert report.reasons[-1].startswith("error_rate rose: 0.")
+    assert "a failure rate's rise 0.3 points" in report.render()
+
+
+def test_the_failure_threshold_leaves_output_shares_to_min_effect() -> None:
+    """--max-error-rise sets what counts for failure rates only: a share of how answers end
+    (``finished_reason=length``) keeps min_effect of the baseline's share."""
+    rng = np.random.default_rng(25)
+    hist = _side(rng, 10_000).histograms
+    failures = frozenset({"finished_reason=error"})
+    base = Side(
+        hist, 10_000, {"finished_reason=length": 2000, "finished_reason=error": 50}, failures
+    )
+    can = Side(
+        hist, 10_000, {"finished_reason=length": 2030, "finished_reason=error": 55}, failures
+    )
+    by = {r.rate: r for r in judge_canary(base, can, max_error_rise=0.0025).rates}
+    assert by["finished_reason=error"].material == 0.0025
+    assert by["finished_reason=length"].material == pytest.approx(0.05 * 0.2)
+
+
+def test_answers_materially_longer_or_shorter_roll_back_and_are_never_promoted() -> None:
+    """Output tokens 10 % longer or shorter (twice --min-effect), latency and errors alike: at
+    10,000 requests a side rolled back at least 95 % of the time, never promoted."""
+    for longer, word in ((1.1, "longer"), (0.9, "shorter")):
+        rng = np.random.default_rng(26)
+        out = {"promote": 0, "hold": 0, "rollback": 0}
+        for _ in range(100):
+            report = judge_canary(_side(rng, 10_000), _side(rng, 10_000, longer=longer))
+            out[report.decision] += 1
+        assert out["rollback"] >= 95 and out["promote"] == 0, (longer, out)
+        assert report.reasons[0].startswith(f"answers {word}: output_length A=")
+        assert "tokens" in report.render()
 
 
 def test_too_few_requests_hold_whatever_the_latencies() -> None:
@@ -103,14 +170,23 @@ matchers: ['job="vllm"', 'namespace="llm-prod"']
 
 
 def _openmetrics() -> str:
-    """Five pods of one model in llm-prod (p3 with TTFT 30 % slower, p4 with 35 % of its answers
-    cut at max_tokens where the others have 20 %) and a pod of another namespace; 0.1 % errors
-    everywhere."""
+    """Six pods of one model in llm-prod (p3 with TTFT 30 % slower, p4 with 35 % of its answers
+    cut at max_tokens where the others have 20 %, p5 answering 30 % longer) and a pod of another
+    namespace; 0.1 % errors everywhere."""
     prof = get_profile("vllm")
     out: list[str] = []
     pods = [("llm-prod", p, 1.3 if p == "p3" else 1.0) for p in ("p0", "p1", "p2", "p3", "p4")]
-    for ns, pod, slow in [*pods, ("llm-dev", "d0", 1.0)]:
+    for ns, pod, slow in [*pods, ("llm-prod", "p5", 1.0), ("llm-dev", "d0", 1.0)]:
         labels = f'job="vllm",namespace="{ns}",pod="{pod}",model_name="m"'
+        median, spread = CANARY_OUTPUT
+        longer = 1.3 if pod == "p5" else 1.0
+        length = prof.metric(Signal.OUTPUT_LENGTH)
+        for le in [*length.buckets, float("inf")]:
+            share = stats.norm.cdf(np.log(le / (median * longer)) / spread) if le < np.inf else 1.0
+            le_s = "+Inf" if le == float("inf") else repr(le)
+            out += ramp(
+                f'{length.name}_bucket{{{labels},le="{le_s}"}}', PER_STEP * share, T0, STEPS
+            )
         for sig, name in ((Signal.TTFT, "ttft"), (Signal.TPOT, "tpot"), (Signal.E2E, "e2e")):
             ref = prof.metric(sig)
             _, median, spread = SIGNALS[name]
@@ -181,6 +257,13 @@ def test_an_alike_canary_is_promoted_and_one_too_small_held(
         prometheus_url, tmp_path, 'pod="p2"', 'pod=~"p[01]"', "--min-requests", "20000"
     )
     assert rc == 4 and "not enough data" in doc["reasons"][0]
+    rc, doc = _canary(
+        prometheus_url, tmp_path, 'pod="p2"', 'pod=~"p[01]"', "--max-error-rise", "0.25"
+    )
+    material = {r["rate"]: r["material_rise"] for r in doc["rates"]}
+    assert rc == 0 and doc["procedure"]["max_error_rise"] == 0.0025
+    assert material["finished_reason=error"] == 0.0025  # the profile's failure outcome
+    assert material["finished_reason=length"] == pytest.approx(0.01)  # 5 % of 20 %
 
 
 def test_answers_cut_more_often_roll_back_with_latency_alike(
@@ -195,6 +278,24 @@ def test_answers_cut_more_often_roll_back_with_latency_alike(
         shares["finished_reason=stop"] == "fell" and shares["finished_reason=error"] == "unchanged"
     )
     assert all(v["verdict"] == "unchanged" for v in doc["latency"])
+
+
+def test_answers_longer_roll_back_from_prometheus_with_latency_alike(
+    prometheus_url: str, tmp_path: Path
+) -> None:
+    rc, doc = _canary(prometheus_url, tmp_path, 'pod="p5"', 'pod=~"p[0-2]"')
+    assert rc == 3, doc["reasons"]
+    (reason,) = doc["reasons"]
+    assert reason.startswith("answers longer: output_length A=0.")
+    by = {v["signal"]: v for v in doc["latency"]}
+    assert by["output_length"]["verdict"] == "longer"
+    assert by["output_length"]["requests"] == {"baseline": 30_000, "canary": 10_000}
+    assert {by[s]["verdict"] for s in ("ttft", "tpot", "e2e")} == {"unchanged"}
+    # alike pods' output lengths are ruled out both ways
+    rc, doc = _canary(prometheus_url, tmp_path, 'pod="p2"', 'pod=~"p[01]"')
+    (length,) = [v for v in doc["latency"] if v["signal"] == "output_length"]
+    assert rc == 0 and length["verdict"] == "unchanged"
+    assert 1 - length["material_superiority"] < length["superiority_lower"]
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,12 @@ import pytest
 from fleetwatch.cli import main
 from fleetwatch.engine_probe.engine import EngineConfig, LLMEngine
 from fleetwatch.engine_probe.probe.errors import ProbeError
-from fleetwatch.engine_probe.probe.fingerprint.collect import Answer, ReplicaPrint, parse_answer
+from fleetwatch.engine_probe.probe.fingerprint.collect import (
+    Answer,
+    ReplicaPrint,
+    keep,
+    parse_answer,
+)
 from fleetwatch.engine_probe.probe.fingerprint.judge import judge
 from fleetwatch.engine_probe.probe.fingerprint.prompts import (
     load_prompt_set,
@@ -302,3 +307,80 @@ def test_a_failed_request_does_not_vote_and_against_needs_a_reference(tmp_path: 
     path.write_text(json.dumps(to_dict([tie[0]], PROMPTS, alone, taken_at="t", meta={})))
     with pytest.raises(ProbeError, match="no reference answer for model 'm'"):
         load_reference(path, PROMPTS)
+
+
+# --- --repeat: a near-tie flip against a replica that answers otherwise ---------------------
+
+
+def test_the_answer_kept_is_the_one_most_runs_gave_and_an_answer_beats_an_error() -> None:
+    a, b = _answer("p1", "a"), _answer("p1", "b")
+    boom = Answer("p1", error="HTTP 500: boom")
+    assert keep([a, b, b]) == (b, [a])
+    assert keep([a, b]) == (a, [b])  # a tie: the earliest
+    assert keep([boom, boom, a]) == (a, [boom, boom])
+    assert keep([boom]) == (boom, [])
+
+
+def _repeated(url: str, runs: list[list[Answer]]) -> ReplicaPrint:
+    """A replica asked ``len(runs)`` times over, each run its answers in prompt order."""
+    rep = ReplicaPrint(url, "m", runs=len(runs))
+    for i, per_prompt in enumerate(zip(*runs, strict=True)):
+        kept, others = keep(per_prompt)
+        rep.answers.append(kept)
+        if others:
+            rep.variants[PROMPTS.prompts[i].id] = others
+    return rep
+
+
+def test_a_replica_whose_runs_sometimes_give_the_reference_flips_and_is_not_held_against_it(
+    tmp_path: Path,
+) -> None:
+    """Over three runs, ``tie`` gives another answer to p1 twice and the reference once: a
+    near-tie token, noted; ``odd`` gives another answer every time: a difference."""
+    ok, other = _answer("p1"), _answer("p1", "other")
+    same = [_repeated(u, [[ok, _answer("p2")]] * 3) for u in ("r1", "r2", "r3")]
+    tie = _repeated("tie", [[other, _answer("p2")], [ok, _answer("p2")], [other, _answer("p2")]])
+    odd = _repeated("odd", [[other, _answer("p2")]] * 3)
+    result = judge([*same, tie, odd], PROMPTS)
+    (m,) = result.models
+    assert m.differing == ["odd"] and [f.kind for f in m.findings["odd"]] == ["output"]
+    (flip,) = m.flips["tie"]
+    assert flip.kind == "flip" and flip.detail.startswith("1 of 3 runs gave the reference")
+    assert "odd" not in m.flips and "r1" not in m.flips
+    lines = render(result, PROMPTS)
+    assert any(
+        line.startswith("  FLIPS tie: its runs answered unlike each other on 1 of 2")
+        for line in lines
+    )
+    (m,) = judge([*same, tie], PROMPTS).models
+    assert m.verdict == "agree"
+    data = to_dict([*same, tie], PROMPTS, judge([*same, tie], PROMPTS), taken_at="t", meta={})
+    (entry,) = [r for r in data["replicas"] if r["url"] == "tie"]
+    assert entry["runs"] == 3 and [v["text"] for v in entry["variants"]["p1"]] == ["ok"]
+    assert data["models"]["m"]["flips"]["tie"][0]["kind"] == "flip"
+
+
+def test_runs_that_never_give_the_reference_are_a_difference_and_unstable() -> None:
+    ok = _answer("p1")
+    same = [_repeated(u, [[ok, _answer("p2")]] * 2) for u in ("r1", "r2", "r3")]
+    wild = _repeated(
+        "wild", [[_answer("p1", "x"), _answer("p2")], [_answer("p1", "y"), _answer("p2")]]
+    )
+    (m,) = judge([*same, wild], PROMPTS).models
+    assert m.differing == ["wild"]
+    (flip,) = m.flips["wild"]
+    assert flip.kind == "unstable" and "2 runs answered 2 ways, none the reference" in flip.detail
+
+
+def test_alike_servers_asked_twice_over_agree_without_flips_and_the_odd_one_differs(
+    fleet: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "fp.json"
+    argv = [fleet["a"], fleet["b"], fleet["odd"], "--repeat", "2", "--json", str(out)]
+    rc, text = _run(argv, capsys)
+    assert rc == 3 and f"DIFFERS {fleet['odd']}" in text and "FLIPS" not in text
+    data = json.loads(out.read_text())
+    assert [r["runs"] for r in data["replicas"]] == [2, 2, 2]
+    assert all(r["variants"] == {} for r in data["replicas"])
+    (model,) = data["models"].values()
+    assert model["differing"] == [fleet["odd"]] and model["flips"] == {}

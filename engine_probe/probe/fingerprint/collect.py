@@ -6,6 +6,11 @@ tokens' log probabilities. A server that refuses log probabilities (HTTP 400 nam
 again without, and its answers are compared on text and token counts only. Replicas are asked
 concurrently. What the server says of itself is kept beside the answers: ``GET /version`` where
 it has one (vLLM, SGLang), and the model's ``root`` and ``max_model_len`` from ``/v1/models``.
+
+With ``repeat`` above one the whole set is asked that many times over, in order: a replica's
+answer to a prompt is the one most of its runs gave, and the runs that answered otherwise are
+kept beside it (``variants``), so a near-tie token that flips from run to run (kernels that are
+not deterministic under load) can be told from a replica that always answers otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +29,7 @@ from fleetwatch.engine_probe.probe.chat import API_PATHS, base_url, discover_mod
 from fleetwatch.engine_probe.probe.errors import ProbeError
 from fleetwatch.engine_probe.probe.fingerprint.prompts import Prompt, PromptSet
 
-__all__ = ["Answer", "ReplicaPrint", "collect", "fingerprint_replica", "parse_answer"]
+__all__ = ["Answer", "ReplicaPrint", "collect", "fingerprint_replica", "keep", "parse_answer"]
 
 _ERROR_CHARS = 200
 
@@ -66,6 +72,20 @@ class ReplicaPrint:
     answers: list[Answer] = field(default_factory=list)
     logprobs: bool = True
     error: str | None = None
+    runs: int = 1
+    """How many times each prompt was asked (``--repeat``)."""
+    variants: dict[str, list[Answer]] = field(default_factory=dict)
+    """Per prompt id, the runs whose answer was unlike the one kept (one entry a run)."""
+
+
+def keep(runs: Sequence[Answer]) -> tuple[Answer, list[Answer]]:
+    """The answer most of ``runs`` (one prompt's, in run order) gave — among those that
+    answered, when any did; the earliest on a tie — and the runs unlike it."""
+    answered = [a for a in runs if a.error is None] or list(runs)
+    counts = Counter(a.key for a in answered)
+    top = max(counts.values())
+    kept = next(a for a in answered if counts[a.key] == top)
+    return kept, [a for a in runs if a.key != kept.key]
 
 
 def _body(p: Prompt, model: str, seed: int, logprobs: bool) -> dict[str, Any]:
@@ -169,6 +189,29 @@ async def _ask(
         return status, None, "response is not JSON"
 
 
+async def _answer(
+    s: aiohttp.ClientSession,
+    root: str,
+    p: Prompt,
+    out: ReplicaPrint,
+    model: str,
+    seed: int,
+    hdrs: dict[str, str],
+) -> Answer:
+    """One prompt's answer; a 400 naming logprobs turns them off for the replica's later asks."""
+    body = _body(p, model, seed, out.logprobs)
+    status, data, err = await _ask(s, root, p, body, hdrs)
+    if status == 400 and out.logprobs and "logprob" in err.lower():
+        out.logprobs = False
+        body = _body(p, model, seed, False)
+        status, data, err = await _ask(s, root, p, body, hdrs)
+    if status == 200 and data is not None:
+        return parse_answer(p, data)
+    what = f"HTTP {status}: " if status is not None else ""
+    detail = " ".join(err.split())[:_ERROR_CHARS]
+    return Answer(p.id, error=f"{what}{detail}")
+
+
 async def fingerprint_replica(
     url: str,
     prompts: PromptSet,
@@ -176,31 +219,29 @@ async def fingerprint_replica(
     model: str | None = None,
     headers: dict[str, str] | None = None,
     timeout_s: float = 120.0,
+    repeat: int = 1,
 ) -> ReplicaPrint:
-    """Ask one replica every prompt; a replica that cannot be reached is returned with ``error``."""
+    """Ask one replica every prompt, ``repeat`` times over; a replica that cannot be reached is
+    returned with ``error``."""
     root, hdrs = base_url(url), dict(headers or {})
-    out = ReplicaPrint(url=root)
+    out = ReplicaPrint(url=root, runs=repeat)
+    got: list[list[Answer]] = [[] for _ in prompts.prompts]
     try:
-        out.model = model or await discover_model(root, hdrs, timeout_s)
+        out.model = name = model or await discover_model(root, hdrs, timeout_s)
     except ProbeError as exc:
         out.error = str(exc)
         return out
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as s:
         out.served = await _served(s, root, out.model, hdrs)
-        for p in prompts.prompts:
-            body = _body(p, out.model, prompts.seed, out.logprobs)
-            status, data, err = await _ask(s, root, p, body, hdrs)
-            if status == 400 and out.logprobs and "logprob" in err.lower():
-                out.logprobs = False
-                body = _body(p, out.model, prompts.seed, False)
-                status, data, err = await _ask(s, root, p, body, hdrs)
-            if status == 200 and data is not None:
-                out.answers.append(parse_answer(p, data))
-            else:
-                what = f"HTTP {status}: " if status is not None else ""
-                detail = " ".join(err.split())[:_ERROR_CHARS]
-                out.answers.append(Answer(p.id, error=f"{what}{detail}"))
+        for _ in range(repeat):
+            for i, p in enumerate(prompts.prompts):
+                got[i].append(await _answer(s, root, p, out, name, prompts.seed, hdrs))
+    for p, runs in zip(prompts.prompts, got, strict=True):
+        kept, others = keep(runs)
+        out.answers.append(kept)
+        if others:
+            out.variants[p.id] = others
     if all(a.error is not None for a in out.answers):
         out.error = f"no prompt answered; first: {out.answers[0].error}"
     return out
@@ -213,12 +254,15 @@ async def collect(
     model: str | None = None,
     headers: dict[str, str] | None = None,
     timeout_s: float = 120.0,
+    repeat: int = 1,
 ) -> list[ReplicaPrint]:
     """Every replica's fingerprint, in ``urls`` order (replicas asked concurrently)."""
     return list(
         await asyncio.gather(
             *(
-                fingerprint_replica(u, prompts, model=model, headers=headers, timeout_s=timeout_s)
+                fingerprint_replica(
+                    u, prompts, model=model, headers=headers, timeout_s=timeout_s, repeat=repeat
+                )
                 for u in urls
             )
         )

@@ -9,6 +9,11 @@ sampled tokens' log probabilities are compared with the majority's element-wise 
 difference over ``tolerance`` (nats, on any token) names a numerical change (a quantized or
 differently-kerneled replica) that greedy text alone can hide. A prompt where no answer has a
 strict majority decides nothing and is reported as such, with who said what.
+
+A replica asked several times (``--repeat``) whose runs did not all answer alike is listed as
+flipping on that prompt; where one of its runs gave the reference answer, its differing answer
+is a near-tie token that flips from run to run, not a replica that answers otherwise, and is not
+held against it.
 """
 
 from __future__ import annotations
@@ -68,6 +73,8 @@ class ModelReport:
     """Per prompt without a majority: each distinct answer (as a snippet) and who gave it."""
     findings: dict[str, list[Finding]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    flips: dict[str, list[Finding]] = field(default_factory=dict)
+    """Per replica asked several times, the prompts its runs answered unlike each other."""
 
     @property
     def alone(self) -> bool:
@@ -161,6 +168,25 @@ def _compare(url: str, a: Answer, ref: Answer, tolerance: float) -> Finding | No
     )
 
 
+def _flip(
+    p: ReplicaPrint, i: int, others: Sequence[Answer], ref: Answer, tolerance: float
+) -> Finding:
+    """How the runs of ``p`` on prompt ``i`` split: ``flip`` when some gave the reference answer
+    and some did not, ``unstable`` when none did (its runs unlike each other and the reference)."""
+    runs = [p.answers[i]] * (p.runs - len(others)) + list(others)
+    diffs = [_compare(p.url, a, ref, tolerance) for a in runs]
+    like = sum(d is None for d in diffs)
+    first = next(d for d in diffs if d is not None)  # the runs are not all alike
+    if like:
+        detail = f"{like} of {p.runs} runs gave the reference; the others: {first.detail}"
+    else:
+        ways = len({a.key for a in runs})
+        detail = f"its {p.runs} runs answered {ways} ways, none the reference: {first.detail}"
+    return Finding(
+        p.url, first.prompt_id, "flip" if like else "unstable", detail, first.this, first.reference
+    )
+
+
 def _median_logprobs(answers: Sequence[Answer]) -> tuple[float, ...] | None:
     series = [a.logprobs for a in answers if a.logprobs is not None]
     if not series or len({len(s) for s in series}) != 1:
@@ -237,6 +263,12 @@ def judge(
             rep.reference[prompt.id] = ref
             for p in live:
                 finding = _compare(p.url, p.answers[i], ref, tolerance)
+                others = p.variants.get(prompt.id, [])
+                if others:
+                    flip = _flip(p, i, others, ref, tolerance)
+                    rep.flips.setdefault(p.url, []).append(flip)
+                    if flip.kind == "flip" and finding is not None:
+                        continue  # one of its runs gave the reference: a near-tie
                 if finding is not None:
                     rep.findings.setdefault(p.url, []).append(finding)
         reports.append(rep)

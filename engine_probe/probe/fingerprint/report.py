@@ -59,6 +59,16 @@ def to_dict(
                 "logprobs": p.logprobs,
                 "error": p.error,
                 "answers": [answer_dict(a) for a in p.answers],
+                **(
+                    {
+                        "runs": p.runs,
+                        "variants": {
+                            pid: [answer_dict(v) for v in vs] for pid, vs in p.variants.items()
+                        },
+                    }
+                    if p.runs > 1
+                    else {}
+                ),
             }
             for p in prints
         ],
@@ -72,6 +82,7 @@ def to_dict(
                 "failed": m.failed,
                 "no_majority": m.no_majority,
                 "findings": {u: [f.to_dict() for f in fs] for u, fs in m.findings.items()},
+                "flips": {u: [f.to_dict() for f in fs] for u, fs in m.flips.items()},
                 "reference": {pid: answer_dict(a) for pid, a in m.reference.items()},
             }
             for m in judgement.models
@@ -185,6 +196,15 @@ def render(judgement: Judgement, prompts: PromptSet, *, verbose: bool = False) -
                 if f.this or f.reference:
                     lines.append(f"      this replica: {f.this}")
                     lines.append(f"      reference:    {f.reference}")
+        for url, flips in m.flips.items():
+            near = sum(f.kind == "flip" for f in flips)
+            lines.append(
+                f"  FLIPS {url}: its runs answered unlike each other on {len(flips)} of "
+                f"{len(prompts.prompts)} prompts ({near} of them a near-tie: some runs gave the "
+                "reference, not held against it)"
+            )
+            for f in flips if verbose else flips[:1]:
+                lines.append(f"    {f.prompt_id}: {f.kind}: {f.detail}")
         shown = list(m.no_majority.items())
         for pid, said in shown if verbose else shown[:1]:
             lines.append(f"  NO MAJORITY on {pid}:")

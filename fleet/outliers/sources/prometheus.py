@@ -20,6 +20,7 @@ from fleetwatch.core.identity import Identity, IdentityError
 from fleetwatch.core.profiles import PROFILES, MetricRef, Profile, ProfileError, Signal
 from fleetwatch.core.profiles.types import by
 from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX
 from fleetwatch.fleet.outliers.sources.coverage import insufficient_data, without_data
 from fleetwatch.fleet.outliers.sources.exposition import (
     DEFAULT_FINGERPRINT_METRIC,
@@ -30,6 +31,7 @@ from fleetwatch.fleet.outliers.sources.exposition import (
     signal_ref,
 )
 from fleetwatch.fleet.outliers.sources.histogram import bucket_samples
+from fleetwatch.fleet.outliers.stats.shares import outcome_shares
 from fleetwatch.fleet.outliers.table import FleetTable
 
 __all__ = [
@@ -167,6 +169,15 @@ def tables_from_prometheus(
     elif "error" in profile.outcomes.bad:
         bad = f"sum by ({rs}) (rate({sel(profile.outcomes.bad['error'])}[{window}]))"
         values["error_rate"] = rows(f"(({bad}) or ({rate_total}) * 0) / ({rate_total})")
+    shape: dict[str, dict[Row, float]] = {}
+    if profile.outcomes.truncated is not None:
+        cut = sel(profile.outcomes.truncated)
+        shape["truncated_share"] = rows(f"sum by ({rs}) (increase({cut}[{window}]))")
+    failed = {
+        f"{ERROR_TYPE_PREFIX}{outcome}": rows(f"sum by ({rs}) (increase({sel(ref)}[{window}]))")
+        for outcome, ref in sorted(profile.outcomes.bad.items())
+        if outcome != "error"  # the error rate
+    }
     gen = signal_ref(profile, Signal.GENERATION_TOKENS)
     if gen is not None:
         values["throughput"] = rows(f"sum by ({rs}) (rate({sel(gen)}[{window}]))")
@@ -228,6 +239,11 @@ def tables_from_prometheus(
             )
             raise AnalysisError(f"{where}: {err}")
         index = pd.Index(replicas, dtype="object")
+        shares, share_se = outcome_shares(
+            {n: _of(c, fleet) for n, c in shape.items()},
+            {n: _of(c, fleet) for n, c in failed.items()},
+            pd.Series(vol, dtype="float64").reindex(index),
+        )
         mine = {
             name: {k: v for k, v in series.items() if _in(row, k, fleet)}
             for name, series in buckets.items()
@@ -236,13 +252,14 @@ def tables_from_prometheus(
         table = FleetTable(
             samples=_samples({k: v for k, v in mine.items() if k in per_request(profile)}, row),
             bins={name: _bounds(series) for name, series in mine.items() if series},
-            values=pd.DataFrame(vals).reindex(index).astype("float64"),
+            values=pd.concat([pd.DataFrame(vals).reindex(index).astype("float64"), shares], axis=1),
             volume=pd.Series(vol, dtype="float64").reindex(index),
+            stderr=share_se if len(share_se.columns) else None,
             workload=pd.DataFrame({n: _of(c, fleet) for n, c in workload.items()})
             .reindex(index)
             .astype("float64"),
             fingerprint=fps,
-            counted=frozenset({"error_rate"}),
+            counted=frozenset({"error_rate", *shares.columns}),
             source=f"prometheus {url}",
             notes=(
                 f"quantile {q} over {window} from histograms (a quantile inside the fleet "

@@ -19,6 +19,7 @@ import pandas as pd
 
 from fleetwatch.core.profiles import MetricRef, Profile, Signal
 from fleetwatch.fleet.errors import AnalysisError
+from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX
 from fleetwatch.fleet.outliers.sources.coverage import (
     insufficient_data,
     profiles_present,
@@ -35,6 +36,7 @@ from fleetwatch.fleet.outliers.sources.exposition import (
 )
 from fleetwatch.fleet.outliers.sources.histogram import bucket_samples, histogram_quantile
 from fleetwatch.fleet.outliers.sources.prometheus import MAX_SAMPLES
+from fleetwatch.fleet.outliers.stats.shares import outcome_shares
 from fleetwatch.fleet.outliers.table import FleetTable
 
 __all__ = ["table_from_metrics_dir", "table_from_metrics_text"]
@@ -94,10 +96,24 @@ def _error_rate(samples: list[Sample], profile: Profile) -> tuple[float, float]:
 
 
 Row = tuple[
-    dict[str, float], float, dict[str, float], dict[str, str], dict[str, dict[float, float]]
+    dict[str, float],
+    float,
+    dict[str, float],
+    dict[str, str],
+    dict[str, dict[float, float]],
+    dict[str, float],
 ]
-"""One replica: signals, request count, workload, fingerprint, and each latency histogram's
-cumulative ``{le: count}``."""
+"""One replica: signals, request count, workload, fingerprint, each latency histogram's
+cumulative ``{le: count}``, and the requests each counted share holds (``truncated_share``,
+``error_type=<outcome>``)."""
+
+
+def _outcome_counts(samples: list[Sample], profile: Profile) -> dict[str, float]:
+    """Requests cut at max_tokens, and each failure outcome's beside errors, as counted."""
+    refs = {f"{ERROR_TYPE_PREFIX}{o}": r for o, r in profile.outcomes.bad.items() if o != "error"}
+    if profile.outcomes.truncated is not None:
+        refs["truncated_share"] = profile.outcomes.truncated
+    return {name: _sum(samples, ref) for name, ref in sorted(refs.items())}
 
 
 def _row_from_samples(
@@ -139,7 +155,7 @@ def _row_from_samples(
     for name, labels, _ in samples:
         if name == fingerprint_metric:
             fp.update({k: v for k, v in labels.items() if k not in NOT_FINGERPRINT})
-    return values, volume, workload, fp, hists
+    return values, volume, workload, fp, hists, _outcome_counts(samples, profile)
 
 
 def _samples(rows: Mapping[str, Row], profile: Profile) -> pd.DataFrame | None:
@@ -173,14 +189,24 @@ def _assemble(
     volume = pd.Series({r: rows[r][1] for r in index}, dtype="float64").reindex(index)
     workload = pd.DataFrame({r: rows[r][2] for r in index}).T.reindex(index)
     fps = pd.DataFrame({r: rows[r][3] for r in index}).T.reindex(index)
+    counted: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in index:
+        for name, n in rows[r][5].items():
+            counted[name][r] = n
+    shares, share_se = outcome_shares(
+        {n: c for n, c in counted.items() if not n.startswith(ERROR_TYPE_PREFIX)},
+        {n: c for n, c in counted.items() if n.startswith(ERROR_TYPE_PREFIX)},
+        volume,
+    )
     return FleetTable(
-        values=values,
+        values=pd.concat([values, shares], axis=1),
         volume=volume,
+        stderr=share_se if len(share_se.columns) else None,
         workload=workload.astype("float64") if len(workload.columns) else None,
         fingerprint=fps if len(fps.columns) else None,
         samples=_samples(rows, profile),
         bins=_bins(rows),
-        counted=frozenset({"error_rate"}),
+        counted=frozenset({"error_rate", *shares.columns}),
         source=source,
         notes=notes,
     )

@@ -12,13 +12,17 @@ is used (the rest is then so large that both agree, and it is 50x faster).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-__all__ = ["EXACT_UP_TO", "ShareCounts", "share_counts", "share_with_se"]
+from fleetwatch.fleet.outliers.signals import MAX_ERROR_TYPES
+
+__all__ = ["EXACT_UP_TO", "ShareCounts", "outcome_shares", "share_counts", "share_with_se"]
 
 Array = np.ndarray[Any, np.dtype[np.float64]]
 
@@ -32,6 +36,31 @@ def share_with_se(hits: pd.Series, n: pd.Series) -> tuple[pd.Series, pd.Series]:
     table (the error rate, error types, the output shape) is built, whatever the source."""
     pooled = float(hits.sum() / n.sum())
     return hits / n, np.sqrt(max(pooled * (1 - pooled), 0.0) / n)
+
+
+def outcome_shares(
+    shape: Mapping[str, Mapping[str, float]],
+    failed: Mapping[str, Mapping[str, float]],
+    volume: pd.Series,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(shares, their sampling errors) per replica of one fleet, from its requests (``volume``)
+    and the requests counted by each outcome counter (Prometheus, snapshots): the output shape
+    (``shape``: the answers cut at max_tokens) and each failure outcome beside errors
+    (``failed``: aborts, rejections, named ``error_type=<outcome>``), built by ``share_with_se``
+    as the records source builds them. As there, a share no replica of the fleet has is left
+    out, and at most ``MAX_ERROR_TYPES`` failure outcomes are judged, the most common first."""
+
+    def seen(col: Mapping[str, float]) -> float:
+        return sum(v for v in col.values() if math.isfinite(v) and v > 0)
+
+    kept = {n: c for n, c in shape.items() if seen(c) >= 1}
+    kinds = sorted((n for n in failed if seen(failed[n]) >= 1), key=lambda n: -seen(failed[n]))
+    kept.update({n: failed[n] for n in kinds[:MAX_ERROR_TYPES]})
+    values, stderr = pd.DataFrame(index=volume.index), pd.DataFrame(index=volume.index)
+    for name, col in kept.items():
+        hits = pd.Series(col, dtype="float64").reindex(volume.index).fillna(0.0).clip(lower=0.0)
+        values[name], stderr[name] = share_with_se(hits, volume)
+    return values, stderr
 
 
 class ShareCounts:
