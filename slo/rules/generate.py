@@ -35,6 +35,7 @@ from fleetwatch.core.duration import format_duration
 from fleetwatch.core.profiles import Profile
 from fleetwatch.core.promql import format_le, quote
 from fleetwatch.core.rules import AlertingRule, RecordingRule, Rule, RuleGroup
+from fleetwatch.core.rules.unittests import rendered
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.rules.promql import SLIQuery, sli_query
 from fleetwatch.slo.spec import (
@@ -75,6 +76,11 @@ class AlertInfo:
     windows: tuple[BurnWindow, ...]
     runbook: str
     for_s: int = 0
+
+    def annotations_at(self, value: float | None = None) -> dict[str, str]:
+        """The annotations as promtool renders them for this alert firing with ``value`` (a
+        burn alert's value: the long window's error ratio of the first condition met)."""
+        return {k: rendered(v, self.labels, value) for k, v in self.annotations.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,11 +194,17 @@ def _annotations(
         for w in windows
     )
     speed = "fast" if severity == "page" else "slowly"
+    over = (
+        format_duration(windows[0].long_s)
+        if len({w.long_s for w in windows}) == 1
+        else "the long window of the first condition met"
+    )
     out = {
         "summary": f"{spec.service} SLO {slo.name}: error budget burning {speed}",
         "description": (
             f"Objective {slo.objective:g}% over {period} (error budget {_pct(slo.error_budget)}, "
-            f"{budget_min:.1f} minutes). SLI: {_describe_sli(slo)}. Burning at more than {conds}."
+            f"{budget_min:.1f} minutes). SLI: {_describe_sli(slo)}. Burning at more than {conds}. "
+            f"Error ratio now {{{{ $value | humanizePercentage }}}} over {over}."
         ),
         "runbook_url": runbook,
         "dashboard_url": dashboard,

@@ -39,15 +39,21 @@ def _fmt(seconds: int) -> str:
     return format_duration(seconds) if seconds > 0 else "0s"
 
 
-def _expected(alert: AlertInfo, routed: Mapping[str, str] | None = None) -> ExpectedAlert:
+def _expected(
+    alert: AlertInfo, routed: Mapping[str, str] | None = None, value: float | None = None
+) -> ExpectedAlert:
     # the rule's own labels win over the series' (as Prometheus applies them)
-    return ExpectedAlert({**(routed or {}), **alert.labels}, dict(alert.annotations))
+    return ExpectedAlert({**(routed or {}), **alert.labels}, alert.annotations_at(value))
 
 
-def _alert_test(
-    at_s: int, alert: AlertInfo, firing: bool, routed: Mapping[str, str] | None = None
-) -> AlertCase:
-    return AlertCase(_fmt(at_s), alert.name, (_expected(alert, routed),) if firing else ())
+def _alert_test(at_s: int, alert: AlertInfo) -> AlertCase:
+    """``alert`` silent at ``at_s``."""
+    return AlertCase(_fmt(at_s), alert.name)
+
+
+def _firing_test(at_s: int, alert: AlertInfo, routed: Mapping[str, str], value: float) -> AlertCase:
+    """``alert`` firing at ``at_s`` with ``value``."""
+    return AlertCase(_fmt(at_s), alert.name, (_expected(alert, routed, value),))
 
 
 def _first_firing(
@@ -58,24 +64,33 @@ def _first_firing(
     e_bad: int,
     limit: int,
     step: int,
-) -> int | None:
-    """Steps after onset at which ``alert`` first fires, for ``baseline`` steps of ``h_bad`` bad
-    per step then ``e_bad`` bad per step (``_N`` requests per step, series starting at 0): the
-    window arithmetic of the rules, in whole events (None: not within ``limit`` steps)."""
+) -> tuple[int, float] | None:
+    """Steps after onset at which ``alert`` first fires, and its value then, for ``baseline``
+    steps of ``h_bad`` bad per step then ``e_bad`` bad per step (``_N`` requests per step, series
+    starting at 0): the window arithmetic of the rules, in whole events (None: not within
+    ``limit`` steps).
+
+    Prometheus's arithmetic is the same here: a range includes the sample at its start, so
+    ``increase()`` over a window is the difference of two samples of whole counts, with no
+    extrapolation (a window reaching before the series sees its first sample, 0, and
+    extrapolates to that zero), and the ratio is one float division of exact integers. The
+    value is the long window's ratio of the first condition met, as the ``or`` of the
+    conditions keeps the first operand's sample."""
     for k in range(1, limit + 1):
         for w in alert.windows:
             thr = slo.threshold(w)
-            ok = True
+            ratios = []
             for win in (w.long_s // step, w.short_s // step):
                 in_burn = min(k, win)
                 in_base = max(0, min(baseline, win - k))
                 total = _N * (in_burn + in_base)
                 bad = e_bad * in_burn + h_bad * in_base
-                ok = ok and total > 0 and bad / total > thr
+                ratios.append(bad / total if total > 0 else math.nan)
+            ok = all(r > thr for r in ratios)
             if ok and slo.min_events > 0:
                 ok = _N * min(baseline + k, w.long_s // step) >= slo.min_events
             if ok:
-                return k
+                return k, ratios[0]
     return None
 
 
@@ -110,7 +125,7 @@ def _tests_for(
         skipped.append(f"{slo.name}: SLI selectors cannot be synthesised")
         return tests
     checks = [
-        _alert_test(t * step, a, False)
+        _alert_test(t * step, a)
         for t in range(0, healthy_steps + 1, max(1, 300 // step))
         for a in burn_alerts
     ]
@@ -121,21 +136,22 @@ def _tests_for(
     onset = _BASELINE_S // step
     limit = 3 * 86400 // step
     if page is not None:
-        fire = _first_firing(slo, page, onset, h_bad, _N, limit, step)
-        if fire is None:
+        first = _first_firing(slo, page, onset, h_bad, _N, limit, step)
+        if first is None:
             skipped.append(f"{slo.name}: fast burn (no page condition reachable at 100% errors)")
         else:
+            fire, value = first
             short = max(w.short_s for w in page.windows) // step + 1
             outage = fire + 3
             s = series([(onset, h_bad), (outage, _N), (short + 3, h_bad)])
             assert s is not None
             recovered = onset + outage + short
-            checks = [_alert_test(onset * step, page, False)]
+            checks = [_alert_test(onset * step, page)]
             if fire > 1:
-                checks.append(_alert_test((onset + fire - 1) * step, page, False))
+                checks.append(_alert_test((onset + fire - 1) * step, page))
             checks += [
-                _alert_test((onset + fire) * step, page, True, routed),
-                _alert_test(recovered * step, page, False),
+                _firing_test((onset + fire) * step, page, routed, value),
+                _alert_test(recovered * step, page),
             ]
             name = f"{slo.name}: a total outage pages after {_fmt(fire * step)} and resets after recovery"
             tests.append(RuleTest(_fmt(step), s, tuple(checks), name=name))
@@ -145,22 +161,23 @@ def _tests_for(
         below = [w.burn for w in ticket.windows if w.burn < lowest_page]
         rate = (max(below) + lowest_page) / 2 if below and page_burns else max(burns) * 1.5
         n_bad = math.ceil(rate * budget * _N)
-        fire = (
+        first = (
             _first_firing(slo, ticket, onset, h_bad, n_bad, limit, step)
             if below and n_bad < _N
             else None
         )
-        if fire is None:
+        if first is None:
             skipped.append(f"{slo.name}: slow burn (no ticket condition below the page factors)")
         else:
+            fire, value = first
             s = series([(onset, h_bad), (fire + 2, n_bad)])
             assert s is not None
-            checks = [_alert_test(onset * step, ticket, False)]
+            checks = [_alert_test(onset * step, ticket)]
             if fire > 1:
-                checks.append(_alert_test((onset + fire - 1) * step, ticket, False))
-            checks.append(_alert_test((onset + fire) * step, ticket, True, routed))
+                checks.append(_alert_test((onset + fire - 1) * step, ticket))
+            checks.append(_firing_test((onset + fire) * step, ticket, routed, value))
             if page is not None:
-                checks.append(_alert_test((onset + fire + 1) * step, page, False))
+                checks.append(_alert_test((onset + fire + 1) * step, page))
             name = f"{slo.name}: a slow burn ({rate:g}x) opens a ticket after {_fmt(fire * step)}, no page"
             tests.append(RuleTest(_fmt(step), s, tuple(checks), name=name))
     return tests

@@ -4,6 +4,7 @@ and passes the generated unit tests (healthy, fast burn, slow burn, recovery, ab
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 from pathlib import Path
 
@@ -71,6 +72,35 @@ def test_every_burn_scenario_is_generated_for_the_examples(profile: str) -> None
     assert any("pages after" in n and "resets after recovery" in n for n in names)
     assert any("opens a ticket" in n for n in names)
     assert any(n.startswith("no metrics at all") for n in names)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_burn_alerts_state_the_ratio_they_fire_at(profile: str) -> None:
+    """Every burn alert's description shows its value (the long window's error ratio), and the
+    promtool tests expect it rendered at the first firing minute, above the alert's lowest
+    threshold (the promtool test above proves promtool renders the same)."""
+    rules, tests = golden.render(profile)
+    spec = load_spec((golden.EXAMPLES / golden.CASES[profile]).read_text())
+    lowest: dict[str, float] = {}
+    for a in generate_rules(spec, get_profile(profile)).alerts:
+        for w in a.windows:
+            lowest[a.name] = min(lowest.get(a.name, 1.0), a.slo.threshold(w))
+    for group in yaml.safe_load(rules.split("\n", 2)[2])["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") in lowest:
+                assert "{{ $value | humanizePercentage }}" in rule["annotations"]["description"]
+    shown = []
+    for test in yaml.safe_load(tests)["tests"]:
+        for case in test.get("alert_rule_test", []):
+            for alert in case.get("exp_alerts", []):
+                if case["alertname"] in lowest:
+                    text = alert["exp_annotations"]["description"]
+                    found = re.search(r"Error ratio now ([0-9.e+-]+)% over", text)
+                    assert found is not None, text
+                    shown.append((case["alertname"], float(found.group(1)) / 100))
+    assert shown
+    for name, value in shown:
+        assert value > lowest[name]
 
 
 def test_burn_windows_are_raw_and_the_period_sums_the_shortest_windows_counts() -> None:
