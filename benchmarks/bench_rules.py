@@ -6,24 +6,28 @@ Run with ``.venv/bin/python -m benchmarks rules``. The cost model is ``benchmark
 (series a selector matches x window / interval), on a 200-replica, one-model vLLM fleet scraped
 every 15 s, rules every 30 s (the spec's).
 
-Sloth's shape, written by hand from ``slok/sloth`` ``examples/_gen/getting-started.yml``: every
-burn window (5m, 30m, 1h, 2h, 6h, 1d, 3d) a ratio of raw rates, and the period as
-``sum_over_time(slo:sli_error:ratio_rate5m[30d]) / count_over_time(...[30d])`` (a mean of
-5-minute ratios). Both are given the same SLI selectors (fleetwatch's for this profile).
+Sloth's shape (``benchmarks/sloth_rules.py``, written by hand from ``slok/sloth``
+``examples/_gen/getting-started.yml``): every burn window (5m, 30m, 1h, 2h, 6h, 1d, 3d) a ratio
+of raw rates, and the period as ``sum_over_time(slo:sli_error:ratio_rate5m[30d]) /
+count_over_time(...[30d])`` (a mean of 5-minute ratios). Both are given the same SLI selectors
+(fleetwatch's for this profile).
 
 Rows: fleetwatch today (the period from the shortest window's recorded counts), fleetwatch with
 the period read raw (as before), and Sloth. Then the model against a live Prometheus
 (``benchmarks/rules_live.py``): the samples each raw-window rule reads, by Prometheus's own
-query statistics, for a one-day spec on a day of 200 replicas' series.
+query statistics, for a one-day spec on a day of 200 replicas' series, and both rule sets'
+group evaluation time on that server, side by side.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
 from benchmarks import rule_cost
+from benchmarks.sloth_rules import sloth_raw_exprs
 from fleetwatch.core.duration import format_duration
 from fleetwatch.core.profiles import get_profile
 from fleetwatch.slo.load import read_spec
@@ -34,7 +38,6 @@ REPLICAS: Final = 200
 SCRAPE_S: Final = 15
 EVAL_S: Final = 30
 SPEC: Final = Path(__file__).resolve().parents[1] / "slo" / "examples" / "vllm.yaml"
-SLOTH_WINDOWS: Final = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 
 def samples(exprs: Iterable[str]) -> int:
@@ -54,16 +57,7 @@ def _fleetwatch(raw_period: bool) -> list[str]:
 
 
 def _sloth() -> list[str]:
-    spec = read_spec(SPEC)
-    profile = get_profile("vllm")
-    exprs = []
-    for slo in spec.slos:
-        query = sli_query(slo, profile)
-        exprs += [query.error_ratio(w) for w in SLOTH_WINDOWS]
-        period = format_duration(slo.period_s)
-        ratio = f'slo:sli_error:ratio_rate5m{{sloth_slo="{slo.name}"}}'
-        exprs.append(f"sum_over_time({ratio}[{period}]) / count_over_time({ratio}[{period}])")
-    return exprs
+    return sloth_raw_exprs(read_spec(SPEC), get_profile("vllm"))
 
 
 def main() -> None:
@@ -83,11 +77,31 @@ def main() -> None:
 
     from benchmarks.rules_live import measure
 
-    replicas, hours = 200, 24
+    replicas, hours, evaluations, interval = 200, 24, 15, 5
     print(
-        f"\nlive: a one-day spec's raw-window rules on a Prometheus holding {hours} h of "
-        f"{replicas} replicas (one sample a minute), totalQueryableSamples of one round"
+        f"\nlive: a one-day spec's rules on a Prometheus holding {hours} h of {replicas} replicas "
+        f"(one sample a minute): totalQueryableSamples of one round of the raw-window rules, and "
+        f"the rule groups' evaluation time (prometheus_rule_group_last_duration_seconds, sum over "
+        f"a rule set's groups, median of {evaluations} rounds every {interval} s, both sets loaded "
+        f"in the same server)"
     )
-    print(f"{'rules':<14} {'measured':>12} {'model':>12}")
-    for name, (measured, model) in measure(replicas, hours).items():
-        print(f"{name:<14} {measured:>12,} {model:>12,}")
+    live = measure(replicas, hours, evaluations, interval)
+    print(
+        f"{'rules':<14} {'measured':>12} {'model':>12} {'groups':>7} {'eval median':>12} "
+        f"{'min':>8} {'max':>8} {'failed':>7}"
+    )
+    for name, cost in live.items():
+        t = cost.times
+        assert t is not None
+        print(
+            f"{name:<14} {cost.measured:>12,} {cost.predicted:>12,} {t.groups:>7} "
+            f"{t.median_s * 1000:>10.1f}ms {min(t.rounds) * 1000:>6.1f}ms "
+            f"{max(t.rounds) * 1000:>6.1f}ms {t.failures:>7}"
+        )
+    ours, sloth = (live[n].times for n in ("fleetwatch", "sloth"))
+    assert ours is not None and sloth is not None
+    ratios = sorted(a / b for a, b in zip(ours.rounds, sloth.rounds, strict=True))
+    print(
+        f"fleetwatch / Sloth evaluation time: {ours.median_s / sloth.median_s:.2f}x of medians; "
+        f"per round {statistics.median(ratios):.2f}x median ({ratios[0]:.2f}-{ratios[-1]:.2f}x)"
+    )
