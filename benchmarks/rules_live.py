@@ -1,7 +1,7 @@
 """The rule cost on a live Prometheus: a day of a 200-replica vLLM fleet's series written as a
 TSDB block (``promtool tsdb create-blocks-from openmetrics``), a Prometheus on loopback serving
-it with fleetwatch's rules and Sloth's (``benchmarks/sloth_rules.py``) for the same one-day SLO
-spec loaded side by side.
+it with fleetwatch's rules and Sloth's (``benchmarks/sloth_rules.py``) for the same SLO spec
+(``SPEC``: two days, the Workbook's windows up to the one-day ticket) loaded side by side.
 
 - Samples: each raw-window rule expression queried once at the block's last minute with
   ``stats=all``: ``totalQueryableSamples`` against what the cost model predicts
@@ -51,17 +51,19 @@ evaluation_interval: 60s
 slos:
   - name: availability
     objective: 99.9
-    period: 1d
+    period: 2d
     sli: {{kind: availability, bad: [error, aborted]}}
     windows: [{{severity: page, long: 1h, short: 5m, burn: 14.4}},
-              {{severity: ticket, long: 6h, short: 30m, burn: 2}}]
+              {{severity: page, long: 6h, short: 30m, burn: 6}},
+              {{severity: ticket, long: 1d, short: 2h, burn: 3}}]
   - name: ttft
     objective: 99
-    period: 1d
+    period: 2d
     selector: {{model: {MODEL}}}
     sli: {{kind: latency, signal: ttft, threshold: 1}}
     windows: [{{severity: page, long: 1h, short: 5m, burn: 14.4}},
-              {{severity: ticket, long: 6h, short: 30m, burn: 2}}]
+              {{severity: page, long: 6h, short: 30m, burn: 6}},
+              {{severity: ticket, long: 1d, short: 2h, burn: 3}}]
 """
 REASONS: Final = ("stop", "length", "abort", "error")
 
