@@ -47,6 +47,7 @@ from fleetwatch.dashboards.names import (
     Resilience,
     has_resilience,
 )
+from fleetwatch.dashboards.recordings import fleet_recordings
 from fleetwatch.dashboards.views.replica import CLOCK_EVENT_LABEL, GPU_LABEL
 
 __all__ = [
@@ -397,7 +398,8 @@ def rules_document(
     *,
     resilience: bool | None = None,
 ) -> RuleFile:
-    """The Prometheus rules file as a value (one group)."""
+    """The Prometheus rules file as a value: the operational alerts, then the fleet lines the
+    fleet view reads (``fleetwatch.dashboards.recordings``)."""
     rules = alert_rules(profile, thresholds, resilience=resilience)
     if not rules:
         raise DashboardError(f"profile '{profile.name}' supports no operational alerts")
@@ -414,7 +416,8 @@ def rules_document(
             for a in rules
         ),
     )
-    return RuleFile((group,))
+    fleet = fleet_recordings(profile)
+    return RuleFile((group,) if fleet is None else (group, fleet))
 
 
 def _eval_after(duration: str) -> str:

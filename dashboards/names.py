@@ -11,7 +11,9 @@ Two tables live here, each the single place to change when the owning package se
   They come from the resilience library in the user's own client or proxy code, never from an
   engine's ``/metrics``, so only profiles listed in ``RESILIENCE_PROFILES`` read them (see there).
 
-Anything else a dashboard expression names must come from its metric profile
+The fleet lines the fleet view reads are recorded by ``fleetwatch.dashboards.recordings``, which
+names them (``fleet_recording_names``). Anything else a dashboard expression names must come from
+its metric profile
 (``fleetwatch.core.profiles``); ``allowed_names`` is the union of fixed names the checks accept, and
 ``unknown_names`` what they refuse (error-ratio rules pass for any window).
 """
@@ -219,7 +221,10 @@ def allowed_names(profile: Profile, *, resilience: bool | None = None) -> frozen
     where ``resilience`` (default: ``has_resilience(profile)``)."""
     with_resilience = has_resilience(profile) if resilience is None else resilience
     extra = _expanded(RESILIENCE) if with_resilience else frozenset()
-    return profile.metric_names() | SLO_RULES.names() | extra | PROMETHEUS_BUILTINS
+    from fleetwatch.dashboards.recordings import fleet_recording_names
+
+    fleet = fleet_recording_names(profile)
+    return profile.metric_names() | SLO_RULES.names() | fleet | extra | PROMETHEUS_BUILTINS
 
 
 def unknown_names(profile: Profile, names: Iterable[str]) -> frozenset[str]:

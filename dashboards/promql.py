@@ -74,6 +74,10 @@ class Scope:
     def fleet(self) -> str:
         return self._routed(f'{self.model}=~"$model"')
 
+    def recorded(self, name: str) -> str:
+        """A fleet series the profile's recording rules write, for the chosen models."""
+        return f'{name}{{profile="{self.profile.name}",{self.fleet()}}}'
+
     def chosen(self) -> str:
         return self._routed(f'{self.model}=~"$model"', f'{self.replica}=~"$replica"')
 

@@ -26,6 +26,7 @@ from fleetwatch.core.rules import (
     render_yaml,
     to_document,
 )
+from fleetwatch.core.rules.unittests import humanize_percentage, rendered
 from tests.promtool_run import promtool_test
 
 MULTI_LINE = 'sum(rate(errors_total{job="api"}[5m]))\n/\nsum(rate(requests_total{job="api"}[5m]))'
@@ -228,3 +229,30 @@ def test_promtool_checks_the_rules_and_passes_their_test(promtool: Path, tmp_pat
     )
     done = promtool_test(promtool, tmp_path, render_yaml(test), "api.rules.test.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.promtool
+@pytest.mark.parametrize("ratio", [0.25, 1.0, 0.00107194, 1 / 3, 1e-7, 0.0144])
+def test_a_value_renders_as_promtool_renders_humanize_percentage(
+    promtool: Path, tmp_path: Path, ratio: float
+) -> None:
+    """``rendered`` writes ``{{ $value | humanizePercentage }}`` exactly as promtool does, so a
+    test file can state the description an alert fires with."""
+    template = "Now {{ $value | humanizePercentage }} bad ({{ $labels.job }})."
+    rule = AlertingRule("Bad", "ratio > 0", annotations={"description": template})
+    (tmp_path / "r.rules.yaml").write_text(render_yaml(RuleFile((RuleGroup("g", (rule,)),))))
+    labels = {"job": "api"}
+    expected = ExpectedAlert(labels, {"description": rendered(template, labels, ratio)})
+    case = AlertCase("1m", "Bad", (expected,))
+    series = (InputSeries('ratio{job="api"}', f"{ratio!r}x2"),)
+    test = RuleTestFile(("r.rules.yaml",), "1m", (RuleTest("1m", series, (case,)),))
+    done = promtool_test(promtool, tmp_path, render_yaml(test))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert humanize_percentage(ratio) in expected.exp_annotations["description"]
+
+
+def test_a_template_showing_the_value_needs_one() -> None:
+    with pytest.raises(ValueError, match="pass the value"):
+        rendered("{{ $value | humanizePercentage }}", {})
+    assert humanize_percentage(0.0010719) == "0.1072%"
+    assert humanize_percentage(1e-7) == "1e-05%"

@@ -27,24 +27,40 @@ __all__ = [
     "InputSeries",
     "RuleTest",
     "RuleTestFile",
+    "humanize_percentage",
     "rendered",
 ]
 
-_TEMPLATE = re.compile(r"\{\{ \$labels\.(\w+)( \| urlquery)? \}\}|\{\{ \$externalURL \}\}")
+_TEMPLATE = re.compile(
+    r"\{\{ \$labels\.(\w+)( \| urlquery)? \}\}|\{\{ \$externalURL \}\}"
+    r"|(\{\{ \$value \| humanizePercentage \}\})"
+)
 
 
-def rendered(template: str, labels: Mapping[str, str]) -> str:
-    """An annotation ``template`` as promtool renders it for an alert with ``labels``: each
-    ``{{ $labels.x }}`` its value ("" when absent), ``| urlquery`` as Go's ``url.QueryEscape``,
-    and ``{{ $externalURL }}`` empty (a unit test has no external URL)."""
+def humanize_percentage(value: float) -> str:
+    """``value`` (a ratio, 0.25) as Prometheus's ``humanizePercentage`` writes it ("25%"): Go's
+    ``%.4g`` of ``value * 100``, which Python's ``%g`` matches."""
+    return f"{value * 100:.4g}%"
 
-    def value(m: re.Match[str]) -> str:
+
+def rendered(template: str, labels: Mapping[str, str], value: float | None = None) -> str:
+    """An annotation ``template`` as promtool renders it for an alert with ``labels`` and
+    ``value``: each ``{{ $labels.x }}`` its value ("" when absent), ``| urlquery`` as Go's
+    ``url.QueryEscape``, ``{{ $value | humanizePercentage }}`` as ``humanize_percentage``, and
+    ``{{ $externalURL }}`` empty (a unit test has no external URL). A template naming
+    ``$value`` needs ``value``: ``ValueError`` without it."""
+
+    def value_of(m: re.Match[str]) -> str:
+        if m.group(3) is not None:
+            if value is None:
+                raise ValueError(f"{template!r} shows the alert's value: pass the value")
+            return humanize_percentage(value)
         if m.group(1) is None:
             return ""
         text = labels.get(m.group(1), "")
         return urllib.parse.quote_plus(text) if m.group(2) else text
 
-    return _TEMPLATE.sub(value, template)
+    return _TEMPLATE.sub(value_of, template)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from grafana_foundation_sdk.models import units
 from fleetwatch.core.profiles import Profile, Signal
 from fleetwatch.dashboards.panels import PanelSpec, Query, RowSpec, Threshold, legend_of
 from fleetwatch.dashboards.promql import Scope
+from fleetwatch.dashboards.recordings import FLEET_QUANTILES, FLEET_WINDOW, recorded
 from fleetwatch.dashboards.views.common import (
     LATENCY_SIGNALS,
     error_ratio_queries,
@@ -30,7 +31,6 @@ def _latency_panels(scope: Scope, signal: Signal, title: str) -> tuple[PanelSpec
     ref = scope.profile.metric(signal)
     replica, model = scope.replica, scope.model
     by = f"{replica}, {model}"
-    fleet_by = scope.fleet_by
     legend, model_legend = legend_of(replica), legend_of(model)
     mine = scope.quantile(0.99, ref, by)
     fleet = scope.quantile(0.99, ref, by, fleet=True)
@@ -38,11 +38,13 @@ def _latency_panels(scope: Scope, signal: Signal, title: str) -> tuple[PanelSpec
         PanelSpec(
             f"{title}: fleet p50 and p99",
             f"{title} quantiles of each model's whole fleet, from the {ref.name} histogram "
-            "summed over its replicas (interpolated within buckets, so read them to the nearest "
-            "bucket boundary). One line per model, however many replicas serve it.",
-            (
-                Query(scope.quantile(0.5, ref, fleet_by, fleet=True), f"{model_legend} p50"),
-                Query(scope.quantile(0.99, ref, fleet_by, fleet=True), f"{model_legend} p99"),
+            f"summed over its replicas over {FLEET_WINDOW} (interpolated within buckets, so read "
+            "them to the nearest bucket boundary). One line per model, however many replicas "
+            "serve it, read from the recording rules fleetwatch dashboards alerts writes "
+            f"({recorded(signal, 0.5)}): load them, or these lines stay empty.",
+            tuple(
+                Query(scope.recorded(recorded(signal, q)), f"{model_legend} p{q * 100:g}")
+                for q in FLEET_QUANTILES
             ),
             units.Seconds,
         ),

@@ -5,15 +5,19 @@ Naming scheme (every series labelled ``service`` and ``slo``; per-window series 
 
 - ``slo:sli_error:ratio_rate<window>``: bad events / all events over the window (traffic-weighted:
   a ratio of ``increase()``, for long windows too), one per alert window and for the period.
-  The period's is built from the shortest window's recorded counts, not raw (Sloth's period trick,
-  kept traffic-weighted): ``sum_over_time(slo:sli_bad:increase5m[30d]) /
-  sum_over_time(slo:sli_events:increase5m[30d])``. Each event is in every recorded 5-minute
-  count whose window covers it, as many in the numerator as in the denominator, so the ratio is
-  the raw one to the edges of one window and ``increase()``'s extrapolation; it counts only what
-  the rules have recorded (a period's worth after they are first loaded, but a value from their
-  first evaluation). Raw where the period is itself a burn window.
+  The period's, and every burn window of a day or more (``summed_windows``), is built from the
+  shortest window's recorded counts, not raw (Sloth's period trick, kept traffic-weighted):
+  ``sum_over_time(slo:sli_bad:increase5m[3d]) / sum_over_time(slo:sli_events:increase5m[3d])``.
+  Each event is in every recorded 5-minute count whose window covers it, as many in the
+  numerator as in the denominator, so the ratio is the raw one but for the edges of one 5-minute
+  window (the newest minutes weigh less: the ratio follows a change up to half a base window
+  later) and ``increase()``'s extrapolation; it counts only what the rules have recorded (a
+  window's worth after they are first loaded, but a value from their first evaluation). Raw
+  where the period is itself a burn window.
 - ``slo:sli_bad:increase<window>``, ``slo:sli_events:increase<window>``: bad and all events in the
-  shortest window (for the period), and all events in the long windows (with ``min_events``).
+  shortest window (what the long windows sum), and all events in the long windows (with
+  ``min_events``; a summed window's count is its sum over the evaluations one base window
+  spans).
 - ``slo:objective:ratio``, ``slo:error_budget:ratio``: the objective and 1 - objective.
 - ``slo:period_error_budget_remaining:ratio``: 1 - (period error ratio / budget); negative once
   the budget is spent.
@@ -30,11 +34,13 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from fleetwatch.core.duration import format_duration
 from fleetwatch.core.profiles import Profile
 from fleetwatch.core.promql import format_le, quote
 from fleetwatch.core.rules import AlertingRule, RecordingRule, Rule, RuleGroup
+from fleetwatch.core.rules.unittests import rendered
 from fleetwatch.slo.errors import SLOSpecError
 from fleetwatch.slo.rules.promql import SLIQuery, sli_query
 from fleetwatch.slo.spec import (
@@ -57,6 +63,7 @@ __all__ = [
     "error_ratio_name",
     "generate_rules",
     "runbook_file",
+    "summed_windows",
 ]
 
 ABSENT_ALERT = "SLOMetricsAbsent"
@@ -75,6 +82,11 @@ class AlertInfo:
     windows: tuple[BurnWindow, ...]
     runbook: str
     for_s: int = 0
+
+    def annotations_at(self, value: float | None = None) -> dict[str, str]:
+        """The annotations as promtool renders them for this alert firing with ``value`` (a
+        burn alert's value: the long window's error ratio of the first condition met)."""
+        return {k: rendered(v, self.labels, value) for k, v in self.annotations.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,15 +113,34 @@ def bad_name(window_s: int) -> str:
     return f"slo:sli_bad:increase{format_duration(window_s)}"
 
 
-def _period_base(slo: ServiceLevelObjective) -> int | None:
-    """The window the period's error ratio is built from (the shortest burn window), or None
-    when the period is itself a burn window or there are none: then it is read raw."""
+SUMMED_FROM: Final = 288
+
+
+def _base(slo: ServiceLevelObjective) -> int | None:
+    """The window whose recorded counts long windows are summed from (the shortest burn
+    window), or None when there are no windows or it is not shorter than the period."""
     if not slo.windows:
-        return None
-    if any(slo.period_s in (w.long_s, w.short_s) for w in slo.windows):
         return None
     base = min(w.short_s for w in slo.windows)
     return base if base < slo.period_s else None
+
+
+def summed_windows(slo: ServiceLevelObjective, evaluation_interval_s: int) -> frozenset[int]:
+    """The windows (seconds) whose error ratio is summed from the base window's recorded counts
+    instead of read raw: the period, unless it is itself a burn window; and every burn window at
+    least ``SUMMED_FROM`` base windows long (a day over 5 minutes), whose edges (where an event
+    is in fewer recorded counts than in the middle) then weigh at most 1/288 of it, when the
+    base window is whole evaluation intervals (so each event is in as many counts)."""
+    base = _base(slo)
+    if base is None:
+        return frozenset()
+    burn = {s for w in slo.windows for s in (w.long_s, w.short_s)}
+    out = set()
+    if base % evaluation_interval_s == 0:
+        out = {w for w in burn if w >= SUMMED_FROM * base}
+    if slo.period_s not in burn:
+        out.add(slo.period_s)
+    return frozenset(out)
 
 
 def _kind_word(slo: ServiceLevelObjective) -> str:
@@ -188,11 +219,17 @@ def _annotations(
         for w in windows
     )
     speed = "fast" if severity == "page" else "slowly"
+    over = (
+        format_duration(windows[0].long_s)
+        if len({w.long_s for w in windows}) == 1
+        else "the long window of the first condition met"
+    )
     out = {
         "summary": f"{spec.service} SLO {slo.name}: error budget burning {speed}",
         "description": (
             f"Objective {slo.objective:g}% over {period} (error budget {_pct(slo.error_budget)}, "
-            f"{budget_min:.1f} minutes). SLI: {_describe_sli(slo)}. Burning at more than {conds}."
+            f"{budget_min:.1f} minutes). SLI: {_describe_sli(slo)}. Burning at more than {conds}. "
+            f"Error ratio now {{{{ $value | humanizePercentage }}}} over {over}."
         ),
         "runbook_url": runbook,
         "dashboard_url": dashboard,
@@ -231,38 +268,40 @@ def _slo_group(
     ident = {"service": spec.service, "slo": slo.name}
     match = ",".join(f"{k}={quote(v)}" for k, v in ident.items())
     rules: list[Rule] = []
-    base = _period_base(slo)
+    summed = summed_windows(slo, spec.evaluation_interval_s)
+    base = _base(slo)
+    if summed:
+        # Every event is counted once per evaluation its base window covers, above and below
+        # alike, so a sum of the recorded counts stays traffic-weighted and reads two recorded
+        # series, not every replica's raw samples over the window.
+        assert base is not None
+        b = format_duration(base)
+        rules.append(RecordingRule(bad_name(base), query.bad_events(b), {**ident, "window": b}))
+        rules.append(RecordingRule(events_name(base), query.events(b), {**ident, "window": b}))
+
+    def summed_over(name: str, window: str) -> str:
+        assert base is not None
+        return f"sum_over_time({name}{{{match}}}[{window}])"
+
     for w_s in slo.window_seconds():
-        if w_s == slo.period_s and base is not None:
-            continue
         window = format_duration(w_s)
-        rules.append(
-            RecordingRule(
-                error_ratio_name(w_s), query.error_ratio(window), {**ident, "window": window}
-            )
+        expr = (
+            f"{summed_over(bad_name(base), window)}\n/\n{summed_over(events_name(base), window)}"
+            if w_s in summed and base is not None
+            else query.error_ratio(window)
         )
+        rules.append(RecordingRule(error_ratio_name(w_s), expr, {**ident, "window": window}))
     if slo.min_events > 0:
         for w_s in sorted({w.long_s for w in slo.windows}):
+            if summed and w_s == base:
+                continue
             window = format_duration(w_s)
-            rules.append(
-                RecordingRule(events_name(w_s), query.events(window), {**ident, "window": window})
+            expr = (
+                f"{summed_over(events_name(base), window)} / {base // spec.evaluation_interval_s}"
+                if w_s in summed and base is not None
+                else query.events(window)
             )
-    if base is not None:
-        # The period from the shortest window's recorded counts: every event is counted once
-        # per evaluation its window covers, above and below alike, so the ratio stays
-        # traffic-weighted and reads two recorded series, not every replica's raw samples.
-        b, period = format_duration(base), format_duration(slo.period_s)
-        rules.append(RecordingRule(bad_name(base), query.bad_events(b), {**ident, "window": b}))
-        if not (slo.min_events > 0 and any(w.long_s == base for w in slo.windows)):
-            rules.append(RecordingRule(events_name(base), query.events(b), {**ident, "window": b}))
-        rules += [
-            RecordingRule(
-                error_ratio_name(slo.period_s),
-                f"sum_over_time({bad_name(base)}{{{match}}}[{period}])\n/\n"
-                f"sum_over_time({events_name(base)}{{{match}}}[{period}])",
-                {**ident, "window": period},
-            ),
-        ]
+            rules.append(RecordingRule(events_name(w_s), expr, {**ident, "window": window}))
     budget = repr(slo.error_budget)
     period_ratio = f"{error_ratio_name(slo.period_s)}{{{match}}}"
     shortest = min((w.short_s for w in slo.windows), default=slo.period_s)

@@ -16,14 +16,16 @@ SLI names raw regex selectors, or the burn factors cannot be reached (burn x bud
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from fleetwatch.core.duration import format_duration
 from fleetwatch.core.profiles import Profile
 from fleetwatch.core.rules import AlertCase, ExpectedAlert, InputSeries, RuleTest, RuleTestFile
-from fleetwatch.slo.rules.generate import ABSENT_ALERT, AlertInfo, RuleSet
+from fleetwatch.slo.rules.generate import ABSENT_ALERT, AlertInfo, RuleSet, summed_windows
 from fleetwatch.slo.rules.series import routing_example, slo_series
 from fleetwatch.slo.spec import ServiceLevelObjective
 
@@ -39,15 +41,54 @@ def _fmt(seconds: int) -> str:
     return format_duration(seconds) if seconds > 0 else "0s"
 
 
-def _expected(alert: AlertInfo, routed: Mapping[str, str] | None = None) -> ExpectedAlert:
+def _expected(
+    alert: AlertInfo, routed: Mapping[str, str] | None = None, value: float | None = None
+) -> ExpectedAlert:
     # the rule's own labels win over the series' (as Prometheus applies them)
-    return ExpectedAlert({**(routed or {}), **alert.labels}, dict(alert.annotations))
+    return ExpectedAlert({**(routed or {}), **alert.labels}, alert.annotations_at(value))
 
 
-def _alert_test(
-    at_s: int, alert: AlertInfo, firing: bool, routed: Mapping[str, str] | None = None
-) -> AlertCase:
-    return AlertCase(_fmt(at_s), alert.name, (_expected(alert, routed),) if firing else ())
+def _alert_test(at_s: int, alert: AlertInfo) -> AlertCase:
+    """``alert`` silent at ``at_s``."""
+    return AlertCase(_fmt(at_s), alert.name)
+
+
+def _firing_test(at_s: int, alert: AlertInfo, routed: Mapping[str, str], value: float) -> AlertCase:
+    """``alert`` firing at ``at_s`` with ``value``."""
+    return AlertCase(_fmt(at_s), alert.name, (_expected(alert, routed, value),))
+
+
+@dataclass(frozen=True, slots=True)
+class _Counts:
+    """Cumulative bad and total events at each evaluation step (index 0: time 0, all zero),
+    and the running sums of the base window's recorded counts (``base`` steps) the summed
+    windows read."""
+
+    bad: list[int]
+    total: list[int]
+    rec_bad: list[int]
+    rec_total: list[int]
+
+    @classmethod
+    def of(cls, bad_per_step: Sequence[int], total_per_step: int, base: int) -> _Counts:
+        bad = [0, *itertools.accumulate(bad_per_step)]
+        total = [total_per_step * i for i in range(len(bad))]
+
+        def recorded(c: list[int]) -> list[int]:
+            # the count recorded at step j covers steps j - base + 1 .. j; none at time 0
+            return [0, *itertools.accumulate(c[j] - c[max(0, j - base)] for j in range(1, len(c)))]
+
+        return cls(bad, total, recorded(bad), recorded(total))
+
+    def window(self, t: int, steps: int, summed: bool) -> tuple[int, int]:
+        """(bad, total) over the window of ``steps`` steps ending at step ``t``: raw, the
+        difference of the samples at its two ends; summed, the recorded counts at every
+        evaluation in it, both ends included."""
+        if summed:
+            lo = max(0, t - steps - 1)
+            return self.rec_bad[t] - self.rec_bad[lo], self.rec_total[t] - self.rec_total[lo]
+        lo = max(0, t - steps)
+        return self.bad[t] - self.bad[lo], self.total[t] - self.total[lo]
 
 
 def _first_firing(
@@ -58,24 +99,37 @@ def _first_firing(
     e_bad: int,
     limit: int,
     step: int,
-) -> int | None:
-    """Steps after onset at which ``alert`` first fires, for ``baseline`` steps of ``h_bad`` bad
-    per step then ``e_bad`` bad per step (``_N`` requests per step, series starting at 0): the
-    window arithmetic of the rules, in whole events (None: not within ``limit`` steps)."""
+    summed: frozenset[int] = frozenset(),
+) -> tuple[int, float] | None:
+    """Steps after onset at which ``alert`` first fires, and its value then, for ``baseline``
+    steps of ``h_bad`` bad per step then ``e_bad`` bad per step (``_N`` requests per step, series
+    starting at 0): the window arithmetic of the rules, in whole events (None: not within
+    ``limit`` steps). Windows in ``summed`` (seconds) are sums of the shortest window's recorded
+    counts (``summed_windows``).
+
+    Prometheus's arithmetic is the same here: a range includes the sample at its start, so
+    ``increase()`` over a window is the difference of two samples of whole counts, with no
+    extrapolation (a window reaching before the series sees its first sample, 0, and
+    extrapolates to that zero), a sum of recorded counts is a sum of whole counts, and the
+    ratio is one float division of exact integers. The value is the long window's ratio of the
+    first condition met, as the ``or`` of the conditions keeps the first operand's sample."""
+    base = min((w.short_s for w in slo.windows), default=step) // step
+    counts = _Counts.of([h_bad] * baseline + [e_bad] * limit, _N, base)
     for k in range(1, limit + 1):
+        t = baseline + k
         for w in alert.windows:
             thr = slo.threshold(w)
-            ok = True
-            for win in (w.long_s // step, w.short_s // step):
-                in_burn = min(k, win)
-                in_base = max(0, min(baseline, win - k))
-                total = _N * (in_burn + in_base)
-                bad = e_bad * in_burn + h_bad * in_base
-                ok = ok and total > 0 and bad / total > thr
+            ratios = []
+            for win_s in (w.long_s, w.short_s):
+                bad, total = counts.window(t, win_s // step, win_s in summed)
+                ratios.append(bad / total if total > 0 else math.nan)
+            ok = all(r > thr for r in ratios)
             if ok and slo.min_events > 0:
-                ok = _N * min(baseline + k, w.long_s // step) >= slo.min_events
+                long_s = w.long_s
+                _, events = counts.window(t, long_s // step, long_s in summed)
+                ok = (events / base if long_s in summed else events) >= slo.min_events
             if ok:
-                return k
+                return k, ratios[0]
     return None
 
 
@@ -110,7 +164,7 @@ def _tests_for(
         skipped.append(f"{slo.name}: SLI selectors cannot be synthesised")
         return tests
     checks = [
-        _alert_test(t * step, a, False)
+        _alert_test(t * step, a)
         for t in range(0, healthy_steps + 1, max(1, 300 // step))
         for a in burn_alerts
     ]
@@ -120,22 +174,24 @@ def _tests_for(
 
     onset = _BASELINE_S // step
     limit = 3 * 86400 // step
+    summed = summed_windows(slo, step)
     if page is not None:
-        fire = _first_firing(slo, page, onset, h_bad, _N, limit, step)
-        if fire is None:
+        first = _first_firing(slo, page, onset, h_bad, _N, limit, step, summed)
+        if first is None:
             skipped.append(f"{slo.name}: fast burn (no page condition reachable at 100% errors)")
         else:
+            fire, value = first
             short = max(w.short_s for w in page.windows) // step + 1
             outage = fire + 3
             s = series([(onset, h_bad), (outage, _N), (short + 3, h_bad)])
             assert s is not None
             recovered = onset + outage + short
-            checks = [_alert_test(onset * step, page, False)]
+            checks = [_alert_test(onset * step, page)]
             if fire > 1:
-                checks.append(_alert_test((onset + fire - 1) * step, page, False))
+                checks.append(_alert_test((onset + fire - 1) * step, page))
             checks += [
-                _alert_test((onset + fire) * step, page, True, routed),
-                _alert_test(recovered * step, page, False),
+                _firing_test((onset + fire) * step, page, routed, value),
+                _alert_test(recovered * step, page),
             ]
             name = f"{slo.name}: a total outage pages after {_fmt(fire * step)} and resets after recovery"
             tests.append(RuleTest(_fmt(step), s, tuple(checks), name=name))
@@ -145,22 +201,23 @@ def _tests_for(
         below = [w.burn for w in ticket.windows if w.burn < lowest_page]
         rate = (max(below) + lowest_page) / 2 if below and page_burns else max(burns) * 1.5
         n_bad = math.ceil(rate * budget * _N)
-        fire = (
-            _first_firing(slo, ticket, onset, h_bad, n_bad, limit, step)
+        first = (
+            _first_firing(slo, ticket, onset, h_bad, n_bad, limit, step, summed)
             if below and n_bad < _N
             else None
         )
-        if fire is None:
+        if first is None:
             skipped.append(f"{slo.name}: slow burn (no ticket condition below the page factors)")
         else:
+            fire, value = first
             s = series([(onset, h_bad), (fire + 2, n_bad)])
             assert s is not None
-            checks = [_alert_test(onset * step, ticket, False)]
+            checks = [_alert_test(onset * step, ticket)]
             if fire > 1:
-                checks.append(_alert_test((onset + fire - 1) * step, ticket, False))
-            checks.append(_alert_test((onset + fire) * step, ticket, True, routed))
+                checks.append(_alert_test((onset + fire - 1) * step, ticket))
+            checks.append(_firing_test((onset + fire) * step, ticket, routed, value))
             if page is not None:
-                checks.append(_alert_test((onset + fire + 1) * step, page, False))
+                checks.append(_alert_test((onset + fire + 1) * step, page))
             name = f"{slo.name}: a slow burn ({rate:g}x) opens a ticket after {_fmt(fire * step)}, no page"
             tests.append(RuleTest(_fmt(step), s, tuple(checks), name=name))
     return tests

@@ -177,7 +177,8 @@ def test_the_availability_burn_rate_sees_front_door_429s(
         }
         for labels, value in series.items()
     ]
-    fires = [{"exp_labels": dict(page.labels), "exp_annotations": dict(page.annotations)}]
+    # every counter is 0 then its final value, so each window's ratio is the refused share
+    fires = [{"exp_labels": dict(page.labels), "exp_annotations": page.annotations_at(ratio)}]
     test = {
         "rule_files": ["rules.yaml"],
         "evaluation_interval": "30s",

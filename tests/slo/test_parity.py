@@ -15,6 +15,7 @@ A second test does the same for the vLLM profile's metric names, on series deriv
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -27,14 +28,21 @@ import pytest
 
 from fleetwatch.core.duration import parse_duration
 from fleetwatch.core.profiles import FLEETWATCH, Signal, get_profile
-from fleetwatch.core.rules import AlertCase, ExpectedAlert, InputSeries, RuleTest, RuleTestFile
+from fleetwatch.core.rules import (
+    AlertCase,
+    AlertingRule,
+    ExpectedAlert,
+    InputSeries,
+    RuleTest,
+    RuleTestFile,
+)
 from fleetwatch.scenarios.scraped_run import FaultWindow, ScrapedRun, run_scraped
 from fleetwatch.scenarios.slo_records import Incident, synthetic_records
 from fleetwatch.slo.backtest import Backtest
 from fleetwatch.slo.load import load_spec
 from fleetwatch.slo.report import backtest_spec
 from fleetwatch.slo.rules import generate_rules, render_rules, render_tests
-from fleetwatch.slo.rules.generate import ABSENT_ALERT, AlertInfo
+from fleetwatch.slo.rules.generate import ABSENT_ALERT, AlertInfo, RuleSet
 from fleetwatch.slo.rules.series import records_series
 from fleetwatch.slo.spec import SLOSpec
 
@@ -79,6 +87,22 @@ def engine_run() -> ScrapedRun:
                        faults=FAULTS, goodput=(0.04, 0.025), seed=3)  # fmt: skip
 
 
+def _firing_only(ruleset: RuleSet) -> RuleSet:
+    """The rules without their annotations: this test compares when alerts fire; what the
+    descriptions say (the ratio an alert fires at) the golden promtool tests prove."""
+    groups = tuple(
+        dataclasses.replace(
+            g,
+            rules=tuple(
+                dataclasses.replace(r, annotations={}) if isinstance(r, AlertingRule) else r
+                for r in g.rules
+            ),
+        )
+        for g in ruleset.groups
+    )
+    return dataclasses.replace(ruleset, groups=groups)
+
+
 def _promtool_firing(
     promtool: Path,
     tmp_path: Path,
@@ -102,12 +126,12 @@ def _promtool_firing(
     for k in range(n):
         for name in names:
             exp = tuple(
-                ExpectedAlert(dict(infos[key].labels), dict(infos[key].annotations))
+                ExpectedAlert(dict(infos[key].labels))
                 for key, firing in sorted(python.items())
                 if key[0] == name and firing[k]
             )
             tests.append(AlertCase(f"{k * step}s", name, exp))
-    (tmp_path / "parity.rules.yaml").write_text(render_rules(ruleset))
+    (tmp_path / "parity.rules.yaml").write_text(render_rules(_firing_only(ruleset)))
     doc = RuleTestFile(
         ("parity.rules.yaml",),
         f"{step}s",
@@ -141,18 +165,26 @@ def _compare(
     python: Mapping[tuple[str, str], np.ndarray[Any, Any]],
     promtool: Mapping[tuple[str, str], np.ndarray[Any, Any]],
     exact: set[str],
+    late: Mapping[str, int] | None = None,
 ) -> dict[tuple[str, str], int]:
     """Differing evaluations per (alert, SLO); fails unless intervals match one for one within
-    one evaluation at both ends (and, for SLOs in ``exact``, at every evaluation)."""
+    one evaluation at both ends (and, for SLOs in ``exact``, at every evaluation). An alert in
+    ``late`` may start and end up to that many evaluations later in the rules, never earlier
+    (its day-long windows are summed from the recorded 5-minute counts, which the backtest
+    reads raw)."""
     differing = {}
     for key, py in python.items():
         pt = promtool[key]
         a, b = _intervals(py), _intervals(pt)
         assert len(a) == len(b), (key, a, b)
+        slack = (late or {}).get(key[0])
         for (s1, e1), (s2, e2) in zip(a, b, strict=True):
-            assert abs(s1 - s2) <= 1 and abs(e1 - e2) <= 1, (key, a, b)
+            if slack is None:
+                assert abs(s1 - s2) <= 1 and abs(e1 - e2) <= 1, (key, a, b)
+            else:
+                assert s1 <= s2 <= s1 + slack and e1 - 1 <= e2 <= e1 + slack, (key, a, b)
         differing[key] = int(np.count_nonzero(py != pt))
-        if key[1] in exact:
+        if key[1] in exact and slack is None:
             assert differing[key] == 0, (key, a, b)
     return differing
 
@@ -238,5 +270,7 @@ def test_vllm_rules_fire_with_the_backtest_on_series_from_records(
     results = backtest_spec(spec, frame, start_s=0.0, end_s=float(steps * 60))
     series = records_series(spec, get_profile("vllm"), frame, step_s=60, steps=steps)
     python, got = _promtool_firing(promtool, tmp_path, spec, "vllm", results, series, 60)
-    _compare(python, got, exact={"availability", "tpot"})
+    # the tickets' 1d and 3d windows are summed 5-minute counts: up to 2.5 minutes later
+    tickets = {"SLOAvailabilitySlowBurn": 3, "SLOLatencySlowBurn": 3}
+    _compare(python, got, exact={"availability", "tpot"}, late=tickets)
     assert sum(len(bt.intervals) for bt in results) >= 3
