@@ -274,6 +274,8 @@ def _engine_alerts(profile: Profile, t: Thresholds) -> list[AlertRule]:
                 Example(_series(total, {**example, **tgt}), "0+60x2 _x38", "0+60x40"),
             ),
             {**up_labels, **_keep(example, carried)},
+            "Its scrape's up is {{ $value }}.",
+            "Its scrape's up is 0.",
         )
     )
     if profile.has(Signal.WAITING):
@@ -352,9 +354,8 @@ def _resilience_alerts(t: Thresholds) -> list[AlertRule]:
                 Example(state.selector(f'{b}="r0",{s}="closed"'), "0x40", "1x5 0x35"),
             ),
             {b: "r0"},
-            # Its value is the state gauge (1): the summary says all there is.
-            "",
-            "",
+            "Its open-state gauge is {{ $value }}.",
+            "Its open-state gauge is 1.",
             "resilience",
         ),
         AlertRule(
