@@ -137,23 +137,79 @@ class Run:
         return df["v"].to_numpy(np.float64), df["n"].to_numpy(np.int64)
 
 
-def _tally(run: Run, column: str, cond: str) -> dict[str, int]:
-    df = run.query(
-        f"{column} AS v, count(*) AS n", f"{cond} AND {column} IS NOT NULL", "GROUP BY 1"
+@dataclass(frozen=True, slots=True)
+class _Tallies:
+    """One run's counts, from two scans: its requests, ok requests, errors, empty ok outputs,
+    first and last arrival, each component's mean over the ok requests; its outcome tallies
+    and the workload's value counts (distinct values ascending, and the count of each)."""
+
+    rows: int
+    ok: int
+    errors: int
+    empty: int
+    arrivals: tuple[float | None, float | None]
+    means: tuple[float, ...]
+    tallies: dict[str, dict[str, int]]
+    values: dict[str, tuple[F64, I64]]
+
+
+_OUTCOMES = {
+    "finish_reason": f"CASE WHEN {OK} THEN finish_reason END",
+    "error_type": "CASE WHEN status = 'error' THEN error_type END",
+    "status": "CASE WHEN status NOT IN ('ok', 'error') THEN status END",
+}
+"""The outcome tallies of the output shape, each over the requests it counts (NULL: not)."""
+_WORKLOAD = {
+    "prompt_tokens": "CAST(prompt_tokens AS DOUBLE)",
+    "output_tokens": "CAST(output_tokens AS DOUBLE)",
+    "prefix_cache_share": _CACHE_SHARE,
+}
+"""The workload checks' distributions, over all requests."""
+
+
+def _tallies(run: Run) -> _Tallies:
+    """``_Tallies`` of a run: one scan of plain aggregates, one of grouping sets."""
+    means = ", ".join(f"avg(CASE WHEN {OK} THEN {DERIVED.get(c, c)} END)" for c in COMPONENTS)
+    rows, ok, errors, empty, lo, hi, *avg = run.row(
+        f"count(*), sum(CASE WHEN {OK} THEN 1 ELSE 0 END), "
+        "sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END), "
+        f"sum(CASE WHEN {OK} AND output_tokens = 0 THEN 1 ELSE 0 END), "
+        f"min(arrival_s), max(arrival_s), {means}"
     )
-    return {str(v): int(n) for v, n in zip(df["v"], df["n"], strict=True)}
-
-
-def _shape(run: Run) -> ShapeCounts:
-    """``shape.shape_counts`` from counts grouped in the engine."""
-    empty, ok = run.row("sum(CASE WHEN output_tokens = 0 THEN 1 ELSE 0 END), count(*)", OK)
-    return shape_from_tallies(
-        _tally(run, "finish_reason", OK),
-        int(empty or 0),
+    keys = {f"k{i}": sql for i, sql in enumerate([*_OUTCOMES.values(), *_WORKLOAD.values()])}
+    tables = grouping_sets(
+        run.engine, f"FROM records WHERE {run.where}", keys, [(k,) for k in keys]
+    )
+    named = dict(zip([*_OUTCOMES, *_WORKLOAD], zip(keys, tables, strict=True), strict=True))
+    values = {}
+    for name in _WORKLOAD:
+        key, t = named[name]
+        t = t.sort_values(key)
+        values[name] = (t[key].to_numpy(np.float64), t["n"].to_numpy(np.int64))
+    return _Tallies(
+        int(rows),
         int(ok or 0),
-        _tally(run, "error_type", "status = 'error'"),
-        int(run.row("count(*)")[0]),
-        _tally(run, "status", "status NOT IN ('ok', 'error')"),
+        int(errors or 0),
+        int(empty or 0),
+        (lo, hi),
+        tuple(_num(x) for x in avg),
+        {
+            name: {str(v): int(n) for v, n in zip(t[key], t["n"], strict=True)}
+            for name, (key, t) in ((o, named[o]) for o in _OUTCOMES)
+        },
+        values,
+    )
+
+
+def _shape(t: _Tallies) -> ShapeCounts:
+    """``shape.shape_counts`` from counts grouped in the engine."""
+    return shape_from_tallies(
+        t.tallies["finish_reason"],
+        t.empty,
+        t.ok,
+        t.tallies["error_type"],
+        t.rows,
+        t.tallies["status"],
     )
 
 
@@ -228,23 +284,19 @@ def _bucket_pass(before: Histogram, after: Histogram, plan: Plan) -> Pass:
 
 
 def _workload(
-    before: Run, after: Run, ks_alpha: float, ks_min_statistic: float, rate_ratio: float
+    before: _Tallies, after: _Tallies, ks_alpha: float, ks_min_statistic: float, rate_ratio: float
 ) -> tuple[WorkloadCheck, ...]:
     """``workload.workload_checks`` from value counts and aggregates."""
     checks = []
-    for name, expr in (
-        ("prompt_tokens", "prompt_tokens"),
-        ("output_tokens", "output_tokens"),
-        ("prefix_cache_share", _CACHE_SHARE),
-    ):
-        b, a = before.counts(expr, "TRUE"), after.counts(expr, "TRUE")
+    for name in _WORKLOAD:
+        b, a = before.values[name], after.values[name]
         if len(b[0]) and len(a[0]):
             checks.append(ks_counts(name, b, a, ks_alpha, ks_min_statistic))
     rates = []
-    for run in (before, after):
-        n, lo, hi = run.row("count(*), min(arrival_s), max(arrival_s)")
-        span = float(hi) - float(lo) if lo is not None else 0.0
-        rates.append(int(n) / span if span > 0 else math.nan)
+    for t in (before, after):
+        lo, hi = t.arrivals
+        span = float(hi) - float(lo) if lo is not None and hi is not None else 0.0
+        rates.append(t.rows / span if span > 0 else math.nan)
     checks.append(rate_check(rates[0], rates[1], rate_ratio))
     return tuple(checks)
 
@@ -306,13 +358,16 @@ def _strata(before: Run, after: Run, covariates: Sequence[str]) -> _Strata | Non
 
 
 def _components(
-    before: Run, after: Run, tails: tuple[float, float] | None
+    before: Run,
+    after: Run,
+    means: tuple[tuple[float, ...], tuple[float, ...]],
+    tails: tuple[float, float] | None,
 ) -> tuple[ComponentMove, ...]:
-    """``components.component_moves`` from SQL means (the tail: each run's requests at or
-    above its own e2e p99)."""
+    """``components.component_moves`` from SQL means (``means``: each run's over its ok
+    requests; the tail: each run's requests at or above its own e2e p99)."""
     exprs = [DERIVED.get(c, c) for c in COMPONENTS]
     select = ", ".join(f"avg({e})" for e in exprs)
-    cohorts = [("all", before.row(select, OK), after.row(select, OK))]
+    cohorts: list[tuple[str, Sequence[Any], Sequence[Any]]] = [("all", means[0], means[1])]
     if tails is not None and all(math.isfinite(t) for t in tails):
         e2e = DERIVED["e2e_s"]
         cohorts.append(
@@ -350,12 +405,12 @@ def _compare(
 ) -> CompareReport:
     """``run.compare_runs`` over two engines' records (from bucket counts when either run holds
     more than ``exact_rows`` ok requests)."""
-    rows = [int(run.row("count(*)")[0]) for run in (before, after)]
-    for label, n in zip(("before", "after"), rows, strict=True):
-        if not n:
+    tallies = (_tallies(before), _tallies(after))
+    for label, t in zip(("before", "after"), tallies, strict=True):
+        if not t.rows:
             raise AnalysisError(f"{label}: no usable records (need arrival_s and at least one row)")
     rng = np.random.default_rng(seed)
-    checks = _workload(before, after, ks_alpha, ks_min_statistic, rate_ratio)
+    checks = _workload(*tallies, ks_alpha, ks_min_statistic, rate_ratio)
     covariates, unmatched = matching_covariates(checks)
     strata = _strata(before, after, covariates) if covariates else None
     if covariates and strata is None:
@@ -363,7 +418,7 @@ def _compare(
     code = strata.code if strata is not None else "CAST(0 AS BIGINT)"
     count = strata.count if strata is not None else 1
     exprs = [DERIVED[m] for m in METRICS]
-    n_ok = [int(x) for x in (before.row("count(*)", OK)[0], after.row("count(*)", OK)[0])]
+    n_ok = [t.ok for t in tallies]
     hists = (
         [_histograms(run, exprs, code) for run in (before, after)]
         if max(n_ok) > exact_rows
@@ -405,17 +460,13 @@ def _compare(
             matched.append((metric, *done.like_for_like(50.0)))
         if plan.tail:
             tails = (done.tail_threshold(0), done.tail_threshold(1))
-    errors = []
-    for run in (before, after):
-        e, n = run.row("sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END), count(*)")
-        errors.append((int(e or 0), int(n)))
     return finish(
         comps,
         matched=matched,
-        components=_components(before, after, tails),
+        components=_components(before, after, (tallies[0].means, tallies[1].means), tails),
         workload=checks,
-        errors=(errors[0], errors[1]),
-        shape=(_shape(before), _shape(after)),
+        errors=((tallies[0].errors, tallies[0].rows), (tallies[1].errors, tallies[1].rows)),
+        shape=(_shape(tallies[0]), _shape(tallies[1])),
         strata=strata,
         unmatched=unmatched,
         alpha=alpha,
