@@ -139,66 +139,65 @@ class Run:
 
 @dataclass(frozen=True, slots=True)
 class _Tallies:
-    """One run's counts, from two scans: its requests, ok requests, errors, empty ok outputs,
-    first and last arrival, each component's mean over the ok requests; its outcome tallies
-    and the workload's value counts (distinct values ascending, and the count of each)."""
+    """One run's counts, from one scan of grouping sets: its requests per status, empty ok
+    outputs, the output shape's outcome tallies and the workload's value counts (distinct values
+    ascending, and the count of each)."""
 
-    rows: int
-    ok: int
-    errors: int
+    statuses: dict[str, int]
     empty: int
-    arrivals: tuple[float | None, float | None]
-    means: tuple[float, ...]
     tallies: dict[str, dict[str, int]]
     values: dict[str, tuple[F64, I64]]
 
+    @property
+    def rows(self) -> int:
+        return sum(self.statuses.values())
+
+    @property
+    def ok(self) -> int:
+        return self.statuses.get("ok", 0)
+
+    @property
+    def errors(self) -> int:
+        return self.statuses.get("error", 0)
+
 
 _OUTCOMES = {
+    "all": "status",
+    "empty": f"CASE WHEN {OK} AND output_tokens = 0 THEN 'empty' END",
     "finish_reason": f"CASE WHEN {OK} THEN finish_reason END",
     "error_type": "CASE WHEN status = 'error' THEN error_type END",
     "status": "CASE WHEN status NOT IN ('ok', 'error') THEN status END",
 }
-"""The outcome tallies of the output shape, each over the requests it counts (NULL: not)."""
+"""Requests per status (the view reads a missing status as ok), empty ok outputs, and the
+output shape's tallies, each over the requests it counts (NULL: not)."""
 _WORKLOAD = {
     "prompt_tokens": "CAST(prompt_tokens AS DOUBLE)",
     "output_tokens": "CAST(output_tokens AS DOUBLE)",
-    "prefix_cache_share": _CACHE_SHARE,
 }
-"""The workload checks' distributions, over all requests."""
+"""The workload checks' token counts, over all requests (integers: at most the context length's
+values each)."""
 
 
 def _tallies(run: Run) -> _Tallies:
-    """``_Tallies`` of a run: one scan of plain aggregates, one of grouping sets."""
-    means = ", ".join(f"avg(CASE WHEN {OK} THEN {DERIVED.get(c, c)} END)" for c in COMPONENTS)
-    rows, ok, errors, empty, lo, hi, *avg = run.row(
-        f"count(*), sum(CASE WHEN {OK} THEN 1 ELSE 0 END), "
-        "sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END), "
-        f"sum(CASE WHEN {OK} AND output_tokens = 0 THEN 1 ELSE 0 END), "
-        f"min(arrival_s), max(arrival_s), {means}"
-    )
+    """``_Tallies`` of a run, in two scans: the prefix-cache share apart, since it has up to a
+    value a distinct (prompt, cached) pair, millions in a large run (a table of every key for
+    each would cost hundreds of MB)."""
     keys = {f"k{i}": sql for i, sql in enumerate([*_OUTCOMES.values(), *_WORKLOAD.values()])}
     tables = grouping_sets(
         run.engine, f"FROM records WHERE {run.where}", keys, [(k,) for k in keys]
     )
     named = dict(zip([*_OUTCOMES, *_WORKLOAD], zip(keys, tables, strict=True), strict=True))
+    counted = {
+        name: {str(v): int(n) for v, n in zip(t[key], t["n"], strict=True)}
+        for name, (key, t) in ((o, named[o]) for o in _OUTCOMES)
+    }
     values = {}
     for name in _WORKLOAD:
         key, t = named[name]
         t = t.sort_values(key)
         values[name] = (t[key].to_numpy(np.float64), t["n"].to_numpy(np.int64))
-    return _Tallies(
-        int(rows),
-        int(ok or 0),
-        int(errors or 0),
-        int(empty or 0),
-        (lo, hi),
-        tuple(_num(x) for x in avg),
-        {
-            name: {str(v): int(n) for v, n in zip(t[key], t["n"], strict=True)}
-            for name, (key, t) in ((o, named[o]) for o in _OUTCOMES)
-        },
-        values,
-    )
+    values["prefix_cache_share"] = run.counts(_CACHE_SHARE, "TRUE")
+    return _Tallies(counted.pop("all"), counted.pop("empty").get("empty", 0), counted, values)
 
 
 def _shape(t: _Tallies) -> ShapeCounts:
@@ -284,21 +283,21 @@ def _bucket_pass(before: Histogram, after: Histogram, plan: Plan) -> Pass:
 
 
 def _workload(
-    before: _Tallies, after: _Tallies, ks_alpha: float, ks_min_statistic: float, rate_ratio: float
+    before: _Tallies, after: _Tallies, ks_alpha: float, ks_min_statistic: float
 ) -> tuple[WorkloadCheck, ...]:
-    """``workload.workload_checks`` from value counts and aggregates."""
+    """``workload.workload_checks``' distributions, from value counts."""
     checks = []
-    for name in _WORKLOAD:
+    for name in before.values:
         b, a = before.values[name], after.values[name]
         if len(b[0]) and len(a[0]):
             checks.append(ks_counts(name, b, a, ks_alpha, ks_min_statistic))
-    rates = []
-    for t in (before, after):
-        lo, hi = t.arrivals
-        span = float(hi) - float(lo) if lo is not None and hi is not None else 0.0
-        rates.append(t.rows / span if span > 0 else math.nan)
-    checks.append(rate_check(rates[0], rates[1], rate_ratio))
     return tuple(checks)
+
+
+def _rate(rows: int, first: Any, last: Any) -> float:
+    """Requests a second between the first and last arrival (``workload`` ``_rate``)."""
+    span = float(last) - float(first) if first is not None and last is not None else 0.0
+    return rows / span if span > 0 else math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,28 +356,33 @@ def _strata(before: Run, after: Run, covariates: Sequence[str]) -> _Strata | Non
     )
 
 
+def _last_scan(
+    run: Run, tail: float | None
+) -> tuple[tuple[Any, Any], tuple[float, ...], tuple[float, ...] | None]:
+    """One scan of a run: its first and last arrival, each component's mean over its ok
+    requests and, given its e2e tail threshold, over its ok requests at or above it."""
+    exprs = [DERIVED.get(c, c) for c in COMPONENTS]
+    cohorts = [OK]
+    if tail is not None:
+        cohorts.append(f"{OK} AND {DERIVED['e2e_s']} >= {tail!r}")
+    means = ", ".join(f"avg(CASE WHEN {c} THEN {e} END)" for c in cohorts for e in exprs)
+    first, last, *got = run.row(f"min(arrival_s), max(arrival_s), {means}")
+    values = tuple(_num(x) for x in got)
+    k = len(exprs)
+    return (first, last), values[:k], (values[k:] if tail is not None else None)
+
+
 def _components(
-    before: Run,
-    after: Run,
     means: tuple[tuple[float, ...], tuple[float, ...]],
-    tails: tuple[float, float] | None,
+    tails: tuple[tuple[float, ...] | None, tuple[float, ...] | None],
 ) -> tuple[ComponentMove, ...]:
     """``components.component_moves`` from SQL means (``means``: each run's over its ok
-    requests; the tail: each run's requests at or above its own e2e p99)."""
-    exprs = [DERIVED.get(c, c) for c in COMPONENTS]
-    select = ", ".join(f"avg({e})" for e in exprs)
-    cohorts: list[tuple[str, Sequence[Any], Sequence[Any]]] = [("all", means[0], means[1])]
-    if tails is not None and all(math.isfinite(t) for t in tails):
-        e2e = DERIVED["e2e_s"]
-        cohorts.append(
-            (
-                "e2e p99 tail",
-                before.row(select, f"{OK} AND {e2e} >= {tails[0]!r}"),
-                after.row(select, f"{OK} AND {e2e} >= {tails[1]!r}"),
-            )
-        )
+    requests; ``tails``: over each run's requests at or above its own e2e p99, when taken)."""
+    cohorts = [("all", means[0], means[1])]
+    if tails[0] is not None and tails[1] is not None:
+        cohorts.append(("e2e p99 tail", tails[0], tails[1]))
     return tuple(
-        ComponentMove(c, cohort, _num(b[i]), _num(a[i]))
+        ComponentMove(c, cohort, b[i], a[i])
         for cohort, b, a in cohorts
         for i, c in enumerate(COMPONENTS)
     )
@@ -410,11 +414,9 @@ def _compare(
         if not t.rows:
             raise AnalysisError(f"{label}: no usable records (need arrival_s and at least one row)")
     rng = np.random.default_rng(seed)
-    checks = _workload(*tallies, ks_alpha, ks_min_statistic, rate_ratio)
-    covariates, unmatched = matching_covariates(checks)
+    sizes = _workload(*tallies, ks_alpha, ks_min_statistic)
+    covariates, _ = matching_covariates(sizes)
     strata = _strata(before, after, covariates) if covariates else None
-    if covariates and strata is None:
-        unmatched = tuple(w.name for w in checks if w.differs)
     code = strata.code if strata is not None else "CAST(0 AS BIGINT)"
     count = strata.count if strata is not None else 1
     exprs = [DERIVED[m] for m in METRICS]
@@ -460,10 +462,19 @@ def _compare(
             matched.append((metric, *done.like_for_like(50.0)))
         if plan.tail:
             tails = (done.tail_threshold(0), done.tail_threshold(1))
+    scans = [
+        _last_scan(run, tails[i] if tails is not None and all(map(math.isfinite, tails)) else None)
+        for i, run in enumerate((before, after))
+    ]
+    rates = [_rate(t.rows, *arrivals) for t, (arrivals, _, _) in zip(tallies, scans, strict=True)]
+    checks = (*sizes, rate_check(rates[0], rates[1], rate_ratio))
+    covariates, unmatched = matching_covariates(checks)
+    if covariates and strata is None:
+        unmatched = tuple(w.name for w in checks if w.differs)
     return finish(
         comps,
         matched=matched,
-        components=_components(before, after, (tallies[0].means, tallies[1].means), tails),
+        components=_components((scans[0][1], scans[1][1]), (scans[0][2], scans[1][2])),
         workload=checks,
         errors=((tallies[0].errors, tallies[0].rows), (tallies[1].errors, tallies[1].rows)),
         shape=(_shape(tallies[0]), _shape(tallies[1])),

@@ -97,19 +97,20 @@ def grouping_sets(
     of ``keys``: name -> SQL) as grouping sets: per set a frame of its keys and ``n``, the rows
     whose keys are all non-NULL (a NULL key leaves a row out of that set's counts)."""
     names = list(keys)
-    marks = ", ".join(f"grouping({k}) AS g_{k}" for k in names)
     got = engine.query(
-        f"SELECT {', '.join(names)}, {marks}, count(*) AS n FROM (SELECT "
+        f"SELECT {', '.join(names)}, grouping_id({', '.join(names)}) AS g, count(*) AS n "
+        "FROM (SELECT "
         + ", ".join(f"{sql} AS {k}" for k, sql in keys.items())
         + f" {source}) AS t GROUP BY GROUPING SETS ("
         + ", ".join("(" + ", ".join(s) + ")" for s in sets)
         + ")"
     )
+    g = got["g"].to_numpy(np.int64)
     out = []
     for s in sets:
-        keep = np.ones(len(got), dtype=bool)
-        for k in names:
-            keep &= (got[f"g_{k}"] == 0).to_numpy() if k in s else (got[f"g_{k}"] != 0).to_numpy()
+        # a set's rows: the bits of the keys it groups by clear, the first key's bit highest
+        mark = sum(1 << (len(names) - 1 - i) for i, k in enumerate(names) if k not in s)
+        keep = g == mark
         for k in s:
             keep &= got[k].notna().to_numpy()
         out.append(got.loc[keep, [*s, "n"]].reset_index(drop=True))
