@@ -28,8 +28,9 @@ become exact counts on fine fixed buckets: one scan a run counts every (metric, 
 alike, and the same pass reads the two tables, each bucket one tied value at its geometric
 middle. Every figure comes from those counts: a percentile (and each bootstrap replicate) is within
 ``BUCKET_ERROR`` (0.025 %) of the records' own; the quantile test, Mann–Whitney (a bucket's values
-tied at their mid-rank) and the like-for-like percentiles see the values to that resolution. The
-report states it (``CompareReport.resolution``).
+tied at their mid-rank), the like-for-like percentiles and the e2e tail threshold the component
+means are taken above see the values to that resolution. The report states it
+(``CompareReport.resolution``).
 """
 
 from __future__ import annotations
@@ -139,9 +140,8 @@ class Run:
 
 @dataclass(frozen=True, slots=True)
 class _Tallies:
-    """One run's counts, from one scan of grouping sets: its requests per status, empty ok
-    outputs, the output shape's outcome tallies and the workload's value counts (distinct values
-    ascending, and the count of each)."""
+    """One run's counts: its requests per status, empty ok outputs, the output shape's outcome
+    tallies and the workload's value counts (distinct values ascending, and the count of each)."""
 
     statuses: dict[str, int]
     empty: int
@@ -179,9 +179,10 @@ values each)."""
 
 
 def _tallies(run: Run) -> _Tallies:
-    """``_Tallies`` of a run, in two scans: the prefix-cache share apart, since it has up to a
-    value a distinct (prompt, cached) pair, millions in a large run (a table of every key for
-    each would cost hundreds of MB)."""
+    """``_Tallies`` of a run, in two scans: one of grouping sets, and the prefix-cache share's
+    value counts apart (a value for each distinct pair of prompt and cached tokens: millions in a
+    large run, which as one more grouping set would carry every other key's column too, hundreds
+    of MB)."""
     keys = {f"k{i}": sql for i, sql in enumerate([*_OUTCOMES.values(), *_WORKLOAD.values()])}
     tables = grouping_sets(
         run.engine, f"FROM records WHERE {run.where}", keys, [(k,) for k in keys]
