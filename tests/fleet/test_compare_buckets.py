@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fleetwatch.fleet.compare import compare_runs_by_model
+from fleetwatch.fleet.compare import compare_runs_by_model, engine
 from fleetwatch.fleet.compare.engine import BUCKET_ERROR, NEEDS, compare_in_engines
 from fleetwatch.fleet.compare.run import METRICS
 from fleetwatch.records.dataset import read_dataset
+from fleetwatch.records.engine.reductions import DERIVED
 from fleetwatch.records.engine.scan import open_scan
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.fleet.test_by_model import two_models
@@ -122,6 +123,13 @@ def test_every_row_is_counted(tmp_path: Path) -> None:
         assert bucketed["metrics"][2][f"n_{side}"] == len(ok)
         errors = int((frame["status"].astype(str) == "error").sum())
         assert bucketed["error_rate"][side] == pytest.approx(errors / len(frame))
+        with open_scan([path], columns=NEEDS) as scan:
+            run = engine.Run(scan.engine)
+            tallies = engine._tallies(run)
+            hists = engine._histograms(run, [DERIVED[m] for m in METRICS], "CAST(0 AS BIGINT)")
+        assert (tallies.rows, tallies.ok, tallies.errors) == (len(frame), len(ok), errors)
+        for m, (_, _, n) in zip(METRICS, hists, strict=True):
+            assert int(n.sum()) == int(ok[m].notna().sum()), m
 
 
 def test_two_models_from_buckets_are_compared_apart(tmp_path: Path) -> None:
