@@ -71,6 +71,20 @@ class CompareReport:
     """The interval of the error rate's rise, after - before."""
     shape: tuple[ShapeSignal, ...] = ()
     """The output shape: finish-reason, empty-output and error-type shares (``shape``)."""
+    resolution: float | None = None
+    """The upper edge over the lower of the fixed buckets the latencies were counted in, when
+    the runs were too large to sort (``fleet.compare.engine``); None when every figure is of the
+    values themselves."""
+
+    def _resolution(self) -> str:
+        if self.resolution is None:
+            return ""
+        width = self.resolution - 1.0
+        error = math.sqrt(self.resolution) - 1.0
+        return (
+            f"; latencies counted in fixed buckets {width:.2%} wide, each read at its middle "
+            f"(percentiles within {error:.3%} of the records' own)"
+        )
 
     @property
     def shape_moved(self) -> tuple[ShapeSignal, ...]:
@@ -127,7 +141,7 @@ class CompareReport:
             f"family-wise error rate {self.alpha * 100:g}% across {n} metrics ({PROCEDURE}); regressed = "
             f"rejected and a significant percentile at least {self.min_effect:.0%} slower{basis}; "
             f"no regression = every percentile's {self.confidence:.0%} interval below "
-            f"{self.min_effect:.0%}, else inconclusive"
+            f"{self.min_effect:.0%}, else inconclusive{self._resolution()}"
         )
 
     def _like_label(self) -> str:
@@ -240,6 +254,7 @@ class CompareReport:
                 "like_for_like": self.strata,
                 "like_for_like_coverage": self.strata_coverage,
                 "unmatched_workload": list(self.unmatched),
+                "bucket_resolution": self.resolution,
                 "statement": self.decision(),
             },
             "confidence": self.confidence,

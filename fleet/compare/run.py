@@ -162,11 +162,13 @@ def finish(
     confidence: float,
     draws: int,
     seed: int,
+    resolution: float | None = None,
 ) -> CompareReport:
     """The report of metrics compared one by one: decided across them (``decision.decide``),
     with the rest of what was measured (``errors``: each run's errors and requests, judged by
     ``decision.error_verdict``; ``shape``: each run's output-shape counts, judged by
-    ``shape.judge_shape``)."""
+    ``shape.judge_shape``; ``resolution``: the width ratio of the buckets the latencies were
+    counted in, None when exact)."""
     rate_b, rate_a, p_err = error_rates_from_counts(*errors)
     err_verdict, err_low, err_high = error_verdict(
         errors[0], errors[1], p_err, alpha=alpha, min_effect=min_effect, confidence=confidence
@@ -204,6 +206,7 @@ def finish(
         strata=strata.describe() if strata is not None else None,
         strata_coverage=strata.coverage if strata is not None else None,
         unmatched=unmatched,
+        resolution=resolution,
     )
 
 

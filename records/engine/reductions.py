@@ -26,10 +26,12 @@ __all__ = [
     "RELATIVE_ERROR",
     "UNNAMED",
     "ZERO_BUCKET",
+    "bucket_middles",
     "bucket_sql",
     "bucket_values",
     "exact_quantile",
     "exact_quantiles",
+    "grouping_sets",
     "model_is",
     "order_statistics",
     "order_statistics_of",
@@ -75,6 +77,43 @@ def bucket_values(buckets: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
     """Each bucket's value read back: its geometric middle (0 for ``ZERO_BUCKET``)."""
     b = np.asarray(buckets, dtype=np.float64)
     out: np.ndarray[Any, np.dtype[np.float64]] = np.where(b == ZERO_BUCKET, 0.0, RATIO ** (b + 0.5))
+    return out
+
+
+def bucket_middles(buckets: Any, ratio: float) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """``bucket_values`` of buckets ``ratio`` wide (``bucket_sql(expr, ratio)``): each bucket's
+    geometric middle, within ``sqrt(ratio) - 1`` of any value in it (0 for ``ZERO_BUCKET``)."""
+    b = np.asarray(buckets, dtype=np.float64)
+    out: np.ndarray[Any, np.dtype[np.float64]] = np.where(
+        b == ZERO_BUCKET, 0.0, np.power(ratio, b + 0.5)
+    )
+    return out
+
+
+def grouping_sets(
+    engine: Any, source: str, keys: dict[str, str], sets: Sequence[Sequence[str]]
+) -> list[Any]:
+    """One scan of ``source`` (``FROM … WHERE …``) counted by each of ``sets`` (tuples of names
+    of ``keys``: name -> SQL) as grouping sets: per set a frame of its keys and ``n``, the rows
+    whose keys are all non-NULL (a NULL key leaves a row out of that set's counts)."""
+    names = list(keys)
+    got = engine.query(
+        f"SELECT {', '.join(names)}, grouping_id({', '.join(names)}) AS g, count(*) AS n "
+        "FROM (SELECT "
+        + ", ".join(f"{sql} AS {k}" for k, sql in keys.items())
+        + f" {source}) AS t GROUP BY GROUPING SETS ("
+        + ", ".join("(" + ", ".join(s) + ")" for s in sets)
+        + ")"
+    )
+    g = got["g"].to_numpy(np.int64)
+    out = []
+    for s in sets:
+        # a set's rows: the bits of the keys it groups by clear, the first key's bit highest
+        mark = sum(1 << (len(names) - 1 - i) for i, k in enumerate(names) if k not in s)
+        keep = g == mark
+        for k in s:
+            keep &= got[k].notna().to_numpy()
+        out.append(got.loc[keep, [*s, "n"]].reset_index(drop=True))
     return out
 
 
