@@ -280,10 +280,20 @@ def _shortfall(
     usable = gpu.memory_bytes * num_gpus * memory_fraction
     if needed is None:
         advice = "no tensor-parallel split of its heads holds it"
-    else:
+    elif needed.gpus == needed.tensor:
         advice = f"use --gpus {needed.gpus} or more"
-        if needed.gpus != needed.tensor:
-            advice += f" (--tp {needed.tensor})"
+    else:
+        degrees = " ".join(
+            f"--{flag} {n}"
+            for flag, n in (
+                ("tp", needed.tensor),
+                ("pp", needed.pipeline),
+                ("dp-attention", needed.data_attention),
+                ("ep", needed.expert),
+            )
+            if flag == "tp" or n > 1
+        )
+        advice = f"use {degrees} ({needed.gpus} GPUs)"
     return (
         f"{model} does not fit on {num_gpus}x {gpu.name}: weights {weight_bytes / 1e9:.1f} GB + "
         f"KV {one_sequence / 1e9:.1f} GB for one {context_tokens}-token sequence > "

@@ -695,7 +695,15 @@ def capacity(
         model=None
         if model_config is None
         else ModelOptions(
-            model_config, gpu, gpus, dp_attention, context, output_tokens, tp, pp, ep
+            config=model_config,
+            gpu=gpu,
+            gpus=gpus,
+            dp_attention=dp_attention,
+            context=context,
+            output_tokens=output_tokens,
+            tp=tp,
+            pp=pp,
+            ep=ep,
         ),
     )
     if measured is not None and cold_start_from is not None:

@@ -27,7 +27,8 @@ become exact counts on fine fixed buckets: one scan a run counts every (metric, 
 ``BUCKET_RATIO`` bucket) as grouping sets, plain GROUP BY counts that DuckDB and Spark compute
 alike, and the same pass reads the two tables, each bucket one tied value at its geometric
 middle. Every figure comes from those counts: a percentile (and each bootstrap replicate) is within
-``BUCKET_ERROR`` (0.025 %) of the records' own; the quantile test, Mann–Whitney (a bucket's values
+``BUCKET_ERROR`` (0.025 %) of the records' own (a value of zero or less, which only a clock
+step can make of a duration, is counted as 0); the quantile test, Mann–Whitney (a bucket's values
 tied at their mid-rank), the like-for-like percentiles and the e2e tail threshold the component
 means are taken above see the values to that resolution. The report states it
 (``CompareReport.resolution``).

@@ -5,7 +5,8 @@ Naming scheme (every series labelled ``service`` and ``slo``; per-window series 
 
 - ``slo:sli_error:ratio_rate<window>``: bad events / all events over the window (traffic-weighted:
   a ratio of ``increase()``, for long windows too), one per alert window and for the period.
-  The period's, and every burn window of a day or more (``summed_windows``), is built from the
+  The period's, and every burn window at least 288 base windows long (``summed_windows``: the
+  tickets' 1d and 3d at a 30-day period), is built from the
   shortest window's recorded counts, not raw (Sloth's period trick, kept traffic-weighted):
   ``sum_over_time(slo:sli_bad:increase5m[3d]) / sum_over_time(slo:sli_events:increase5m[3d])``.
   Each event is in every recorded 5-minute count whose window covers it, as many in the

@@ -245,7 +245,7 @@ def test_a_split_too_small_advises_a_larger_tensor_degree_at_the_same_pipeline()
     # half the weights fit a GPU of each stage, but not with a 32k sequence's cache beside them
     with pytest.raises(ModelShapeError, match=r"on 2x H100-SXM: weights 141\.1 GB \+ KV 10\.7"):
         capacity_report(shape, h100, pipeline_parallel=2, context_tokens=32768)
-    with pytest.raises(ModelShapeError, match=r"use --gpus 4 or more \(--tp 2\)"):
+    with pytest.raises(ModelShapeError, match=r"use --tp 2 --pp 2 \(4 GPUs\)"):
         capacity_report(shape, h100, pipeline_parallel=2, context_tokens=32768)
     assert math.isclose(
         capacity_report(shape, h100, tensor_parallel=2, pipeline_parallel=2).weight_bytes_per_gpu,
