@@ -21,6 +21,7 @@ __all__ = [
     "GPU_SIGNALS",
     "LATENCY_SIGNALS",
     "MAX_ERROR_TYPES",
+    "OUTCOME_PREFIX",
     "SIGNALS",
     "SignalSpec",
     "signal_spec",
@@ -154,8 +155,13 @@ GPU_SIGNALS: Final = tuple(n for n, s in SIGNALS.items() if s.family == "gpu")
 ERROR_TYPE_PREFIX = "error_type="
 """A signal named ``error_type=<type>`` is the share of requests that failed with that type,
 judged as the error rate is (``sources.records``: the fleet's most common types)."""
+OUTCOME_PREFIX = "outcome="
+"""A signal named ``outcome=<name>`` is the share of requests that ended with that outcome
+beside errors (``aborted``, ``rejected``: a status of its own, not a kind of error), counted by
+the profile's outcome counters (``sources.prometheus``, ``sources.snapshots``) and judged as the
+error rate is."""
 MAX_ERROR_TYPES = 5
-"""Error types judged one by one per fleet, the most common first."""
+"""Error types (or outcomes) judged one by one per fleet, the most common first."""
 
 
 def signal_spec(name: str) -> SignalSpec:
@@ -166,5 +172,12 @@ def signal_spec(name: str) -> SignalSpec:
             SIGNALS["error_rate"],
             name=name,
             description=f"share of requests that ended in error {kind!r}",
+        )
+    if name.startswith(OUTCOME_PREFIX):
+        outcome = name[len(OUTCOME_PREFIX) :]
+        return replace(
+            SIGNALS["error_rate"],
+            name=name,
+            description=f"share of requests that ended as {outcome!r}",
         )
     return SIGNALS.get(name) or SignalSpec(name, "", "higher", "latency")

@@ -22,6 +22,7 @@ from fleetwatch.cli import main
 from fleetwatch.core.profiles import Signal, get_profile
 from fleetwatch.fleet.outliers import Cause, Side, detect, tables_from_prometheus
 from fleetwatch.fleet.outliers.by_model import detect_tables, findings_of
+from fleetwatch.fleet.outliers.signals import signal_spec
 from fleetwatch.fleet.outliers.sources.snapshots import table_from_metrics_text
 from tests.prometheus_blocks import ramp, serving
 
@@ -70,12 +71,28 @@ def test_shares_come_from_the_outcome_counts_of_each_replica(prometheus_url: str
         tables_from_prometheus(prometheus_url, get_profile("vllm"), window="10m", at=float(AT))
     )
     small = tables["small"]
-    assert {"truncated_share", "error_type=aborted", "error_rate"} <= small.counted
+    assert {"truncated_share", "outcome=aborted", "error_rate"} <= small.counted
     assert small.values.loc["10.0.0.6:8000", "truncated_share"] == pytest.approx(0.3, abs=0.002)
-    assert small.values.loc["10.0.0.8:8000", "error_type=aborted"] == pytest.approx(0.04, abs=0.001)
+    assert small.values.loc["10.0.0.8:8000", "outcome=aborted"] == pytest.approx(0.04, abs=0.001)
     assert small.stderr is not None
     assert small.stderr.loc["10.0.0.5:8000", "truncated_share"] == pytest.approx(
         (0.14 * 0.86 / 4000) ** 0.5, rel=0.02
+    )
+
+
+def test_an_outcome_share_is_named_and_described_by_its_outcome_and_judged_as_errors_are() -> None:
+    """An abort is a status of its own, not a kind of error: ``outcome=aborted``, never the
+    records' ``error_type=<kind>`` (a subtype of status error)."""
+    spec, errors = signal_spec("outcome=aborted"), signal_spec("error_rate")
+    assert spec.description == "share of requests that ended as 'aborted'"
+    assert (spec.family, spec.gate, spec.min_effect, spec.worse) == (
+        errors.family,
+        errors.gate,
+        errors.min_effect,
+        errors.worse,
+    )
+    assert (
+        signal_spec("error_type=oom").description == "share of requests that ended in error 'oom'"
     )
 
 
@@ -89,7 +106,7 @@ def test_the_replica_cutting_answers_and_the_one_aborting_are_named_within_their
     }
     assert found == {
         ("10.0.0.6:8000", "truncated_share", Side.REPLICA, Cause.OUTPUT_SHAPE),
-        ("10.0.0.8:8000", "error_type=aborted", Side.REPLICA, Cause.REPLICA_ERRORS),
+        ("10.0.0.8:8000", "outcome=aborted", Side.REPLICA, Cause.REPLICA_ERRORS),
     }
 
 
@@ -102,7 +119,7 @@ def test_the_cli_reports_the_shape_finding_from_prometheus(
     found = {(m["model"], f["replica"], f["signal"]) for m in doc["models"] for f in m["findings"]}
     assert found == {
         ("small", "10.0.0.6:8000", "truncated_share"),
-        ("small", "10.0.0.8:8000", "error_type=aborted"),
+        ("small", "10.0.0.8:8000", "outcome=aborted"),
     }
 
 
@@ -132,9 +149,9 @@ def test_snapshots_name_the_same_replicas_by_their_lifetime_counts() -> None:
         pod: _snapshot(m, cut, abort) for pod, (m, cut, abort) in SHAPES.items() if m == "small"
     }
     table = table_from_metrics_text(texts, get_profile("vllm"))
-    assert {"truncated_share", "error_type=aborted"} <= table.counted
+    assert {"truncated_share", "outcome=aborted"} <= table.counted
     found = {(f.replica, f.signal, f.cause) for f in detect(table).findings}
     assert found == {
         ("small-2", "truncated_share", Cause.OUTPUT_SHAPE),
-        ("small-4", "error_type=aborted", Cause.REPLICA_ERRORS),
+        ("small-4", "outcome=aborted", Cause.REPLICA_ERRORS),
     }

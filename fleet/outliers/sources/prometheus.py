@@ -20,7 +20,7 @@ from fleetwatch.core.identity import Identity, IdentityError
 from fleetwatch.core.profiles import PROFILES, MetricRef, Profile, ProfileError, Signal
 from fleetwatch.core.profiles.types import by
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX
+from fleetwatch.fleet.outliers.signals import OUTCOME_PREFIX
 from fleetwatch.fleet.outliers.sources.coverage import insufficient_data, without_data
 from fleetwatch.fleet.outliers.sources.exposition import (
     DEFAULT_FINGERPRINT_METRIC,
@@ -174,7 +174,7 @@ def tables_from_prometheus(
         cut = sel(profile.outcomes.truncated)
         shape["truncated_share"] = rows(f"sum by ({rs}) (increase({cut}[{window}]))")
     failed = {
-        f"{ERROR_TYPE_PREFIX}{outcome}": rows(f"sum by ({rs}) (increase({sel(ref)}[{window}]))")
+        f"{OUTCOME_PREFIX}{outcome}": rows(f"sum by ({rs}) (increase({sel(ref)}[{window}]))")
         for outcome, ref in sorted(profile.outcomes.bad.items())
         if outcome != "error"  # the error rate
     }

@@ -19,7 +19,7 @@ import pandas as pd
 
 from fleetwatch.core.profiles import MetricRef, Profile, Signal
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX
+from fleetwatch.fleet.outliers.signals import OUTCOME_PREFIX
 from fleetwatch.fleet.outliers.sources.coverage import (
     insufficient_data,
     profiles_present,
@@ -105,12 +105,12 @@ Row = tuple[
 ]
 """One replica: signals, request count, workload, fingerprint, each latency histogram's
 cumulative ``{le: count}``, and the requests each counted share holds (``truncated_share``,
-``error_type=<outcome>``)."""
+``outcome=<name>``)."""
 
 
 def _outcome_counts(samples: list[Sample], profile: Profile) -> dict[str, float]:
     """Requests cut at max_tokens, and each failure outcome's beside errors, as counted."""
-    refs = {f"{ERROR_TYPE_PREFIX}{o}": r for o, r in profile.outcomes.bad.items() if o != "error"}
+    refs = {f"{OUTCOME_PREFIX}{o}": r for o, r in profile.outcomes.bad.items() if o != "error"}
     if profile.outcomes.truncated is not None:
         refs["truncated_share"] = profile.outcomes.truncated
     return {name: _sum(samples, ref) for name, ref in sorted(refs.items())}
@@ -194,8 +194,8 @@ def _assemble(
         for name, n in rows[r][5].items():
             counted[name][r] = n
     shares, share_se = outcome_shares(
-        {n: c for n, c in counted.items() if not n.startswith(ERROR_TYPE_PREFIX)},
-        {n: c for n, c in counted.items() if n.startswith(ERROR_TYPE_PREFIX)},
+        {n: c for n, c in counted.items() if not n.startswith(OUTCOME_PREFIX)},
+        {n: c for n, c in counted.items() if n.startswith(OUTCOME_PREFIX)},
         volume,
     )
     return FleetTable(

@@ -46,7 +46,7 @@ def outcome_shares(
     """(shares, their sampling errors) per replica of one fleet, from its requests (``volume``)
     and the requests counted by each outcome counter (Prometheus, snapshots): the output shape
     (``shape``: the answers cut at max_tokens) and each failure outcome beside errors
-    (``failed``: aborts, rejections, named ``error_type=<outcome>``), built by ``share_with_se``
+    (``failed``: aborts, rejections, named ``outcome=<name>``), built by ``share_with_se``
     as the records source builds them. As there, a share no replica of the fleet has is left
     out, and at most ``MAX_ERROR_TYPES`` failure outcomes are judged, the most common first."""
 
