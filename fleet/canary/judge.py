@@ -55,7 +55,7 @@ from fleetwatch.fleet.canary.report import (
     LatencyVerdict,
     RateVerdict,
 )
-from fleetwatch.fleet.compare.decision import ERROR_FLOOR, error_verdict, holm
+from fleetwatch.fleet.compare.decision import error_verdict, holm, material_rise
 from fleetwatch.fleet.compare.shape import fold_rare
 from fleetwatch.fleet.compare.statistics import error_rates_from_counts
 from fleetwatch.fleet.outliers.sources.histogram import histogram_quantile
@@ -255,7 +255,7 @@ def judge_canary(
     rates = []
     for r, (b, c), p in zip(rate_names, counts, p_adj, strict=True):
         own = max_error_rise if r in failures else None
-        material = own if own is not None else max(min_effect * b[0] / max(b[1], 1), ERROR_FLOOR)
+        material = own if own is not None else material_rise(b[0] / max(b[1], 1), min_effect)
         verdict, low, high = error_verdict(
             b, c, p, alpha=alpha, min_effect=min_effect, confidence=2 * confidence - 1,
             material=material,

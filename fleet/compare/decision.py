@@ -43,7 +43,15 @@ import numpy as np
 
 from fleetwatch.fleet.compare.statistics import MetricComparison, PercentileShift, Verdict
 
-__all__ = ["ERROR_FLOOR", "PROCEDURE", "decide", "detectable_shift", "error_verdict", "holm"]
+__all__ = [
+    "ERROR_FLOOR",
+    "PROCEDURE",
+    "decide",
+    "detectable_shift",
+    "error_verdict",
+    "holm",
+    "material_rise",
+]
 
 ERROR_FLOOR = 0.001
 """The smallest rise of the error rate that counts (0.1 percentage points), whatever
@@ -194,6 +202,12 @@ def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def material_rise(rate: float, min_effect: float) -> float:
+    """The rise of an error rate (a share) that counts: ``min_effect`` of the before ``rate``,
+    ``ERROR_FLOOR`` at least, so a rate near zero is not judged on a rise of nothing."""
+    return max(min_effect * rate, ERROR_FLOOR)
+
+
 def error_verdict(
     before: tuple[int, int],
     after: tuple[int, int],
@@ -225,7 +239,7 @@ def error_verdict(
     low = rise - math.sqrt((ra - la) ** 2 + (ub - rb) ** 2)
     high = rise + math.sqrt((ua - ra) ** 2 + (rb - lb) ** 2)
     if material is None:
-        material = max(min_effect * rb, ERROR_FLOOR)
+        material = material_rise(rb, min_effect)
     significant = math.isfinite(p_value) and p_value <= alpha
     if significant and rise >= material:
         return "regressed", low, high

@@ -24,6 +24,7 @@ from fleetwatch.cli import main
 from fleetwatch.core.profiles import Signal, get_profile
 from fleetwatch.core.profiles.buckets import VLLM_TTFT_BUCKETS
 from fleetwatch.fleet.canary.judge import Side, judge_canary, material_superiority, rank_test
+from fleetwatch.fleet.compare.decision import ERROR_FLOOR, error_verdict, material_rise
 from fleetwatch.scenarios.compare_runs import CANARY_OUTPUT, CANARY_SIGNALS, canary_side_draw
 from tests.prometheus_blocks import ramp, serving
 
@@ -100,6 +101,22 @@ def test_the_failure_threshold_leaves_output_shares_to_min_effect() -> None:
     by = {r.rate: r for r in judge_canary(base, can, max_error_rise=0.0025).rates}
     assert by["finished_reason=error"].material == 0.0025
     assert by["finished_reason=length"].material == pytest.approx(0.05 * 0.2)
+
+
+def test_a_rate_rise_counts_from_the_same_material_rise_as_fleet_compares() -> None:
+    """Without --max-error-rise the canary's rates take ``material_rise``, as ``fleet compare``'s
+    error rate does: ``min_effect`` of the baseline's rate, 0.1 point at least."""
+    assert material_rise(0.2, 0.05) == pytest.approx(0.01)
+    assert material_rise(0.005, 0.05) == ERROR_FLOOR
+    hist = _side(np.random.default_rng(26), 10_000).histograms
+    base = Side(hist, 10_000, {"finished_reason=length": 2000, "finished_reason=abort": 5})
+    can = Side(hist, 10_000, {"finished_reason=length": 2150, "finished_reason=abort": 20})
+    for r in judge_canary(base, can).rates:
+        assert r.material == material_rise(r.baseline[0] / r.baseline[1], 0.05)
+        verdict = error_verdict(
+            r.baseline, r.canary, r.p_adjusted, alpha=0.01, min_effect=0.05, confidence=0.9
+        )[0]
+        assert {"regressed": "rose", "improved": "fell"}.get(verdict, verdict) == r.verdict
 
 
 def test_answers_materially_longer_or_shorter_roll_back_and_are_never_promoted() -> None:
