@@ -89,12 +89,13 @@ def _counts(cumulative: Mapping[float, float], bounds: Sequence[float]) -> F64:
     return np.diff(c, prepend=0.0)
 
 
-def rank_test(baseline: F64, canary: F64) -> tuple[float, float, float]:
-    """(A, its standard error under no difference, one-sided p that the canary ranks higher)
-    from per-bucket counts: Mann–Whitney with ties at mid-ranks, continuity corrected."""
+def rank_test(baseline: F64, canary: F64) -> tuple[float, float, float, float]:
+    """(A, its standard error under no difference, one-sided p that the canary ranks higher,
+    one-sided p that it ranks lower) from per-bucket counts: Mann–Whitney with ties at
+    mid-ranks, continuity corrected (each tail its own correction, as two one-sided tests)."""
     nb, nc = float(baseline.sum()), float(canary.sum())
     if nb < 1 or nc < 1:
-        return math.nan, math.nan, math.nan
+        return math.nan, math.nan, math.nan, math.nan
     t = baseline + canary
     n = nb + nc
     below = np.cumsum(t) - t
@@ -103,9 +104,11 @@ def rank_test(baseline: F64, canary: F64) -> tuple[float, float, float]:
     var = nb * nc / 12.0 * ((n + 1) - ties)
     a = u / (nb * nc)
     if var <= 0:
-        return a, 0.0, 1.0
-    z = (u - nb * nc / 2 - 0.5) / math.sqrt(var)
-    return a, math.sqrt(var) / (nb * nc), float(special.ndtr(-z))
+        return a, 0.0, 1.0, 1.0
+    sd, centre = math.sqrt(var), u - nb * nc / 2
+    higher = float(special.ndtr(-(centre - 0.5) / sd))
+    lower = float(special.ndtr((centre + 0.5) / sd))
+    return a, sd / (nb * nc), higher, lower
 
 
 def _superiority(p: F64, q: F64) -> float:
@@ -164,11 +167,11 @@ def _latency(
         return LatencyVerdict(
             name, (nb, nc), quantiles, math.nan, math.nan, math.nan, math.nan, "insufficient"
         )
-    a, se, p = rank_test(b, c)
+    a, se, p, p_lower = rank_test(b, c)
     material = material_superiority(b, bounds, 1.0 + min_effect)
     upper, lower = a + z_conf * se, a - z_conf * se
     if name == OUTPUT_LENGTH:
-        p = min(1.0, 2.0 * min(p, rank_test(c, b)[2]))
+        p = min(1.0, 2.0 * min(p, p_lower))
         if p <= level and material > 0.5 and (a >= material or a <= 1.0 - material):
             verdict = "longer" if a > 0.5 else "shorter"
         elif upper < material and lower > 1.0 - material:

@@ -152,11 +152,15 @@ def test_the_rank_test_is_mann_whitneys_on_the_bucketed_requests() -> None:
         np.searchsorted(bounds, 0.09 * np.exp(0.5 * rng.standard_normal(800))),
         minlength=len(bounds),
     )
-    a, _, p = rank_test(b.astype(float), c.astype(float))
+    a, _, p, p_lower = rank_test(b.astype(float), c.astype(float))
     xb, xc = np.repeat(np.arange(len(bounds)), b), np.repeat(np.arange(len(bounds)), c)
     ref = stats.mannwhitneyu(xc, xb, alternative="greater", method="asymptotic")
     assert a == pytest.approx(ref.statistic / (len(xb) * len(xc)), rel=1e-12)
     assert p == pytest.approx(ref.pvalue, rel=1e-9)
+    # the other tail from the same pass: the test with the sides swapped
+    less = stats.mannwhitneyu(xc, xb, alternative="less", method="asymptotic")
+    assert p_lower == pytest.approx(less.pvalue, rel=1e-9)
+    assert p_lower == pytest.approx(rank_test(c.astype(float), b.astype(float))[2], rel=1e-12)
 
 
 def test_what_is_material_depends_on_the_buckets() -> None:
