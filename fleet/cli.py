@@ -408,7 +408,9 @@ def canary(
         500, help="Requests each side needs in the window before anything but a hold."
     ),
     alpha: float = typer.Option(
-        0.01, help="Family-wise error of each family judged: the latency signals, the rates."
+        0.01,
+        help="Family-wise error of each family judged: the histogram signals (split evenly "
+        "over the latencies and, where the profile has it, the output length), the rates.",
     ),
     min_effect: float = typer.Option(
         0.05,

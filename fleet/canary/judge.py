@@ -12,7 +12,8 @@ buckets a 5 % slowdown moves few requests across an edge, the material ``A`` lie
 little can be ruled out; the verdict says so rather than promote on data that could not tell.
 
 - a signal **regressed** when the canary ranks higher (one-sided p at most ``alpha`` over the
-  number of signals: Bonferroni) and its ``A`` is at least the material one;
+  number of histogram signals judged, the output length among them where the profile has it:
+  Bonferroni) and its ``A`` is at least the material one;
 - it is **unchanged** when the upper end of ``A``'s one-sided ``confidence`` bound lies below the
   material ``A``: a material slowdown is ruled out;
 - else **inconclusive**; **insufficient** under ``min_requests`` on either side.
