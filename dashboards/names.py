@@ -27,6 +27,7 @@ from typing import Final
 
 from fleetwatch.core.duration import parse_duration
 from fleetwatch.core.profiles import MetricRef, Profile
+from fleetwatch.dashboards.recordings import fleet_recording_names
 
 __all__ = [
     "BATCHER_LABEL",
@@ -221,8 +222,6 @@ def allowed_names(profile: Profile, *, resilience: bool | None = None) -> frozen
     where ``resilience`` (default: ``has_resilience(profile)``)."""
     with_resilience = has_resilience(profile) if resilience is None else resilience
     extra = _expanded(RESILIENCE) if with_resilience else frozenset()
-    from fleetwatch.dashboards.recordings import fleet_recording_names
-
     fleet = fleet_recording_names(profile)
     return profile.metric_names() | SLO_RULES.names() | fleet | extra | PROMETHEUS_BUILTINS
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from fleetwatch.core.profiles import MetricRef, Profile
+from fleetwatch.core.profiles.labels import Matcher, parse_matcher_list
 from fleetwatch.dashboards.errors import DashboardError
 
 __all__ = [
@@ -68,6 +69,30 @@ class Scope:
         """The grouping of a fleet-wide series: the model and the routing labels."""
         return ", ".join((self.model, *self.routing))
 
+    @property
+    def matchers(self) -> tuple[Matcher, ...]:
+        """The label scheme's matchers, which every selector of the profile's metrics carries
+        (none under the default scheme)."""
+        return parse_matcher_list(self.profile.outcomes.total.scope)
+
+    @property
+    def pinned(self) -> tuple[str, ...]:
+        """The labels the scheme's equality matchers fix (``job="vllm"``), neither the model
+        nor a routing label: one value across the scheme's whole fleet."""
+        own = (self.model, *self.routing)
+        names = (m.name for m in self.matchers if m.op == "=")
+        return tuple(n for n in dict.fromkeys(names) if n not in own)
+
+    @property
+    def recorded_by(self) -> str:
+        """The grouping of a recorded fleet series: ``fleet_by`` and the ``pinned`` labels.
+
+        A pinned label has one value per scheme, so keeping it splits no fleet; it stays on the
+        recorded series, so the rules of two schemes (prod's ``namespace="llm-prod"`` and
+        staging's) loaded in one Prometheus write distinct series, not the same one twice.
+        """
+        return ", ".join((self.model, *self.routing, *self.pinned))
+
     def _routed(self, *matchers: str) -> str:
         return ",".join((*matchers, *(f'{n}=~"${n}"' for n in self.routing)))
 
@@ -75,8 +100,21 @@ class Scope:
         return self._routed(f'{self.model}=~"$model"')
 
     def recorded(self, name: str) -> str:
-        """A fleet series the profile's recording rules write, for the chosen models."""
-        return f'{name}{{profile="{self.profile.name}",{self.fleet()}}}'
+        """A fleet series the profile's recording rules write, for the chosen models, of this
+        scheme's fleet only.
+
+        The series keeps only the ``recorded_by`` labels, so the scheme's matchers are applied
+        to those: each equality matcher (its label is kept, see ``pinned``), and each regex or
+        negative matcher (``=~``, ``!=``, ``!~``) on the model or a routing label. A matcher on
+        a label the series does not keep (``instance!~"canary.*"``) is left out: the rule
+        applied it to the buckets it summed, and the recorded series has no such label to
+        tell one scheme's from another's by (make it a routing label if two schemes differ
+        only there).
+        """
+        kept = {self.model, *self.routing, *self.pinned}
+        scheme = [str(m) for m in self.matchers if m.name in kept]
+        labels = ",".join((f'profile="{self.profile.name}"', *scheme, self.fleet()))
+        return f"{name}{{{labels}}}"
 
     def chosen(self) -> str:
         return self._routed(f'{self.model}=~"$model"', f'{self.replica}=~"$replica"')
