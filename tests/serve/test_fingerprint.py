@@ -315,20 +315,25 @@ def test_a_failed_request_does_not_vote_and_against_needs_a_reference(tmp_path: 
 def test_the_answer_kept_is_the_one_most_runs_gave_and_an_answer_beats_an_error() -> None:
     a, b = _answer("p1", "a"), _answer("p1", "b")
     boom = Answer("p1", error="HTTP 500: boom")
-    assert keep([a, b, b]) == (b, [a])
-    assert keep([a, b]) == (a, [b])  # a tie: the earliest
-    assert keep([boom, boom, a]) == (a, [boom, boom])
-    assert keep([boom]) == (boom, [])
+    assert keep([a, b, b]) == (b, [a], [])
+    assert keep([a, b]) == (a, [b], [])  # a tie: the earliest
+    # a failed request is no answer: apart from the variants, never one of them
+    assert keep([boom, boom, a]) == (a, [], [boom, boom])
+    assert keep([boom]) == (boom, [], [])
+    other = Answer("p1", error="TimeoutError")
+    assert keep([boom, other, boom]) == (boom, [], [other, boom])
 
 
 def _repeated(url: str, runs: list[list[Answer]]) -> ReplicaPrint:
     """A replica asked ``len(runs)`` times over, each run its answers in prompt order."""
     rep = ReplicaPrint(url, "m", runs=len(runs))
     for i, per_prompt in enumerate(zip(*runs, strict=True)):
-        kept, others = keep(per_prompt)
+        kept, others, failed = keep(per_prompt)
         rep.answers.append(kept)
         if others:
             rep.variants[PROMPTS.prompts[i].id] = others
+        if failed:
+            rep.failures[PROMPTS.prompts[i].id] = failed
     return rep
 
 
@@ -358,6 +363,43 @@ def test_a_replica_whose_runs_sometimes_give_the_reference_flips_and_is_not_held
     (entry,) = [r for r in data["replicas"] if r["url"] == "tie"]
     assert entry["runs"] == 3 and [v["text"] for v in entry["variants"]["p1"]] == ["ok"]
     assert data["models"]["m"]["flips"]["tie"][0]["kind"] == "flip"
+
+
+def test_a_failed_run_is_a_failure_not_a_flip_nor_a_way_of_answering() -> None:
+    """A replica whose every answer was the reference but one of whose runs timed out is not
+    flipping: it failed a request, reported as the error it is, as without --repeat. Runs that
+    all failed, with different messages, are a failure too, not an unstable answer."""
+    ok, p2 = _answer("p1"), _answer("p2")
+    timeout = Answer("p1", error="TimeoutError: ")
+    same = [_repeated(u, [[ok, p2]] * 3) for u in ("r1", "r2", "r3")]
+    slow = _repeated("slow", [[ok, p2], [timeout, p2], [ok, p2]])
+    down = _repeated(
+        "down",
+        [[Answer("p1", error=f"HTTP 50{k}: boom"), p2] for k in (2, 3, 4)],
+    )
+    result = judge([*same, slow, down], PROMPTS)
+    (m,) = result.models
+    assert m.flips == {}
+    assert {u: [(f.kind, f.detail) for f in fs] for u, fs in m.findings.items()} == {
+        "slow": [("error", "1 of 3 runs failed: TimeoutError: ")],
+        "down": [("error", "HTTP 502: boom (3 of 3 runs failed)")],
+    }
+    lines = render(result, PROMPTS)
+    assert not any(line.startswith("  FLIPS") for line in lines)
+    assert "  DIFFERS slow: 1 of 2 prompts (error)" in lines
+    data = to_dict([*same, slow, down], PROMPTS, result, taken_at="t", meta={})
+    by_url = {r["url"]: r for r in data["replicas"]}
+    assert by_url["slow"]["variants"] == {} and by_url["down"]["variants"] == {}
+    assert by_url["slow"]["failures"] == {"p1": [{"prompt": "p1", "error": "TimeoutError: "}]}
+    assert [f["error"] for f in by_url["down"]["failures"]["p1"]] == [
+        "HTTP 503: boom",
+        "HTTP 504: boom",
+    ]
+    # a replica that answered otherwise and also failed a run differs by its answer
+    odd = _repeated("odd", [[_answer("p1", "x"), p2], [timeout, p2], [_answer("p1", "x"), p2]])
+    (m,) = judge([*same, odd], PROMPTS).models
+    ((kind, detail),) = [(f.kind, f.detail) for f in m.findings["odd"]]
+    assert kind == "output" and detail.endswith("(1 of 3 runs failed)") and m.flips == {}
 
 
 def test_runs_that_never_give_the_reference_are_a_difference_and_unstable() -> None:

@@ -10,7 +10,8 @@ it has one (vLLM, SGLang), and the model's ``root`` and ``max_model_len`` from `
 With ``repeat`` above one the whole set is asked that many times over, in order: a replica's
 answer to a prompt is the one most of its runs gave, and the runs that answered otherwise are
 kept beside it (``variants``), so a near-tie token that flips from run to run (kernels that are
-not deterministic under load) can be told from a replica that always answers otherwise.
+not deterministic under load) can be told from a replica that always answers otherwise. A run
+whose request failed gave no answer: it is kept apart (``failures``), never among the variants.
 """
 
 from __future__ import annotations
@@ -75,17 +76,22 @@ class ReplicaPrint:
     runs: int = 1
     """How many times each prompt was asked (``--repeat``)."""
     variants: dict[str, list[Answer]] = field(default_factory=dict)
-    """Per prompt id, the runs whose answer was unlike the one kept (one entry a run)."""
+    """Per prompt id, the runs that answered unlike the one kept (one entry a run)."""
+    failures: dict[str, list[Answer]] = field(default_factory=dict)
+    """Per prompt id, the runs whose request failed, bar the one kept where every run failed."""
 
 
-def keep(runs: Sequence[Answer]) -> tuple[Answer, list[Answer]]:
+def keep(runs: Sequence[Answer]) -> tuple[Answer, list[Answer], list[Answer]]:
     """The answer most of ``runs`` (one prompt's, in run order) gave — among those that
-    answered, when any did; the earliest on a tie — and the runs unlike it."""
-    answered = [a for a in runs if a.error is None] or list(runs)
-    counts = Counter(a.key for a in answered)
+    answered, when any did; the earliest on a tie — the runs that answered unlike it, and the
+    runs that failed besides it (a failed request is no answer, so never a variant)."""
+    answered = [i for i, a in enumerate(runs) if a.error is None] or range(len(runs))
+    counts = Counter(runs[i].key for i in answered)
     top = max(counts.values())
-    kept = next(a for a in answered if counts[a.key] == top)
-    return kept, [a for a in runs if a.key != kept.key]
+    at = next(i for i in answered if counts[runs[i].key] == top)
+    kept = runs[at]
+    failed = [a for i, a in enumerate(runs) if a.error is not None and i != at]
+    return kept, [a for a in runs if a.error is None and a.key != kept.key], failed
 
 
 def _body(p: Prompt, model: str, seed: int, logprobs: bool) -> dict[str, Any]:
@@ -238,10 +244,12 @@ async def fingerprint_replica(
             for i, p in enumerate(prompts.prompts):
                 got[i].append(await _answer(s, root, p, out, name, prompts.seed, hdrs))
     for p, runs in zip(prompts.prompts, got, strict=True):
-        kept, others = keep(runs)
+        kept, others, failed = keep(runs)
         out.answers.append(kept)
         if others:
             out.variants[p.id] = others
+        if failed:
+            out.failures[p.id] = failed
     if all(a.error is not None for a in out.answers):
         out.error = f"no prompt answered; first: {out.answers[0].error}"
     return out

@@ -13,7 +13,9 @@ strict majority decides nothing and is reported as such, with who said what.
 A replica asked several times (``--repeat``) whose runs did not all answer alike is listed as
 flipping on that prompt; where one of its runs gave the reference answer, its differing answer
 is a near-tie token that flips from run to run, not a replica that answers otherwise, and is not
-held against it.
+held against it. A run whose request failed gave no answer: it is neither a flip nor a way of
+answering, but a failure, reported as the error it is (as one failed request is without
+``--repeat``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetwatch.engine_probe.probe.fingerprint.collect import Answer, ReplicaPrint
@@ -169,21 +171,41 @@ def _compare(url: str, a: Answer, ref: Answer, tolerance: float) -> Finding | No
 
 
 def _flip(
-    p: ReplicaPrint, i: int, others: Sequence[Answer], ref: Answer, tolerance: float
+    p: ReplicaPrint,
+    i: int,
+    others: Sequence[Answer],
+    failed: Sequence[Answer],
+    ref: Answer,
+    tolerance: float,
 ) -> Finding:
-    """How the runs of ``p`` on prompt ``i`` split: ``flip`` when some gave the reference answer
-    and some did not, ``unstable`` when none did (its runs unlike each other and the reference)."""
-    runs = [p.answers[i]] * (p.runs - len(others)) + list(others)
+    """How the answered runs of ``p`` on prompt ``i`` split (its failed runs are no answers):
+    ``flip`` when some gave the reference answer and some did not, ``unstable`` when none did
+    (its runs unlike each other and the reference)."""
+    runs = [p.answers[i]] * (p.runs - len(others) - len(failed)) + list(others)
     diffs = [_compare(p.url, a, ref, tolerance) for a in runs]
     like = sum(d is None for d in diffs)
     first = next(d for d in diffs if d is not None)  # the runs are not all alike
+    of = f"{len(runs)} runs" + (f" that answered ({len(failed)} failed)" if failed else "")
     if like:
-        detail = f"{like} of {p.runs} runs gave the reference; the others: {first.detail}"
+        detail = f"{like} of {of} gave the reference; the others: {first.detail}"
     else:
         ways = len({a.key for a in runs})
-        detail = f"its {p.runs} runs answered {ways} ways, none the reference: {first.detail}"
+        detail = f"its {of} answered {ways} ways, none the reference: {first.detail}"
     return Finding(
         p.url, first.prompt_id, "flip" if like else "unstable", detail, first.this, first.reference
+    )
+
+
+def _failed_runs(p: ReplicaPrint, i: int, failed: Sequence[Answer], ref: Answer) -> Finding:
+    """The finding for the runs of ``p`` on prompt ``i`` whose request failed where the answer
+    its other runs gave is the reference: a failure, as one failed request is without
+    ``--repeat``."""
+    return Finding(
+        p.url,
+        p.answers[i].prompt_id,
+        "error",
+        f"{len(failed)} of {p.runs} runs failed: {failed[0].error}",
+        reference=snippet(ref.text),
     )
 
 
@@ -264,11 +286,19 @@ def judge(
             for p in live:
                 finding = _compare(p.url, p.answers[i], ref, tolerance)
                 others = p.variants.get(prompt.id, [])
+                failed = p.failures.get(prompt.id, [])
                 if others:
-                    flip = _flip(p, i, others, ref, tolerance)
+                    flip = _flip(p, i, others, failed, ref, tolerance)
                     rep.flips.setdefault(p.url, []).append(flip)
                     if flip.kind == "flip" and finding is not None:
                         continue  # one of its runs gave the reference: a near-tie
+                if failed and finding is None:
+                    finding = _failed_runs(p, i, failed, ref)
+                elif failed and finding is not None:
+                    more = len(failed) + (p.answers[i].error is not None)
+                    finding = replace(
+                        finding, detail=f"{finding.detail} ({more} of {p.runs} runs failed)"
+                    )
                 if finding is not None:
                     rep.findings.setdefault(p.url, []).append(finding)
         reports.append(rep)

@@ -65,6 +65,9 @@ def to_dict(
                         "variants": {
                             pid: [answer_dict(v) for v in vs] for pid, vs in p.variants.items()
                         },
+                        "failures": {
+                            pid: [answer_dict(v) for v in vs] for pid, vs in p.failures.items()
+                        },
                     }
                     if p.runs > 1
                     else {}
