@@ -436,8 +436,9 @@ def fingerprint(
         1,
         "--repeat",
         help="Ask the whole set this many times over: a replica's answer is the one most of its "
-        "runs gave, and a differing answer some of its runs did not give is a near-tie token "
-        "flipping from run to run, not held against it.",
+        "runs gave (a failed run is a failure, not an answer); where that is the reference, "
+        "runs that answered otherwise are a near-tie token flipping from run to run, not held "
+        "against it.",
     ),
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Every differing prompt, not the first."

@@ -337,32 +337,51 @@ def _repeated(url: str, runs: list[list[Answer]]) -> ReplicaPrint:
     return rep
 
 
-def test_a_replica_whose_runs_sometimes_give_the_reference_flips_and_is_not_held_against_it(
+def test_a_replica_whose_runs_mostly_give_the_reference_flips_and_is_not_held_against_it(
     tmp_path: Path,
 ) -> None:
-    """Over three runs, ``tie`` gives another answer to p1 twice and the reference once: a
+    """Over three runs, ``tie`` gives the reference to p1 twice and another answer once: a
     near-tie token, noted; ``odd`` gives another answer every time: a difference."""
     ok, other = _answer("p1"), _answer("p1", "other")
     same = [_repeated(u, [[ok, _answer("p2")]] * 3) for u in ("r1", "r2", "r3")]
-    tie = _repeated("tie", [[other, _answer("p2")], [ok, _answer("p2")], [other, _answer("p2")]])
+    tie = _repeated("tie", [[ok, _answer("p2")], [other, _answer("p2")], [ok, _answer("p2")]])
     odd = _repeated("odd", [[other, _answer("p2")]] * 3)
     result = judge([*same, tie, odd], PROMPTS)
     (m,) = result.models
     assert m.differing == ["odd"] and [f.kind for f in m.findings["odd"]] == ["output"]
     (flip,) = m.flips["tie"]
-    assert flip.kind == "flip" and flip.detail.startswith("1 of 3 runs gave the reference")
+    assert flip.kind == "flip" and flip.detail.startswith("2 of 3 runs gave the reference")
     assert "odd" not in m.flips and "r1" not in m.flips
     lines = render(result, PROMPTS)
-    assert any(
-        line.startswith("  FLIPS tie: its runs answered unlike each other on 1 of 2")
-        for line in lines
-    )
+    assert (
+        "  FLIPS tie: its runs answered unlike each other on 1 of 2 prompts (1 of them a "
+        "near-tie: most runs gave the reference, the others not held against it)"
+    ) in lines
     (m,) = judge([*same, tie], PROMPTS).models
     assert m.verdict == "agree"
     data = to_dict([*same, tie], PROMPTS, judge([*same, tie], PROMPTS), taken_at="t", meta={})
     (entry,) = [r for r in data["replicas"] if r["url"] == "tie"]
-    assert entry["runs"] == 3 and [v["text"] for v in entry["variants"]["p1"]] == ["ok"]
+    assert entry["runs"] == 3 and [v["text"] for v in entry["variants"]["p1"]] == ["other"]
+    assert entry["failures"] == {}
     assert data["models"]["m"]["flips"]["tie"][0]["kind"] == "flip"
+
+
+def test_a_replica_whose_runs_mostly_answer_otherwise_differs_though_some_gave_the_reference() -> (
+    None
+):
+    """19 runs of 20 answering otherwise is a replica that answers otherwise: the one run that
+    gave the reference does not clear it; its flips are still listed, and none is a near-tie."""
+    ok, other = _answer("p1"), _answer("p1", "other")
+    same = [_repeated(u, [[ok, _answer("p2")]] * 20) for u in ("r1", "r2", "r3")]
+    mostly = _repeated("mostly", [[ok, _answer("p2")]] + [[other, _answer("p2")]] * 19)
+    result = judge([*same, mostly], PROMPTS)
+    (m,) = result.models
+    assert m.verdict == "differ" and m.differing == ["mostly"]
+    (finding,) = m.findings["mostly"]
+    assert finding.kind == "output" and finding.this == "other"
+    (flip,) = m.flips["mostly"]
+    assert flip.kind == "flip" and flip.detail.startswith("1 of 20 runs gave the reference")
+    assert "(0 of them a near-tie" in "\n".join(render(result, PROMPTS))
 
 
 def test_a_failed_run_is_a_failure_not_a_flip_nor_a_way_of_answering() -> None:

@@ -10,12 +10,13 @@ difference over ``tolerance`` (nats, on any token) names a numerical change (a q
 differently-kerneled replica) that greedy text alone can hide. A prompt where no answer has a
 strict majority decides nothing and is reported as such, with who said what.
 
-A replica asked several times (``--repeat``) whose runs did not all answer alike is listed as
-flipping on that prompt; where one of its runs gave the reference answer, its differing answer
-is a near-tie token that flips from run to run, not a replica that answers otherwise, and is not
-held against it. A run whose request failed gave no answer: it is neither a flip nor a way of
-answering, but a failure, reported as the error it is (as one failed request is without
-``--repeat``).
+A replica asked several times (``--repeat``) is judged by the answer most of its runs gave.
+Where its runs did not all answer alike it is listed as flipping on that prompt: when the answer
+most gave is the reference, the runs that answered otherwise are a near-tie token that flips
+from run to run, not a replica that answers otherwise, and are not held against it; when it is
+not, the replica differs there, whether or not a few runs gave the reference. A run whose
+request failed gave no answer: it is neither a flip nor a way of answering, but a failure,
+reported as the error it is (as one failed request is without ``--repeat``).
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def _flip(
 
 def _failed_runs(p: ReplicaPrint, i: int, failed: Sequence[Answer], ref: Answer) -> Finding:
     """The finding for the runs of ``p`` on prompt ``i`` whose request failed where the answer
-    its other runs gave is the reference: a failure, as one failed request is without
+    most of its runs gave is the reference: a failure, as one failed request is without
     ``--repeat``."""
     return Finding(
         p.url,
@@ -284,14 +285,13 @@ def judge(
                 continue
             rep.reference[prompt.id] = ref
             for p in live:
+                # judged by the answer most runs gave: the flips are noted, never excuse it
                 finding = _compare(p.url, p.answers[i], ref, tolerance)
                 others = p.variants.get(prompt.id, [])
                 failed = p.failures.get(prompt.id, [])
                 if others:
                     flip = _flip(p, i, others, failed, ref, tolerance)
                     rep.flips.setdefault(p.url, []).append(flip)
-                    if flip.kind == "flip" and finding is not None:
-                        continue  # one of its runs gave the reference: a near-tie
                 if failed and finding is None:
                     finding = _failed_runs(p, i, failed, ref)
                 elif failed and finding is not None:

@@ -200,11 +200,13 @@ def render(judgement: Judgement, prompts: PromptSet, *, verbose: bool = False) -
                     lines.append(f"      this replica: {f.this}")
                     lines.append(f"      reference:    {f.reference}")
         for url, flips in m.flips.items():
-            near = sum(f.kind == "flip" for f in flips)
+            # a flip is held against the replica where the answer most runs gave differs
+            held = {f.prompt_id for f in m.findings.get(url, []) if f.kind != "error"}
+            near = sum(f.prompt_id not in held for f in flips)
             lines.append(
                 f"  FLIPS {url}: its runs answered unlike each other on {len(flips)} of "
-                f"{len(prompts.prompts)} prompts ({near} of them a near-tie: some runs gave the "
-                "reference, not held against it)"
+                f"{len(prompts.prompts)} prompts ({near} of them a near-tie: most runs gave the "
+                "reference, the others not held against it)"
             )
             for f in flips if verbose else flips[:1]:
                 lines.append(f"    {f.prompt_id}: {f.kind}: {f.detail}")
