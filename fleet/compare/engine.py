@@ -71,8 +71,8 @@ from fleetwatch.records.engine import Engine
 from fleetwatch.records.engine.reductions import (
     DERIVED,
     MODEL,
-    bucket_middles,
     bucket_sql,
+    bucket_values,
     grouping_sets,
     model_is,
     weighted_quantile,
@@ -275,7 +275,7 @@ def _bucket_pass(before: Histogram, after: Histogram, plan: Plan) -> Pass:
         run = np.r_[np.zeros(len(before[0]), np.int64), np.ones(len(after[0]), np.int64)]
         out.feed(
             (
-                bucket_middles(b[order], BUCKET_RATIO),
+                bucket_values(b[order], BUCKET_RATIO),
                 np.r_[before[1], after[1]][order],
                 run[order],
                 np.r_[before[2], after[2]][order],

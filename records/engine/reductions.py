@@ -26,7 +26,6 @@ __all__ = [
     "RELATIVE_ERROR",
     "UNNAMED",
     "ZERO_BUCKET",
-    "bucket_middles",
     "bucket_sql",
     "bucket_values",
     "exact_quantile",
@@ -73,15 +72,8 @@ def bucket_sql(expr: str, ratio: float = RATIO) -> str:
     )
 
 
-def bucket_values(buckets: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
-    """Each bucket's value read back: its geometric middle (0 for ``ZERO_BUCKET``)."""
-    b = np.asarray(buckets, dtype=np.float64)
-    out: np.ndarray[Any, np.dtype[np.float64]] = np.where(b == ZERO_BUCKET, 0.0, RATIO ** (b + 0.5))
-    return out
-
-
-def bucket_middles(buckets: Any, ratio: float) -> np.ndarray[Any, np.dtype[np.float64]]:
-    """``bucket_values`` of buckets ``ratio`` wide (``bucket_sql(expr, ratio)``): each bucket's
+def bucket_values(buckets: Any, ratio: float = RATIO) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """Each bucket's value read back, buckets ``ratio`` wide (``bucket_sql(expr, ratio)``): its
     geometric middle, within ``sqrt(ratio) - 1`` of any value in it (0 for ``ZERO_BUCKET``)."""
     b = np.asarray(buckets, dtype=np.float64)
     out: np.ndarray[Any, np.dtype[np.float64]] = np.where(
