@@ -123,6 +123,11 @@ class Engine(Protocol):
     """A query engine holding the ``records`` view of one dataset."""
 
     name: str
+    columns: tuple[str, ...]
+    """The stored columns the ``records`` view holds."""
+    counted: tuple[int, int] | None
+    """Rows in the dataset and rows the filter keeps, once checked (``check``, or a command's
+    first query: ``records.engine.folded``); None before."""
     in_file_order: bool
     """Rows a query does not sort come in the files' order, the same on every run (so a pass
     that sums floats in row order need not sort them)."""
@@ -156,8 +161,8 @@ class Engine(Protocol):
         ...
 
     def check(self) -> tuple[int, int]:
-        """Rows in the dataset and rows the filter keeps; a file whose rows are not records is a
-        ``RecordError`` naming it."""
+        """Rows in the dataset and rows the filter keeps (also kept as ``counted``); a file whose
+        rows are not records is a ``RecordError`` naming it."""
         ...
 
     def share_memory(self, parts: int) -> None:

@@ -81,6 +81,7 @@ class DuckEngine:
 
         self.files = tuple(files)
         self.where = where
+        self.counted: tuple[int, int] | None = None
         self._json = ""
         self._enums: set[str] = set()
         self._tmp = tempfile.TemporaryDirectory(prefix="fleetwatch-duckdb-")
@@ -347,6 +348,7 @@ class DuckEngine:
                 )
             if (own := _own_reading(Path(file))) is not None:
                 raise own
+        self.counted = (total, kept)
         return total, kept
 
     def _file_of(self, condition: str, named: object) -> str:

@@ -24,6 +24,7 @@ from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, MAX_ERROR_TYPES
 from fleetwatch.fleet.outliers.stats.shares import share_with_se
 from fleetwatch.fleet.outliers.table import FleetTable
 from fleetwatch.records.engine import Engine
+from fleetwatch.records.engine.folded import check_columns, checked
 from fleetwatch.records.engine.reductions import (
     DERIVED,
     MODEL,
@@ -55,8 +56,10 @@ _OK = "status = 'ok'"
 
 
 def _summary(engine: Engine) -> pd.DataFrame:
+    """Per model and replica the counts and sums; the first scan, so it also counts and checks
+    every record where the engine's are not checked yet (``records.engine.folded``)."""
     ok = f"CASE WHEN {_OK} THEN 1 ELSE 0 END"
-    return engine.query(
+    got = engine.query(
         f"""SELECT {MODEL} AS model, replica,
             count(*) AS n,
             sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS n_error,
@@ -68,8 +71,10 @@ def _summary(engine: Engine) -> pd.DataFrame:
             sum(CAST(output_tokens AS DOUBLE) * CAST(output_tokens AS DOUBLE)) AS out_sq,
             sum(CAST(prompt_tokens AS DOUBLE)) AS prompt_sum,
             sum(CAST(coalesce(cached_prompt_tokens, 0) AS DOUBLE)) AS cached_sum
+            {check_columns(engine)}
         FROM records GROUP BY 1, 2"""
     )
+    return checked(engine, got)
 
 
 def _error_types(engine: Engine) -> pd.DataFrame:
