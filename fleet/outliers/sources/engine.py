@@ -27,12 +27,12 @@ from fleetwatch.records.engine import Engine
 from fleetwatch.records.engine.folded import check_columns, checked
 from fleetwatch.records.engine.reductions import (
     DERIVED,
-    MODEL,
+    UNNAMED,
     bucket_sql,
     bucket_values,
+    model_is,
     weighted_quantile,
 )
-from fleetwatch.records.filters import sql_string
 
 __all__ = ["NEEDS", "tables_from_engine"]
 
@@ -60,7 +60,7 @@ def _summary(engine: Engine) -> pd.DataFrame:
     every record where the engine's are not checked yet (``records.engine.folded``)."""
     ok = f"CASE WHEN {_OK} THEN 1 ELSE 0 END"
     got = engine.query(
-        f"""SELECT {MODEL} AS model, replica,
+        f"""SELECT model, replica,
             count(*) AS n,
             sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS n_error,
             sum(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS n_truncated_share,
@@ -74,15 +74,29 @@ def _summary(engine: Engine) -> pd.DataFrame:
             {check_columns(engine)}
         FROM records GROUP BY 1, 2"""
     )
-    return checked(engine, got)
+    got = _unnamed(checked(engine, got))
+    if not got.duplicated(["model", "replica"]).any():
+        return got
+    firsts = {"first_s": "min", "last_s": "max"}
+    how = {c: firsts.get(c, "sum") for c in got.columns if c not in ("model", "replica")}
+    return got.groupby(["model", "replica"], as_index=False, sort=False, dropna=False).agg(how)
+
+
+def _unnamed(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` grouped by the stored ``model`` column (grouping by ``MODEL`` would expand a
+    dictionary-encoded column row by row), a record naming no model counted under the model
+    ``MODEL`` names it (a model so named is then two groups: the caller adds them up)."""
+    return frame.assign(model=frame["model"].astype(object).where(frame["model"].notna(), UNNAMED))
 
 
 def _error_types(engine: Engine) -> pd.DataFrame:
     """Failed requests per model, replica and error type (typed errors only)."""
     df = engine.query(
-        f"""SELECT {MODEL} AS model, replica, error_type, count(*) AS n FROM records
+        """SELECT model, replica, error_type, count(*) AS n FROM records
         WHERE status = 'error' AND error_type IS NOT NULL GROUP BY 1, 2, 3"""
     )
+    keys = ["model", "replica", "error_type"]
+    df = _unnamed(df).groupby(keys, sort=False)["n"].sum().reset_index()
     return df.assign(
         model=df["model"].astype(str),
         replica=df["replica"].astype(str),
@@ -100,9 +114,10 @@ def _uncached_counts(engine: Engine) -> pd.DataFrame:
         for name, col in _LATENCY.items()
     )
     got = engine.query(
-        f"SELECT {MODEL} AS model, {_UNCACHED} AS u, {has}, count(*) AS n "
+        f"SELECT model, {_UNCACHED} AS u, {has}, count(*) AS n "
         f"FROM records WHERE {_OK} GROUP BY 1, 2, 3, 4, 5"
     )
+    got = _unnamed(got)
     parts = []
     for name in _LATENCY:
         mine = got[got[f"has_{name}"] == 1]
@@ -136,7 +151,7 @@ def _prompt_bucket(edges: Mapping[tuple[str, str], np.ndarray[Any, Any]], signal
     """SQL: the number of the (model, ``signal``) edges at or below a request's uncached tokens
     (``searchsorted(edges, u, side="right")``)."""
     cases = [
-        f"WHEN {MODEL} = {sql_string(model)} THEN {_searched(_UNCACHED, [float(x) for x in e])}"
+        f"WHEN {model_is(model)} THEN {_searched(_UNCACHED, [float(x) for x in e])}"
         for (model, sig), e in sorted(edges.items())
         if sig == signal and len(e)
     ]
@@ -159,7 +174,7 @@ def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]
     cols = ", ".join([*shared.values(), *(f"b_{name}" for name in _LATENCY)])
     got = engine.query(
         f"""SELECT model, replica, {marks}, {cols}, count(*) AS n
-            FROM (SELECT {MODEL} AS model, replica, {inner} FROM records WHERE {_OK}) AS t
+            FROM (SELECT model, replica, {inner} FROM records WHERE {_OK}) AS t
             GROUP BY GROUPING SETS ({sets})"""
     )
     parts = []
@@ -169,7 +184,7 @@ def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]
         part.columns = ["model", "replica", "pb", "b", "n"]
         part.insert(2, "signal", name)
         parts.append(part)
-    cells = pd.concat(parts, ignore_index=True)
+    cells = _unnamed(pd.concat(parts, ignore_index=True))  # a model's cells may repeat: counts
     cells["pb"] = cells["pb"].astype(np.int64)
     cells["b"] = cells["b"].astype(np.int64)
     cells = cells.sort_values(["model", "signal", "replica", "pb", "b"], kind="stable")
