@@ -52,6 +52,8 @@ NEEDS = (
 )
 """The stored columns the reductions read."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
+_CELL_BATCH = 1 << 17
+"""Rows of the cells' result brought at once."""
 _OK = "status = 'ok'"
 
 
@@ -158,11 +160,18 @@ def _prompt_bucket(edges: Mapping[tuple[str, str], np.ndarray[Any, Any]], signal
     return f"(CASE {' '.join(cases)} ELSE 0 END)" if cases else "0"
 
 
-def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]) -> pd.DataFrame:
+def _cells(
+    engine: Engine,
+    edges: Mapping[tuple[str, str], np.ndarray[Any, Any]],
+    models: Sequence[str],
+    replicas: Sequence[str],
+) -> pd.DataFrame:
     """Per model, replica, signal, prompt bucket and 2 % latency bucket the count of ok requests:
     one scan, the three signals as grouping sets (no row repeated per signal); a prompt bucket
     computed once a row when the signals' edges agree (they do but for the rare request of one
-    output token or none)."""
+    output token or none). The result (about a million rows at 200 replicas) is brought a batch
+    at a time, its names as codes of ``models`` and ``replicas`` (the summary's): a string
+    object a row would cost more memory than the engine's own work."""
     pbs = {name: _prompt_bucket(edges, name) for name in _LATENCY}
     shared = {expr: f"pb{i}" for i, expr in enumerate(dict.fromkeys(pbs.values()))}
     inner = ", ".join(
@@ -172,23 +181,30 @@ def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]
     sets = ", ".join(f"(model, replica, {shared[pbs[name]]}, b_{name})" for name in _LATENCY)
     marks = ", ".join(f"grouping(b_{name}) AS g_{name}" for name in _LATENCY)
     cols = ", ".join([*shared.values(), *(f"b_{name}" for name in _LATENCY)])
-    got = engine.query(
-        f"""SELECT model, replica, {marks}, {cols}, count(*) AS n
+    sql = f"""SELECT model, replica, {marks}, {cols}, count(*) AS n
             FROM (SELECT model, replica, {inner} FROM records WHERE {_OK}) AS t
             GROUP BY GROUPING SETS ({sets})"""
-    )
-    parts = []
-    for name in _LATENCY:
-        mine = got[(got[f"g_{name}"] == 0) & got[f"b_{name}"].notna()]
-        part = mine[["model", "replica", shared[pbs[name]], f"b_{name}", "n"]].copy()
-        part.columns = ["model", "replica", "pb", "b", "n"]
-        part.insert(2, "signal", name)
-        parts.append(part)
-    cells = _unnamed(pd.concat(parts, ignore_index=True))  # a model's cells may repeat: counts
+    names = {"model": sorted(models), "replica": sorted(replicas)}
+    parts = [pd.DataFrame({c: pd.Categorical([], categories=v) for c, v in names.items()})]
+    for got in engine.batches(sql, _CELL_BATCH):
+        got = _unnamed(got)
+        coded = {c: pd.Categorical(got[c].astype(object), categories=v) for c, v in names.items()}
+        if any(bool(pd.isna(v).any()) for v in coded.values()):
+            raise AnalysisError("a cell's model or replica is not in the summary")
+        got = got.assign(**coded)
+        for name in _LATENCY:
+            mine = got[(got[f"g_{name}"] == 0) & got[f"b_{name}"].notna()]
+            part = mine[["model", "replica", shared[pbs[name]], f"b_{name}", "n"]].copy()
+            part.columns = ["model", "replica", "pb", "b", "n"]
+            part.insert(2, "signal", name)
+            parts.append(part)
+    cells = pd.concat(parts, ignore_index=True)  # a model's cells may repeat: counts
     cells["pb"] = cells["pb"].astype(np.int64)
     cells["b"] = cells["b"].astype(np.int64)
+    cells["n"] = cells["n"].astype(np.int64)
     cells = cells.sort_values(["model", "signal", "replica", "pb", "b"], kind="stable")
     cells = cells.reset_index(drop=True)  # summed in this order: the same on every run
+    cells = cells.astype({"model": object, "replica": object})
     cells["v"] = bucket_values(cells["b"].to_numpy())
     return cells
 
@@ -338,7 +354,8 @@ def tables_from_engine(
     if summary["replica"].isna().any():
         raise AnalysisError(f"{where}: records lack column(s) replica")
     edges = _edges(_uncached_counts(engine), buckets)
-    cells = _cells(engine, edges)
+    names = summary["replica"].astype(str)
+    cells = _cells(engine, edges, summary["model"].unique().tolist(), names.unique().tolist())
     errors = _error_types(engine)
     out = []
     for model in sorted(summary["model"].astype(str).unique()):
