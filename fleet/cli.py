@@ -204,6 +204,7 @@ def outliers(
             where=where,
             skip_bad=skip_bad,
             columns=NEEDS,
+            fold_check=True,
         )
         with scan:
             tables = tables_from_engine(
@@ -287,6 +288,7 @@ def tail(
             where=where,
             skip_bad=skip_bad,
             columns=NEEDS,
+            fold_check=True,
         )
         with scan:
             report = tail_in_engine(scan.engine, percentile=percentile, target=goal)

@@ -130,10 +130,12 @@ def open_and_say(
     where: RecordFilter | None,
     skip_bad: bool,
     columns: Sequence[str],
+    fold_check: bool = False,
 ) -> tuple[Scan, str]:
-    """``paths`` opened in the query ``engine`` (``records.engine.scan.open_scan``), what the
-    read left out and what the filter kept said on stderr (``say_what_was_read``), and the
-    dataset's name for messages. Use the scan in a ``with`` block."""
+    """``paths`` opened in the query ``engine`` (``records.engine.scan.open_scan``; with
+    ``fold_check`` the caller's first query checks the rows, where it can), what the read left
+    out and what the filter kept said on stderr (``say_what_was_read``), and the dataset's name
+    for messages. Use the scan in a ``with`` block."""
     from fleetwatch.records.dataset import describe
     from fleetwatch.records.engine.scan import open_scan
 
@@ -144,6 +146,7 @@ def open_and_say(
         skip_bad=skip_bad,
         columns=columns,
         spark_master=spark_master,
+        fold_check=fold_check,
     )
     name = describe(paths, scan.files)
     say_what_was_read(scan, name, where)

@@ -114,9 +114,10 @@ def _engine_counts(
     engine: str,
     spark_master: str | None,
 ) -> Any:
-    """Every SLO's events binned in a query engine over the dataset (``engine_counts``)."""
+    """Every SLO's events binned in a query engine over the dataset (``engine_counts``), the
+    records checked by the same scan. A selector is checked against the records' values only
+    where its SLO has no event (one that matched a record has matched)."""
     from fleetwatch.slo.checks import check_selectors
-    from fleetwatch.slo.errors import SLOSpecError
     from fleetwatch.slo.events import needed_columns
     from fleetwatch.slo.stream import engine_counts
 
@@ -131,15 +132,19 @@ def _engine_counts(
         where=where,
         skip_bad=skip_bad,
         columns=columns,
+        fold_check=True,
     )
     with scan:
-        if scan.rows == 0:
-            empty = "the file is empty" if len(scan.files) == 1 else "every file is empty"
-            raise SLOSpecError(f"{name}: no records to evaluate ({empty})")
-        if selected:
+        empty = "the file is empty" if len(scan.files) == 1 else "every file is empty"
+        counts = engine_counts(spec, scan.engine, empty=f"{name}: no records to evaluate ({empty})")
+        unseen = any(
+            bins.span() is None and (slo.selector.traffic_class or slo.selector.model)
+            for slo, bins in zip(spec.slos, counts.counts, strict=True)
+        )
+        if selected and unseen:
             seen = scan.engine.query(f"SELECT DISTINCT {', '.join(selected)} FROM records")
-            check_selectors(spec, seen, where=name, records=scan.rows)
-        return engine_counts(spec, scan.engine)
+            check_selectors(spec, seen, where=name, records=counts.records)
+        return counts
 
 
 def _goodput(text: str | None) -> tuple[float, float] | None:

@@ -208,13 +208,22 @@ def stream_counts(
     return StreamedCounts(counts, first, last, offset)
 
 
-def engine_counts(spec: SLOSpec, engine: Engine) -> StreamedCounts:
+def engine_counts(
+    spec: SLOSpec,
+    engine: Engine,
+    *,
+    empty: str = "no requests to evaluate (the records hold none)",
+) -> StreamedCounts:
     """Bin every SLO's events in a query engine: one ``GROUP BY`` of each event's bin for the
     SLOs that share an event time and a bin width (``sli_sql``: the events ``sli_events`` takes,
     as SQL; a bin is ``ceil(t / bin_s)`` with IEEE division, as ``BinCounts``), each SLO's events
     and bad events counted apart in it, and the first such scan also counting every record and
-    its first and last finish; only the bins' counts leave the engine. An SLO of inter-token gaps
-    (``itl_buckets``, not in the view) is refused: read those records whole."""
+    its first and last finish, and checking the records where the engine's are not checked yet
+    (``records.engine.folded``); only the bins' counts leave the engine. No record at all is an
+    ``SLOSpecError`` saying ``empty``. An SLO of inter-token gaps (``itl_buckets``, not in the
+    view) is refused: read those records whole."""
+    from fleetwatch.records.engine.folded import check_columns, checked
+
     events = [sli_sql(slo) for slo in spec.slos]
     counts = tuple(new_counts(slo, spec.evaluation_interval_s) for slo in spec.slos)
     shared: dict[tuple[str, int], list[int]] = {}
@@ -225,16 +234,21 @@ def engine_counts(spec: SLOSpec, engine: Engine) -> StreamedCounts:
     for g, ((time, bin_s), members) in enumerate(shared.items()):
         k = f"CAST(ceil({time} / CAST({bin_s} AS DOUBLE)) AS BIGINT)"
         each = ", ".join(
-            f"sum(CASE WHEN {events[i].where} THEN 1 ELSE 0 END) AS n{i}, "
-            f"sum(CASE WHEN ({events[i].where}) AND {events[i].bad} THEN 1 ELSE 0 END) AS b{i}"
+            f"count(*) FILTER (WHERE {events[i].where}) AS n{i}, "
+            f"count(*) FILTER (WHERE ({events[i].where}) AND {events[i].bad}) AS b{i}"
             for i in members
         )
-        whole = ", min(finished_s) AS a, max(finished_s) AS z, count(*) AS rows" if not g else ""
+        whole = (
+            f", min(finished_s) AS a, max(finished_s) AS z, count(*) AS rows{check_columns(engine)}"
+            if not g
+            else ""
+        )
         got = engine.query(f"SELECT {k} AS k, {each}{whole} FROM records GROUP BY 1")
         if not g:
+            got = checked(engine, got)
             rows = int(got["rows"].sum())
             if not rows:
-                raise SLOSpecError("no requests to evaluate (the records hold none)")
+                raise SLOSpecError(empty)
             first, last = float(got["a"].min()), float(got["z"].max())
         binned = got[got["k"].notna()]
         for i in members:

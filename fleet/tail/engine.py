@@ -32,6 +32,7 @@ from fleetwatch.fleet.tail.sums import (
     worst_replica,
 )
 from fleetwatch.records.engine import Engine
+from fleetwatch.records.engine.folded import check_columns, checked
 from fleetwatch.records.engine.reductions import (
     MODEL,
     bucket_sql,
@@ -264,7 +265,8 @@ def tail_in_engine(
     """``attribute_tail_by_model`` over an engine's ``records``: each model's tail apart, the
     one report of a dataset of one model."""
     check_options(percentile, target)
-    models = sorted(str(m) for m in engine.query(f"SELECT DISTINCT {MODEL} AS m FROM records")["m"])
+    found = engine.query(f"SELECT {MODEL} AS m{check_columns(engine)} FROM records GROUP BY 1")
+    models = sorted(str(m) for m in checked(engine, found)["m"])
     runs: list[tuple[str, Callable[[], TailReport]]] = [
         (
             m,

@@ -26,6 +26,7 @@ __all__ = [
     "LABELS",
     "REQUIRED",
     "Engine",
+    "default_sql",
     "implausible",
     "view_columns",
 ]
@@ -64,19 +65,24 @@ REQUIRED = ("replica", "arrival_s", "finished_s")
 """Columns every record has: a row without one is not a record (a foreign file)."""
 
 
+def default_sql(column: str) -> str | None:
+    """The record schema's default of ``column`` as a SQL literal (``'ok'``, ``0``, ``0.0``);
+    None when the column has none (a value left out is NULL)."""
+    from fleetwatch.core.records.schema import DEFAULTS
+
+    if column not in DEFAULTS:
+        return None
+    d = DEFAULTS[column]
+    return f"'{d}'" if isinstance(d, str) else repr(d)
+
+
 def view_columns(columns: Sequence[str]) -> str:
     """The select list of the ``records`` view: each column, a value a file left out read as
     the record schema's default (as ``records.io.read_records`` fills it)."""
-    from fleetwatch.core.records.schema import DEFAULTS
-
     out = []
     for c in columns:
-        if c in DEFAULTS:
-            d = DEFAULTS[c]
-            literal = f"'{d}'" if isinstance(d, str) else repr(d)
-            out.append(f"coalesce({c}, {literal}) AS {c}")
-        else:
-            out.append(c)
+        d = default_sql(c)
+        out.append(c if d is None else f"coalesce({c}, {d}) AS {c}")
     return ", ".join(out)
 
 
@@ -123,6 +129,11 @@ class Engine(Protocol):
     """A query engine holding the ``records`` view of one dataset."""
 
     name: str
+    columns: tuple[str, ...]
+    """The stored columns the ``records`` view holds."""
+    counted: tuple[int, int] | None
+    """Rows in the dataset and rows the filter keeps, once checked (``check``, or a command's
+    first query: ``records.engine.folded``); None before."""
     in_file_order: bool
     """Rows a query does not sort come in the files' order, the same on every run (so a pass
     that sums floats in row order need not sort them)."""
@@ -156,8 +167,8 @@ class Engine(Protocol):
         ...
 
     def check(self) -> tuple[int, int]:
-        """Rows in the dataset and rows the filter keeps; a file whose rows are not records is a
-        ``RecordError`` naming it."""
+        """Rows in the dataset and rows the filter keeps (also kept as ``counted``); a file whose
+        rows are not records is a ``RecordError`` naming it."""
         ...
 
     def share_memory(self, parts: int) -> None:

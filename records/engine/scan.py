@@ -32,11 +32,17 @@ class Scan:
     engine: Engine
     files: tuple[Path, ...]
     skipped: tuple[tuple[Path, str], ...] = ()
-    rows: int = 0
-    """Records the filter kept (every record when there is no filter)."""
     rows_before_filter: int | None = None
     """Records in the files before the filter; None when no filter was given."""
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        """Records the filter kept (every record when there is no filter); known once the rows
+        are checked (``open_scan``, or the command's first query when it folds the check in)."""
+        if self.engine.counted is None:
+            raise RuntimeError("the records are counted by the command's first query, not yet run")
+        return self.engine.counted[1]
 
     def close(self) -> None:
         self.engine.close()
@@ -92,10 +98,13 @@ def open_scan(
     skip_bad: bool = False,
     columns: Sequence[str] | None = None,
     spark_master: str | None = None,
+    fold_check: bool = False,
 ) -> Scan:
     """``paths`` resolved and opened in ``engine``; a file the engine cannot read, or whose rows
     are not records, is a ``RecordError`` naming it, or with ``skip_bad`` left out and counted.
-    A filter that keeps no record is a ``RecordError`` naming the filter."""
+    A filter that keeps no record is a ``RecordError`` naming the filter. ``fold_check``: the
+    caller's first query checks the rows (``records.engine.folded``), where there is no filter
+    and no ``skip_bad``; else they are checked here, by a scan of their own."""
     from fleetwatch.records.dataset import describe, pruned_or_refused, resolve
     from fleetwatch.records.remote import is_url, location, open_remote
 
@@ -120,6 +129,8 @@ def open_scan(
                 spark_master=spark_master,
                 remote=remote,
             )
+            if fold_check and where is None and not skip_bad:
+                break
             total, kept = opened.check()
         except RecordError as exc:
             if opened is not None:
@@ -133,7 +144,7 @@ def open_scan(
         break
     else:  # pragma: no cover - a thousand bad files, one by one
         raise RecordError(f"more than {_MAX_RETRIES} bad record files", path=describe(paths, files))
-    if where is not None and total and not kept:
+    if where is not None and total and not kept:  # a filter: checked above
         opened.close()
         raise RecordError(
             f"no records match {where.describe()} (of {total:,} read"
@@ -144,6 +155,5 @@ def open_scan(
         opened,
         (*files, *(Path(k) for store in remote for k in store.keys)),
         tuple(skipped),
-        rows=kept,
         rows_before_filter=None if where is None else total,
     )

@@ -256,6 +256,7 @@ class SparkEngine:
             raise TypeError("SparkEngine takes a master or a session, one of them")
         self.files = tuple(location(f) for f in files)
         self.where = where
+        self.counted: tuple[int, int] | None = None
         filtered = () if where is None else where.columns()
         wanted = (
             list(COLUMNS)
@@ -420,6 +421,7 @@ class SparkEngine:
                 except RecordError as exc:
                     raise exc from None
         kept = int(self.scalar("SELECT count(*) FROM records"))
+        self.counted = (total, kept)
         return total, kept
 
     def share_memory(self, parts: int) -> None:

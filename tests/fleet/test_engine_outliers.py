@@ -91,3 +91,31 @@ def test_every_record_is_counted_and_quantiles_are_within_one_percent(tmp_path: 
         pd.testing.assert_series_equal(
             table.volume, exact.volume.astype("float64"), check_names=False
         )
+
+
+def test_records_naming_no_model_are_one_fleet_with_a_model_of_that_name(
+    tmp_path: Path,
+) -> None:
+    """The engine groups the stored model column: a record naming no model (a null, which only
+    the engine reads) counts under "(no model)", one fleet with the records of a model so named,
+    a replica holding both kinds one replica, as when every such record names it."""
+    from fleetwatch.records.engine.reductions import UNNAMED
+
+    frame = two_models(seed=8).astype({"model": object})
+    named = frame.assign(model=np.where(frame["model"] == BIG, UNNAMED, frame["model"]))
+    got = {}
+    for label in ("named", "mixed"):
+        tree = write_tree(tmp_path / label, named)
+        if label == "mixed":  # every other record of the big model's JSON lines names none
+            for path in tree.root.glob("*/*.jsonl"):
+                lines = path.read_text().splitlines()
+                lines[::2] = [x.replace(f'"model":"{UNNAMED}"', '"model":null') for x in lines[::2]]
+                path.write_text("\n".join(lines) + "\n")
+            assert '"model":null' in "".join(p.read_text() for p in tree.root.glob("*/*.jsonl"))
+        with open_scan([tree.root], columns=NEEDS) as scan:
+            got[label] = dict(tables_from_engine(scan.engine))
+    assert sorted(got["named"]) == sorted(got["mixed"]) == sorted([SMALL, UNNAMED])
+    for model, table in got["named"].items():
+        other = got["mixed"][model]
+        pd.testing.assert_series_equal(table.volume, other.volume)
+        pd.testing.assert_frame_equal(table.values, other.values, rtol=1e-12)

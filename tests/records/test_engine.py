@@ -352,8 +352,43 @@ def test_parquet_files_of_other_schemas_read_alike(
         )
     assert len(got) == 6
     by_file = {Path(f).name: g for f, g in got.groupby("filename")}
-    assert by_file["old.parquet"]["cached_prompt_tokens"].isna().all()
+    assert by_file["old.parquet"]["cached_prompt_tokens"].tolist() == [0, 0]  # the default
     for name in ("new.parquet", "other.parquet"):
         assert by_file[name]["cached_prompt_tokens"].tolist() == [4, 5]
         assert by_file[name]["prompt_tokens"].tolist() == [10, 20]
         assert by_file[name]["arrival_s"].tolist() == [1.0, 2.0]
+
+
+def test_a_null_in_a_parquet_column_with_a_default_reads_as_the_default(tmp_path: Path) -> None:
+    """From an engine's second query on, a column whose statistics count no null in any file
+    is read as it is; one file holding a null (or a file without statistics) keeps the default
+    filled in, row by row: every query reads the same rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = {
+        "request_id": ["a", "b"],
+        "replica": ["r1", "r2"],
+        "model": ["m", "m"],
+        "arrival_s": [1.0, 2.0],
+        "finished_s": [2.0, 3.0],
+        "status": ["error", "ok"],
+        "output_tokens": [3, 4],
+    }
+    clean = tmp_path / "clean.parquet"
+    pq.write_table(pa.table(base), clean)
+    holey = tmp_path / "holey.parquet"
+    pq.write_table(pa.table({**base, "status": ["error", None], "output_tokens": [None, 4]}), holey)
+    bare = tmp_path / "bare.parquet"
+    pq.write_table(pa.table(base), bare, write_statistics=False)
+    filled = [("error", 0), ("error", 3), ("ok", 4), ("ok", 4)]
+    for files, full, want in (
+        ([clean], True, [("error", 3), ("ok", 4)]),
+        ([clean, holey], False, filled),
+        ([clean, bare], False, [("error", 3), ("ok", 4)] * 2),
+    ):
+        with DuckEngine(files) as engine:
+            for _ in range(3):
+                got = engine.query("SELECT status, output_tokens FROM records")
+                assert sorted(zip(got["status"], got["output_tokens"], strict=True)) == sorted(want)
+            assert ({"status", "output_tokens"} <= engine._full) is full

@@ -102,6 +102,8 @@ def test_the_reduced_tables_are_equal(fleet: PluginTree, spark: SparkSession) ->
             a, b = (_sorted(getattr(reduced, name)(e)) for e in (duck, sp))
             pd.testing.assert_frame_equal(a, b, check_dtype=False, rtol=1e-12)
         edges = reduced._edges(reduced._uncached_counts(duck), 8)
-        a, b = (_sorted(reduced._cells(e, edges)) for e in (duck, sp))
+        summary = reduced._summary(duck)
+        names = (summary["model"].unique().tolist(), summary["replica"].unique().tolist())
+        a, b = (_sorted(reduced._cells(e, edges, *names)) for e in (duck, sp))
         assert len(a) > 100
         pd.testing.assert_frame_equal(a, b, check_dtype=False, rtol=1e-12)

@@ -24,14 +24,15 @@ from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, MAX_ERROR_TYPES
 from fleetwatch.fleet.outliers.stats.shares import share_with_se
 from fleetwatch.fleet.outliers.table import FleetTable
 from fleetwatch.records.engine import Engine
+from fleetwatch.records.engine.folded import check_columns, checked
 from fleetwatch.records.engine.reductions import (
     DERIVED,
-    MODEL,
+    UNNAMED,
     bucket_sql,
     bucket_values,
+    model_is,
     weighted_quantile,
 )
-from fleetwatch.records.filters import sql_string
 
 __all__ = ["NEEDS", "tables_from_engine"]
 
@@ -51,13 +52,17 @@ NEEDS = (
 )
 """The stored columns the reductions read."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
+_CELL_BATCH = 1 << 17
+"""Rows of the cells' result brought at once."""
 _OK = "status = 'ok'"
 
 
 def _summary(engine: Engine) -> pd.DataFrame:
+    """Per model and replica the counts and sums; the first scan, so it also counts and checks
+    every record where the engine's are not checked yet (``records.engine.folded``)."""
     ok = f"CASE WHEN {_OK} THEN 1 ELSE 0 END"
-    return engine.query(
-        f"""SELECT {MODEL} AS model, replica,
+    got = engine.query(
+        f"""SELECT model, replica,
             count(*) AS n,
             sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS n_error,
             sum(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS n_truncated_share,
@@ -68,16 +73,32 @@ def _summary(engine: Engine) -> pd.DataFrame:
             sum(CAST(output_tokens AS DOUBLE) * CAST(output_tokens AS DOUBLE)) AS out_sq,
             sum(CAST(prompt_tokens AS DOUBLE)) AS prompt_sum,
             sum(CAST(coalesce(cached_prompt_tokens, 0) AS DOUBLE)) AS cached_sum
+            {check_columns(engine)}
         FROM records GROUP BY 1, 2"""
     )
+    got = _unnamed(checked(engine, got))
+    if not got.duplicated(["model", "replica"]).any():
+        return got
+    firsts = {"first_s": "min", "last_s": "max"}
+    how = {c: firsts.get(c, "sum") for c in got.columns if c not in ("model", "replica")}
+    return got.groupby(["model", "replica"], as_index=False, sort=False, dropna=False).agg(how)
+
+
+def _unnamed(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` grouped by the stored ``model`` column (grouping by ``MODEL`` would expand a
+    dictionary-encoded column row by row), a record naming no model counted under the model
+    ``MODEL`` names it (a model so named is then two groups: the caller adds them up)."""
+    return frame.assign(model=frame["model"].astype(object).where(frame["model"].notna(), UNNAMED))
 
 
 def _error_types(engine: Engine) -> pd.DataFrame:
     """Failed requests per model, replica and error type (typed errors only)."""
     df = engine.query(
-        f"""SELECT {MODEL} AS model, replica, error_type, count(*) AS n FROM records
+        """SELECT model, replica, error_type, count(*) AS n FROM records
         WHERE status = 'error' AND error_type IS NOT NULL GROUP BY 1, 2, 3"""
     )
+    keys = ["model", "replica", "error_type"]
+    df = _unnamed(df).groupby(keys, sort=False)["n"].sum().reset_index()
     return df.assign(
         model=df["model"].astype(str),
         replica=df["replica"].astype(str),
@@ -95,9 +116,10 @@ def _uncached_counts(engine: Engine) -> pd.DataFrame:
         for name, col in _LATENCY.items()
     )
     got = engine.query(
-        f"SELECT {MODEL} AS model, {_UNCACHED} AS u, {has}, count(*) AS n "
+        f"SELECT model, {_UNCACHED} AS u, {has}, count(*) AS n "
         f"FROM records WHERE {_OK} GROUP BY 1, 2, 3, 4, 5"
     )
+    got = _unnamed(got)
     parts = []
     for name in _LATENCY:
         mine = got[got[f"has_{name}"] == 1]
@@ -131,18 +153,25 @@ def _prompt_bucket(edges: Mapping[tuple[str, str], np.ndarray[Any, Any]], signal
     """SQL: the number of the (model, ``signal``) edges at or below a request's uncached tokens
     (``searchsorted(edges, u, side="right")``)."""
     cases = [
-        f"WHEN {MODEL} = {sql_string(model)} THEN {_searched(_UNCACHED, [float(x) for x in e])}"
+        f"WHEN {model_is(model)} THEN {_searched(_UNCACHED, [float(x) for x in e])}"
         for (model, sig), e in sorted(edges.items())
         if sig == signal and len(e)
     ]
     return f"(CASE {' '.join(cases)} ELSE 0 END)" if cases else "0"
 
 
-def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]) -> pd.DataFrame:
+def _cells(
+    engine: Engine,
+    edges: Mapping[tuple[str, str], np.ndarray[Any, Any]],
+    models: Sequence[str],
+    replicas: Sequence[str],
+) -> pd.DataFrame:
     """Per model, replica, signal, prompt bucket and 2 % latency bucket the count of ok requests:
     one scan, the three signals as grouping sets (no row repeated per signal); a prompt bucket
     computed once a row when the signals' edges agree (they do but for the rare request of one
-    output token or none)."""
+    output token or none). The result (about a million rows at 200 replicas) is brought a batch
+    at a time, its names as codes of ``models`` and ``replicas`` (the summary's): a string
+    object a row would cost more memory than the engine's own work."""
     pbs = {name: _prompt_bucket(edges, name) for name in _LATENCY}
     shared = {expr: f"pb{i}" for i, expr in enumerate(dict.fromkeys(pbs.values()))}
     inner = ", ".join(
@@ -152,23 +181,30 @@ def _cells(engine: Engine, edges: Mapping[tuple[str, str], np.ndarray[Any, Any]]
     sets = ", ".join(f"(model, replica, {shared[pbs[name]]}, b_{name})" for name in _LATENCY)
     marks = ", ".join(f"grouping(b_{name}) AS g_{name}" for name in _LATENCY)
     cols = ", ".join([*shared.values(), *(f"b_{name}" for name in _LATENCY)])
-    got = engine.query(
-        f"""SELECT model, replica, {marks}, {cols}, count(*) AS n
-            FROM (SELECT {MODEL} AS model, replica, {inner} FROM records WHERE {_OK}) AS t
+    sql = f"""SELECT model, replica, {marks}, {cols}, count(*) AS n
+            FROM (SELECT model, replica, {inner} FROM records WHERE {_OK}) AS t
             GROUP BY GROUPING SETS ({sets})"""
-    )
-    parts = []
-    for name in _LATENCY:
-        mine = got[(got[f"g_{name}"] == 0) & got[f"b_{name}"].notna()]
-        part = mine[["model", "replica", shared[pbs[name]], f"b_{name}", "n"]].copy()
-        part.columns = ["model", "replica", "pb", "b", "n"]
-        part.insert(2, "signal", name)
-        parts.append(part)
-    cells = pd.concat(parts, ignore_index=True)
+    names = {"model": sorted(models), "replica": sorted(replicas)}
+    parts = [pd.DataFrame({c: pd.Categorical([], categories=v) for c, v in names.items()})]
+    for got in engine.batches(sql, _CELL_BATCH):
+        got = _unnamed(got)
+        coded = {c: pd.Categorical(got[c].astype(object), categories=v) for c, v in names.items()}
+        if any(bool(pd.isna(v).any()) for v in coded.values()):
+            raise AnalysisError("a cell's model or replica is not in the summary")
+        got = got.assign(**coded)
+        for name in _LATENCY:
+            mine = got[(got[f"g_{name}"] == 0) & got[f"b_{name}"].notna()]
+            part = mine[["model", "replica", shared[pbs[name]], f"b_{name}", "n"]].copy()
+            part.columns = ["model", "replica", "pb", "b", "n"]
+            part.insert(2, "signal", name)
+            parts.append(part)
+    cells = pd.concat(parts, ignore_index=True)  # a model's cells may repeat: counts
     cells["pb"] = cells["pb"].astype(np.int64)
     cells["b"] = cells["b"].astype(np.int64)
+    cells["n"] = cells["n"].astype(np.int64)
     cells = cells.sort_values(["model", "signal", "replica", "pb", "b"], kind="stable")
     cells = cells.reset_index(drop=True)  # summed in this order: the same on every run
+    cells = cells.astype({"model": object, "replica": object})
     cells["v"] = bucket_values(cells["b"].to_numpy())
     return cells
 
@@ -318,7 +354,8 @@ def tables_from_engine(
     if summary["replica"].isna().any():
         raise AnalysisError(f"{where}: records lack column(s) replica")
     edges = _edges(_uncached_counts(engine), buckets)
-    cells = _cells(engine, edges)
+    names = summary["replica"].astype(str)
+    cells = _cells(engine, edges, summary["model"].unique().tolist(), names.unique().tolist())
     errors = _error_types(engine)
     out = []
     for model in sorted(summary["model"].astype(str).unique()):
