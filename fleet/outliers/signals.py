@@ -164,6 +164,12 @@ MAX_ERROR_TYPES = 5
 """Error types (or outcomes) judged one by one per fleet, the most common first."""
 
 
+def most_common(counts: Mapping[str, float]) -> list[str]:
+    """The ``MAX_ERROR_TYPES`` names of ``counts`` with the most, a tie going to the name first
+    in order, so every source judges the same kinds of the same fleet."""
+    return sorted(counts, key=lambda k: (-float(counts[k]), str(k)))[:MAX_ERROR_TYPES]
+
+
 def signal_spec(name: str) -> SignalSpec:
     """The spec for a signal name; unknown names are judged as 'higher is worse' ratios."""
     if name.startswith(ERROR_TYPE_PREFIX):

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, MAX_ERROR_TYPES
+from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, most_common
 from fleetwatch.fleet.outliers.stats.shares import share_with_se
 from fleetwatch.fleet.outliers.table import FleetTable
 from fleetwatch.records.engine import Engine
@@ -287,7 +287,7 @@ def _table(
     shares = {"error_rate": s["n_error"].astype("float64")}
     if errors is not None and errors["error_type"].nunique() >= 2:  # as records._error_type_shares
         totals = errors.groupby("error_type")["n"].sum()
-        for kind in sorted(totals.index, key=lambda k: (-totals[k], str(k)))[:MAX_ERROR_TYPES]:
+        for kind in most_common({str(k): float(n) for k, n in totals.items()}):
             mine = errors[errors["error_type"] == kind].set_index("replica")["n"]
             shares[f"{ERROR_TYPE_PREFIX}{kind}"] = mine.reindex(index).fillna(0.0).astype("float64")
     for name in ("truncated_share", "empty_share"):  # as records._output_shares

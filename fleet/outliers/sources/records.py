@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, MAX_ERROR_TYPES
+from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, most_common
 from fleetwatch.fleet.outliers.stats.shares import share_with_se
 from fleetwatch.fleet.outliers.table import FleetTable
 
@@ -110,7 +110,7 @@ def _error_type_shares(df: pd.DataFrame) -> dict[str, np.ndarray[Any, Any]]:
     counts = kinds.value_counts(dropna=True)
     if len(counts) < 2:
         return {}
-    top = sorted(counts.index, key=lambda k: (-int(counts[k]), str(k)))[:MAX_ERROR_TYPES]
+    top = most_common({str(k): int(n) for k, n in counts.items()})
     return {
         f"{ERROR_TYPE_PREFIX}{kind}": (kinds == kind).fillna(False).to_numpy(dtype=np.float64)
         for kind in top

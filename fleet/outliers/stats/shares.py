@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from fleetwatch.fleet.outliers.signals import MAX_ERROR_TYPES
+from fleetwatch.fleet.outliers.signals import most_common
 
 __all__ = ["EXACT_UP_TO", "ShareCounts", "outcome_shares", "share_counts", "share_with_se"]
 
@@ -54,8 +54,8 @@ def outcome_shares(
         return sum(v for v in col.values() if math.isfinite(v) and v > 0)
 
     kept = {n: c for n, c in shape.items() if seen(c) >= 1}
-    kinds = sorted((n for n in failed if seen(failed[n]) >= 1), key=lambda n: -seen(failed[n]))
-    kept.update({n: failed[n] for n in kinds[:MAX_ERROR_TYPES]})
+    totals = {n: seen(c) for n, c in failed.items()}
+    kept.update({n: failed[n] for n in most_common({n: t for n, t in totals.items() if t >= 1})})
     values, stderr = pd.DataFrame(index=volume.index), pd.DataFrame(index=volume.index)
     for name, col in kept.items():
         hits = pd.Series(col, dtype="float64").reindex(volume.index).fillna(0.0).clip(lower=0.0)
