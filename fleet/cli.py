@@ -381,6 +381,7 @@ def compare(
             where=where,
             skip_bad=skip_bad,
             columns=NEEDS,
+            fold_check=True,
         )
         with open_run([before])[0] as b, open_run([after])[0] as a:
             report = compare_in_engines(b.engine, a.engine, **options)

@@ -68,6 +68,7 @@ from fleetwatch.fleet.compare.workload import (
 )
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.records.engine import Engine
+from fleetwatch.records.engine.folded import check_columns, checked
 from fleetwatch.records.engine.reductions import (
     DERIVED,
     MODEL,
@@ -492,7 +493,10 @@ def _compare(
 
 
 def _models(engine: Engine) -> list[str]:
-    return sorted(str(m) for m in engine.query(f"SELECT DISTINCT {MODEL} AS m FROM records")["m"])
+    """The run's models, from the query that also checks every row where the engine's are not
+    checked yet (``records.engine.folded``)."""
+    got = engine.query(f"SELECT {MODEL} AS m{check_columns(engine)} FROM records GROUP BY 1")
+    return sorted(str(m) for m in checked(engine, got)["m"])
 
 
 def compare_in_engines(

@@ -39,13 +39,17 @@ ODD = (
     '{"request_id": "b", "replica": "r", "model": "m", "arrival_s": 1.0, "finished_s": 1e7}\n'
 )
 FOREIGN = '{"cpu": 0.5}\n{"cpu": 0.7}\n'
-COMMANDS = ("backtest", "outliers", "tail")
+COMMANDS = ("backtest", "outliers", "tail", "compare")
 
 
 def _argv(command: str, spec: Path, *paths: Path) -> list[str]:
-    """The command line of ``command`` over the dataset of ``paths``, in JSON."""
+    """The command line of ``command`` over the dataset of ``paths``, in JSON; compare's runs
+    are the first path and the rest (the first twice when alone)."""
     if command == "backtest":
         return ["slo", "backtest", str(spec), *(f"--records={p}" for p in paths), "--json"]
+    if command == "compare":
+        before, *after = paths
+        return ["fleet", "compare", str(before), *map(str, after or [before]), "--json"]
     return ["fleet", command, *map(str, paths), "--json"]
 
 
