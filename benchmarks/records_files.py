@@ -150,8 +150,12 @@ def hour_folder(hour_start_s: float) -> str:
 
 
 def write_parquet(root: Path, rep: Replica, cols: Columns) -> Written:
-    """The replica's records as one zstd Parquet file per UTC hour of finish time."""
+    """The replica's records as one Parquet file per UTC hour of finish time, as ``records
+    compact`` writes them (its layout, stamped checked: the generator's rows pass the record
+    checks, ``tests/benchmarks`` checks it on a small dataset)."""
     import pyarrow.parquet as pq
+
+    from fleetwatch.core.records.write import parquet_layout, stamp_checked
 
     finished = cols["finished_s"]
     hours = np.floor(finished / 3600.0)
@@ -164,7 +168,8 @@ def write_parquet(root: Path, rep: Replica, cols: Columns) -> Written:
         folder = root / hour_folder(hour_s) / f"replica={rep.name}"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "part-0.parquet"
-        pq.write_table(_arrow_table(rep, cols, slice(a, b)), path, compression="zstd")
+        table = _arrow_table(rep, cols, slice(a, b))
+        pq.write_table(stamp_checked(table), path, **parquet_layout(table))
         files.append((path, hour_s))
         size += path.stat().st_size
     return Written(len(finished), size, files)

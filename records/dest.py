@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "COMPRESSION",
     "Destination",
     "LocalFolder",
     "ObjectStore",
@@ -39,9 +38,6 @@ __all__ = [
     "is_url",
     "open_destination",
 ]
-
-COMPRESSION = "zstd"
-"""The Parquet codec of compacted files."""
 
 
 def is_url(dest: str) -> bool:
@@ -73,9 +69,13 @@ class Destination(Protocol):
 
 
 def _write_parquet(table: pa.Table, where: object) -> None:
+    """A compacted file: its rows were checked when read from their segments, so it is stamped
+    checked (``stamp_checked``), in the record files' layout (``parquet_layout``)."""
     import pyarrow.parquet as pq
 
-    pq.write_table(table, where, compression=COMPRESSION)
+    from fleetwatch.core.records.write import parquet_layout, stamp_checked
+
+    pq.write_table(stamp_checked(table), where, **parquet_layout(table))
 
 
 class LocalFolder:

@@ -234,7 +234,10 @@ def write_records(
         if suffix in PARQUET_SUFFIXES:
             import pyarrow.parquet as pq
 
-            pq.write_table(parquet_table(stored), tmp)
+            from fleetwatch.core.records.write import parquet_layout, stamp_checked
+
+            table = parquet_table(stored)  # every row checked above (``validate_frame``)
+            pq.write_table(stamp_checked(table), tmp, **parquet_layout(table))
         else:
             with open(tmp, "w", encoding="utf-8") as fh:
                 for row in _json_rows(stored):

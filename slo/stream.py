@@ -219,7 +219,9 @@ def engine_counts(
     as SQL; a bin is ``ceil(t / bin_s)`` with IEEE division, as ``BinCounts``), each SLO's events
     and bad events counted apart in it, and the first such scan also counting every record and
     its first and last finish, and checking the records where the engine's are not checked yet
-    (``records.engine.folded``); only the bins' counts leave the engine. No record at all is an
+    (``records.engine.folded``). Where they are (counted, or vouched for by their files), the
+    records' ends come from the files' statistics (``Engine.finished_range``) or one scan of
+    ``finished_s``, and each group's scan reads only the rows its SLOs select. Only the bins' counts leave the engine. No record at all is an
     ``SLOSpecError`` saying ``empty``. An SLO of inter-token gaps (``itl_buckets``, not in the
     view) is refused: read those records whole."""
     from fleetwatch.records.engine.folded import check_columns, checked
@@ -231,6 +233,17 @@ def engine_counts(
         shared.setdefault((event.time, bins.bin_s), []).append(i)
     first = last = math.nan
     rows = 0
+    check = check_columns(engine)
+    counted = None if check else engine.counted
+    if counted is not None:  # counted already, or vouched for by the files: read what SLOs select
+        rows = counted[1]
+        if not rows:
+            raise SLOSpecError(empty)
+        ends = engine.finished_range()
+        if ends is None:
+            got = engine.query("SELECT min(finished_s) AS a, max(finished_s) AS z FROM records")
+            ends = (float(got["a"].iloc[0]), float(got["z"].iloc[0]))
+        first, last = ends
     for g, ((time, bin_s), members) in enumerate(shared.items()):
         k = f"CAST(ceil({time} / CAST({bin_s} AS DOUBLE)) AS BIGINT)"
         each = ", ".join(
@@ -238,13 +251,16 @@ def engine_counts(
             f"count(*) FILTER (WHERE ({events[i].where}) AND {events[i].bad}) AS b{i}"
             for i in members
         )
-        whole = (
-            f", min(finished_s) AS a, max(finished_s) AS z, count(*) AS rows{check_columns(engine)}"
-            if not g
-            else ""
-        )
-        got = engine.query(f"SELECT {k} AS k, {each}{whole} FROM records GROUP BY 1")
-        if not g:
+        if counted is not None and len(members) == 1:  # the scan's WHERE is the SLO's
+            i = members[0]
+            each = f"count(*) AS n{i}, count(*) FILTER (WHERE {events[i].bad}) AS b{i}"
+        if check and not g:  # every row: counted, checked and its finish seen here
+            scan = f", min(finished_s) AS a, max(finished_s) AS z, count(*) AS rows{check} "
+            scan += "FROM records"
+        else:  # only the rows some SLO of the group selects (files pruned by their statistics)
+            scan = " FROM records WHERE " + " OR ".join(f"({events[i].where})" for i in members)
+        got = engine.query(f"SELECT {k} AS k, {each}{scan} GROUP BY 1")
+        if check and not g:
             got = checked(engine, got)
             rows = int(got["rows"].sum())
             if not rows:

@@ -171,6 +171,16 @@ class Engine(Protocol):
         rows are not records is a ``RecordError`` naming it."""
         ...
 
+    def vouched(self) -> int | None:
+        """The dataset's rows when every file's footer vouches for its rows, checked when written
+        (``core.records.write.CHECKED_KEY``): they need no check again; None otherwise."""
+        ...
+
+    def finished_range(self) -> tuple[float, float] | None:
+        """The dataset's first and last ``finished_s`` from its files' statistics, where they
+        vouch for their rows (``vouched``) and there is no filter; None otherwise."""
+        ...
+
     def share_memory(self, parts: int) -> None:
         """This engine is one of ``parts`` working at once in this process (compare's two
         runs): hold at most its share of the memory an engine may use here."""

@@ -14,11 +14,12 @@ found by ``check`` and named.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from fleetwatch.core.records.schema import RecordError
 from fleetwatch.core.records.write import PARQUET_SUFFIXES
@@ -151,6 +152,9 @@ class DuckEngine:
                 f"FROM remote_{i}"
             )
         self._ranges: dict[Path, tuple[str, str] | None] | None = None
+        self._vouched: int | Literal[False] | None = False  # False: not read yet
+        self._nulls_read: set[str] | None = None  # the columns ``vouched`` found with no null
+        self._range: tuple[float, float] | None = None
         # JSON lines are read in parallel in no set order, object storage through Arrow
         self.in_file_order = not jsonl and not remote
         try:
@@ -168,6 +172,8 @@ class DuckEngine:
         statistics costs about 0.3 ms a file, more than a command of one scan would save)."""
         self._queries += 1
         if self._queries != 2 or not self._scans:
+            return
+        if self._nulls_read is not None:  # read with the stamps, and applied then
             return
         self._full = self._without_nulls([p for group, _, _ in self._scans for p in group])
         if self._full:
@@ -373,10 +379,91 @@ class DuckEngine:
         row = rows[0] if rows else None
         return None if row is None else row[0]
 
+    def vouched(self) -> int | None:
+        """The dataset's rows when it is Parquet files only, each stamped checked when written
+        for as many rows as its footer holds (``CHECKED_KEY``); None otherwise. The stamps are
+        read first (about 0.06 ms a file); where every file has one, the footers' statistics
+        once (about 0.3 ms a file), for the rows and for what ``_again`` and ``finished_range``
+        take from them, for the engine's life."""
+        import duckdb
+
+        from fleetwatch.core.records.write import CHECKED_KEY, checked_rows
+
+        if self._vouched is not False:
+            return self._vouched
+        self._vouched = None
+        files = [p for group, _, _ in self._scans for p in group]
+        if self._parts or not files:  # JSON lines or object storage: checked on reading
+            return None
+        listed = _list(files)
+        try:
+            stamps = self.con.execute(
+                f"SELECT file_name, value FROM parquet_kv_metadata({listed}) "
+                f"WHERE key = CAST({sql_string(CHECKED_KEY)} AS BLOB)"
+            ).fetchall()
+            vouch = {str(name): checked_rows(value) for name, value in stamps}
+            if len(vouch) != len(files) or any(n is None for n in vouch.values()):
+                return None
+            defaulted = [c for c in self.columns if default_sql(c) is not None]
+            wanted = ", ".join(sql_string(c) for c in {*defaulted, "finished_s"})
+            rows = self.con.execute(
+                f"""SELECT file_name, path_in_schema,
+                    sum(row_group_num_rows) FILTER (WHERE column_id = 0) AS held,
+                    bool_and(coalesce(stats_null_count = 0, FALSE)) AS clean,
+                    min(TRY_CAST(stats_min_value AS DOUBLE)) AS lo,
+                    max(TRY_CAST(stats_max_value AS DOUBLE)) AS hi,
+                    bool_and(coalesce(min_is_exact AND max_is_exact, FALSE)
+                        AND stats_min_value IS NOT NULL AND stats_max_value IS NOT NULL) AS exact
+                FROM parquet_metadata({listed})
+                WHERE column_id = 0 OR path_in_schema IN ({wanted}) GROUP BY 1, 2"""
+            ).fetchall()
+        except duckdb.Error as exc:
+            raise _record_error(exc, self.files) from None
+        held: dict[str, int] = {}
+        clean: dict[str, int] = {}
+        lo, hi, exact = math.inf, -math.inf, True
+        for name, column, n, no_null, low, high, whole in rows:
+            if n is not None:
+                held[str(name)] = held.get(str(name), 0) + int(n)
+            if column in defaulted and no_null:
+                clean[column] = clean.get(column, 0) + 1
+            if column == "finished_s":
+                exact = exact and bool(whole) and low is not None and high is not None
+                lo, hi = (
+                    min(lo, low if low is not None else lo),
+                    max(hi, high if high is not None else hi),
+                )
+        if any(held.get(name) != n for name, n in vouch.items()):
+            return None
+        self._nulls_read = {c for c, n in clean.items() if n == len(files)}
+        seen = sum(1 for name, column, *_ in rows if column == "finished_s")
+        self._range = (lo, hi) if exact and seen == len(files) and lo <= hi else None
+        self._vouched = sum(held.values())
+        self._full = self._nulls_read
+        if self._full:
+            self._views()
+        return self._vouched
+
+    def finished_range(self) -> tuple[float, float] | None:
+        """The first and last ``finished_s`` of the dataset, from the footers' exact statistics,
+        where the files vouch for their rows and there is no filter (``vouched``); None
+        otherwise: a query finds them."""
+        if self.where is not None or self.vouched() is None:
+            return None
+        return self._range
+
     def check(self) -> tuple[int, int]:
         """Rows in the dataset and rows the filter keeps, in one scan; a file whose rows lack a
         column every record has is a ``RecordError`` naming it, and a file holding a row the
-        reader would refuse is read by the reader, for its own line."""
+        reader would refuse is read by the reader, for its own line. Files that vouch for their
+        rows (``vouched``) are only counted."""
+        vouched = self.vouched()
+        if vouched is not None:
+            kept = vouched
+            if self.where is not None:
+                kept = int(self.con.execute("SELECT count(*) FROM records").fetchall()[0][0])
+            self.counted = (vouched, kept)
+            return self.counted
         missing = " OR ".join(f"{c} IS NULL" for c in REQUIRED)
         cond = "TRUE" if self.where is None else self.where.sql()
         row = self.con.execute(

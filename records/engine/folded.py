@@ -28,8 +28,13 @@ CHECK_COLUMNS = ("fw_rows", "fw_missing", "fw_odd")
 
 def check_columns(engine: Engine) -> str:
     """``, `` and the aggregates counting what ``check`` counts over a query's groups, while the
-    engine's rows are not checked yet; ``""`` once they are (nothing to add)."""
+    engine's rows are not checked yet; ``""`` once they are, or where the files vouch for them
+    (``Engine.vouched``: then they are counted from the footers)."""
     if engine.counted is not None:
+        return ""
+    vouched = engine.vouched()
+    if vouched is not None:  # checked when written: counted from the footers
+        engine.counted = (vouched, vouched)
         return ""
     missing = " OR ".join(f"{c} IS NULL" for c in REQUIRED)
     rows, lacking, odd = CHECK_COLUMNS

@@ -393,6 +393,15 @@ class SparkEngine:
             raise _record_error(exc) from None
         return rows[0][0] if rows else None
 
+    def vouched(self) -> int | None:
+        """None: the cluster checks every row (its files may lie where this process cannot read
+        their footers)."""
+        return None
+
+    def finished_range(self) -> tuple[float, float] | None:
+        """None: a query finds the first and last finish."""
+        return None
+
     def check(self) -> tuple[int, int]:
         """Rows in the dataset and rows the filter keeps; a file whose rows lack a column every
         record has is a ``RecordError`` naming it."""

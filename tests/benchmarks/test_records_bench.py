@@ -22,6 +22,7 @@ from benchmarks.records_fleet import FleetShape, replica_columns
 from benchmarks.records_sql import Format, script
 from fleetwatch.core.records.write import json_line
 from fleetwatch.records import read_records
+from fleetwatch.records.engine.duck import DuckEngine
 from fleetwatch.records.io import from_frame
 
 
@@ -178,6 +179,8 @@ def test_the_parquet_dataset_is_hive_partitioned_and_readable(tmp_path: Path) ->
     df = pd.concat([read_records(p) for p, _ in written.files], ignore_index=True)
     assert len(df) == written.records == len(cols["finished_s"])
     np.testing.assert_array_equal(df["first_token_s"].to_numpy(), cols["first_token_s"])
+    with DuckEngine([p for p, _ in written.files]) as engine:  # stamped as compact stamps
+        assert engine.vouched() == len(df)
     rows = _baseline("outliers", [tmp_path], "parquet")
     assert [r[:3] for r in rows] == [(shape.models[0].name, "host-00-gpu0", len(df))]
 

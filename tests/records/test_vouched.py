@@ -1,0 +1,260 @@
+"""Parquet files stamped checked when written (``records compact``, ``write_records``): a dataset
+of them is counted from its footers and no row is checked again, and each command gives what it
+gives on the same rows unstamped. A stamp that no longer matches its file, a stamp of other checks,
+and stamped files beside JSON lines are not trusted: the rows are checked, a bad one named as ever.
+The files' layout: floats split by byte stream, labels as dictionaries, ids plain."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from fleetwatch.cli import main
+from fleetwatch.core.records.write import CHECKED_KEY, checked_rows, stamp_checked
+from fleetwatch.records.compact import compact
+from fleetwatch.records.engine.duck import DuckEngine
+from fleetwatch.records.engine.folded import check_columns
+from fleetwatch.records.engine.scan import open_scan
+from fleetwatch.records.filters import RecordFilter
+from fleetwatch.records.io import read_records
+from tests.records.plugin_tree import PluginTree, plugin_tree
+
+NOW = 4.0e9
+"""The injected clock: after every segment's mtime."""
+SPEC_TEXT = """version: fleetwatch/slo/v1
+service: fleet
+evaluation_interval: 30s
+slos:
+  - name: availability
+    objective: 99.9
+    period: 30d
+    sli: {kind: availability, bad: [error, aborted]}
+"""
+COMMANDS = ("backtest", "outliers", "tail", "compare")
+
+
+def _argv(command: str, spec: Path, root: Path) -> list[str]:
+    if command == "backtest":
+        return ["slo", "backtest", str(spec), f"--records={root}", "--json"]
+    if command == "compare":
+        return ["fleet", "compare", str(root), str(root), "--json"]
+    return ["fleet", command, str(root), "--json"]
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.parquet"))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> PluginTree:
+    return plugin_tree(tmp_path_factory.mktemp("vouched") / "fleet")
+
+
+@pytest.fixture(scope="module")
+def compacted(tree: PluginTree, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("compacted") / "dest"
+    state = tmp_path_factory.mktemp("state")
+    done = compact([tree.root], dest, now=NOW, min_age_s=0, delete_sources=False, state=state)
+    assert done.records_in == tree.rows
+    return dest
+
+
+@pytest.fixture(scope="module")
+def unstamped(compacted: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The compacted files' rows, written again as pyarrow writes by default: no stamp."""
+    root = tmp_path_factory.mktemp("unstamped") / "dest"
+    for path in _files(compacted):
+        out = root / path.relative_to(compacted)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        table = pq.read_table(path, partitioning=None)
+        pq.write_table(table.replace_schema_metadata({}), out)
+    return root
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("spec") / "slo.yaml"
+    path.write_text(SPEC_TEXT)
+    return path
+
+
+@pytest.fixture
+def check_scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQL of every query the engine runs, to find a row check in any."""
+    seen: list[str] = []
+    own = DuckEngine.query
+
+    def watching(self: DuckEngine, sql: str):  # type: ignore[no-untyped-def]
+        seen.append(sql)
+        return own(self, sql)
+
+    monkeypatch.setattr(DuckEngine, "query", watching)
+    return seen
+
+
+def test_compacted_files_are_stamped_for_their_rows(compacted: Path, tree: PluginTree) -> None:
+    files = _files(compacted)
+    assert files
+    for path in files:
+        meta = pq.read_metadata(path)
+        assert checked_rows(meta.metadata[CHECKED_KEY.encode()]) == meta.num_rows
+    with DuckEngine(files) as engine:
+        assert engine.vouched() == tree.rows
+
+
+def test_the_layout_splits_floats_and_codes_labels(compacted: Path) -> None:
+    meta = pq.read_metadata(_files(compacted)[0]).row_group(0)
+    encodings = {
+        meta.column(i).path_in_schema: set(meta.column(i).encodings)
+        for i in range(meta.num_columns)
+    }
+    for column in ("arrival_s", "finished_s", "first_token_s"):
+        assert "BYTE_STREAM_SPLIT" in encodings[column], encodings[column]
+        assert "RLE_DICTIONARY" not in encodings[column]
+    for column in ("replica", "model", "status", "prompt_tokens"):
+        assert "RLE_DICTIONARY" in encodings[column], encodings[column]
+    assert "RLE_DICTIONARY" not in encodings["request_id"]
+    assert meta.column(0).compression == "ZSTD"
+
+
+def test_a_vouched_dataset_is_counted_from_its_footers_with_no_row_checked(
+    compacted: Path, tree: PluginTree, spec: Path, check_scans: list[str]
+) -> None:
+    with open_scan([compacted], fold_check=True) as scan:
+        assert scan.engine.counted is None
+        assert check_columns(scan.engine) == ""
+        assert scan.engine.counted == (tree.rows, tree.rows) and scan.rows == tree.rows
+    assert main(_argv("backtest", spec, compacted)) == 0
+    assert check_scans and not any("fw_rows" in sql for sql in check_scans)
+
+
+@pytest.mark.parametrize("what", ["replica", "model"])
+def test_a_filter_on_a_vouched_dataset_counts_as_the_rows_checked_do(
+    compacted: Path, unstamped: Path, tree: PluginTree, what: str
+) -> None:
+    whole = read_records(tree.whole)
+    value = sorted(str(r) for r in whole[what].unique())[0]
+    kept = int((whole[what] == value).sum())
+    where = RecordFilter(**{f"{what}s": frozenset({value})})  # type: ignore[arg-type]
+    with open_scan([unstamped], where=where, fold_check=True) as scan:
+        checked = scan.engine.counted
+    with open_scan([compacted], where=where, fold_check=True) as scan:
+        assert scan.engine.vouched() is not None
+        assert scan.engine.counted == checked and checked is not None and checked[1] == kept
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_says_the_same_of_stamped_and_unstamped_files(
+    compacted: Path,
+    unstamped: Path,
+    spec: Path,
+    command: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(_argv(command, spec, unstamped)) == 0
+    plain = capsys.readouterr().out.replace(str(unstamped), "DATA")
+    assert main(_argv(command, spec, compacted)) == 0
+    stamped = capsys.readouterr().out.replace(str(compacted), "DATA")
+    _same(json.loads(stamped), json.loads(plain))
+
+
+def _same(got: object, want: object, where: str = "$") -> None:
+    """``got`` equals ``want``, floats to 1e-9 relative (a multi-threaded sum's last bits vary
+    from run to run on the same files)."""
+    if isinstance(want, float) and isinstance(got, float):
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12), where
+    elif isinstance(want, dict) and isinstance(got, dict):
+        assert got.keys() == want.keys(), where
+        for k in want:
+            _same(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list) and isinstance(got, list):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            _same(g, w, f"{where}[{i}]")
+    else:
+        assert got == want, where
+
+
+def _rewrite_with_bad_row(path: Path, out: Path) -> None:
+    """``path``'s rows and one finishing 1e7 s after it arrives, written keeping the schema's
+    metadata (as a tool that reads and writes Arrow tables does): the stamp rides along."""
+    table = pq.read_table(path, partitioning=None)
+    row = table.slice(0, 1).to_pylist()[0]
+    row |= {"request_id": "odd", "finished_s": row["arrival_s"] + 1e7}
+    bad = pa.Table.from_pylist([row], schema=table.schema)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.concat_tables([table, bad]), out)
+    assert CHECKED_KEY.encode() in pq.read_metadata(out).metadata
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_stamped_file_rewritten_with_other_rows_is_checked_again(
+    compacted: Path,
+    spec: Path,
+    tmp_path: Path,
+    command: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = tmp_path / "dest"
+    files = _files(compacted)
+    for path in files[1:]:
+        out = root / path.relative_to(compacted)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(path.read_bytes())
+    odd = root / files[0].relative_to(compacted)
+    _rewrite_with_bad_row(files[0], odd)
+    with DuckEngine(_files(root)) as engine:
+        assert engine.vouched() is None
+    assert main(_argv(command, spec, root)) == 2
+    err = capsys.readouterr()
+    assert err.out == ""
+    assert re.search(r"field 'finished_s': is 1e\+07 s after arrival_s", err.err), err.err
+    assert str(odd) in err.err and len(err.err.strip().splitlines()) == 1
+
+
+def test_json_lines_beside_stamped_files_leave_the_rows_to_be_checked(
+    compacted: Path, tree: PluginTree
+) -> None:
+    jsonl = sorted(tree.root.rglob("*.jsonl"))[:1]
+    with DuckEngine([*_files(compacted), *jsonl]) as engine:
+        assert engine.vouched() is None
+
+
+def test_a_stamp_of_other_checks_or_not_understood_vouches_for_nothing(
+    compacted: Path, tmp_path: Path
+) -> None:
+    assert checked_rows(json.dumps({"checks": 1, "rows": 5})) == 5
+    for value in (
+        json.dumps({"checks": 0, "rows": 5}),
+        json.dumps({"checks": 1, "rows": True}),
+        json.dumps({"checks": 1, "rows": -1}),
+        json.dumps({"checks": 1}),
+        "[]",
+        b"\xff",
+        None,
+    ):
+        assert checked_rows(value) is None, value
+    path = _files(compacted)[0]
+    table = pq.read_table(path, partitioning=None)
+    old = dict(table.schema.metadata or {})
+    old[CHECKED_KEY.encode()] = json.dumps({"checks": 0, "rows": table.num_rows}).encode()
+    out = tmp_path / "old.parquet"
+    pq.write_table(table.replace_schema_metadata(old), out)
+    with DuckEngine([out]) as engine:
+        assert engine.vouched() is None
+    pq.write_table(stamp_checked(table), out)
+    with DuckEngine([out]) as engine:
+        assert engine.vouched() == table.num_rows
+
+
+def test_the_project_writer_of_checked_frames_stamps_them(tree: PluginTree, tmp_path: Path) -> None:
+    from fleetwatch.records import write_records
+
+    out = tmp_path / "whole.parquet"
+    write_records(out, read_records(tree.whole))
+    assert checked_rows(pq.read_metadata(out).metadata[CHECKED_KEY.encode()]) == tree.rows
