@@ -14,7 +14,6 @@ found by ``check`` and named.
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -381,13 +380,15 @@ class DuckEngine:
 
     def vouched(self) -> int | None:
         """The dataset's rows when it is Parquet files only, each stamped checked when written
-        for as many rows as its footer holds (``CHECKED_KEY``); None otherwise. The stamps are
-        read first (about 0.06 ms a file); where every file has one, the footers' statistics
-        once (about 0.3 ms a file), for the rows and for what ``_again`` and ``finished_range``
-        take from them, for the engine's life."""
+        (``CHECKED_KEY``) and its footer still saying what the stamp says: as many rows, and
+        for each column the checks read (``FINGERPRINTED``), as many nulls and the same least
+        and greatest value, every required column held with no null; None otherwise. The stamps
+        are read first (about 0.06 ms a file), then, where every file has one, the footers'
+        statistics (about 0.3 ms a file): what ``_again`` and ``finished_range`` take from them
+        is kept for the engine's life."""
         import duckdb
 
-        from fleetwatch.core.records.write import CHECKED_KEY, checked_rows
+        from fleetwatch.core.records.write import CHECKED_KEY, FINGERPRINTED, read_stamp
 
         if self._vouched is not False:
             return self._vouched
@@ -397,47 +398,54 @@ class DuckEngine:
             return None
         listed = _list(files)
         try:
-            stamps = self.con.execute(
+            got = self.con.execute(
                 f"SELECT file_name, value FROM parquet_kv_metadata({listed}) "
                 f"WHERE key = CAST({sql_string(CHECKED_KEY)} AS BLOB)"
             ).fetchall()
-            vouch = {str(name): checked_rows(value) for name, value in stamps}
-            if len(vouch) != len(files) or any(n is None for n in vouch.values()):
+            read = {str(name): read_stamp(value) for name, value in got}
+            stamps = {name: st for name, st in read.items() if st is not None}
+            if len(stamps) != len(files):
                 return None
             defaulted = [c for c in self.columns if default_sql(c) is not None]
-            wanted = ", ".join(sql_string(c) for c in {*defaulted, "finished_s"})
+            wanted = ", ".join(sql_string(c) for c in {*defaulted, *FINGERPRINTED})
             rows = self.con.execute(
                 f"""SELECT file_name, path_in_schema,
-                    sum(row_group_num_rows) FILTER (WHERE column_id = 0) AS held,
-                    bool_and(coalesce(stats_null_count = 0, FALSE)) AS clean,
-                    min(TRY_CAST(stats_min_value AS DOUBLE)) AS lo,
-                    max(TRY_CAST(stats_max_value AS DOUBLE)) AS hi,
-                    bool_and(coalesce(min_is_exact AND max_is_exact, FALSE)
-                        AND stats_min_value IS NOT NULL AND stats_max_value IS NOT NULL) AS exact
+                    sum(row_group_num_rows) FILTER (WHERE column_id = 0),
+                    sum(stats_null_count), count(*) = count(stats_null_count),
+                    min(TRY_CAST(stats_min_value AS DOUBLE)),
+                    max(TRY_CAST(stats_max_value AS DOUBLE)),
+                    min(stats_min_value), max(stats_max_value),
+                    bool_and(coalesce(min_is_exact AND max_is_exact, FALSE)),
+                    bool_and(type = 'DOUBLE')
                 FROM parquet_metadata({listed})
                 WHERE column_id = 0 OR path_in_schema IN ({wanted}) GROUP BY 1, 2"""
             ).fetchall()
         except duckdb.Error as exc:
             raise _record_error(exc, self.files) from None
         held: dict[str, int] = {}
-        clean: dict[str, int] = {}
-        lo, hi, exact = math.inf, -math.inf, True
-        for name, column, n, no_null, low, high, whole in rows:
+        footers: dict[tuple[str, str], tuple[Any, ...]] = {}
+        for name, column, n, *stats in rows:
             if n is not None:
                 held[str(name)] = held.get(str(name), 0) + int(n)
-            if column in defaulted and no_null:
-                clean[column] = clean.get(column, 0) + 1
-            if column == "finished_s":
-                exact = exact and bool(whole) and low is not None and high is not None
-                lo, hi = (
-                    min(lo, low if low is not None else lo),
-                    max(hi, high if high is not None else hi),
-                )
-        if any(held.get(name) != n for name, n in vouch.items()):
-            return None
+            footers[(str(name), str(column))] = tuple(stats)
+        clean: dict[str, int] = {}
+        for name, stamp in stamps.items():
+            if held.get(name) != stamp.rows or not all(
+                c in stamp.columns and stamp.columns[c][0] == 0 for c in REQUIRED
+            ):
+                return None
+            for column, said in stamp.columns.items():
+                if not _footer_says(footers.get((name, column)), said, stamp.rows):
+                    return None
+            for column in defaulted:
+                if footers.get((name, column), (None, False))[:2] == (0, True):
+                    clean[column] = clean.get(column, 0) + 1
+        lows = [st.columns["finished_s"][1] for st in stamps.values()]
+        highs = [st.columns["finished_s"][2] for st in stamps.values()]
+        self._range = None
+        if all(isinstance(v, float) for v in (*lows, *highs)):  # the footers say the same
+            self._range = (min(float(v) for v in lows), max(float(v) for v in highs))  # type: ignore[arg-type]
         self._nulls_read = {c for c, n in clean.items() if n == len(files)}
-        seen = sum(1 for name, column, *_ in rows if column == "finished_s")
-        self._range = (lo, hi) if exact and seen == len(files) and lo <= hi else None
         self._vouched = sum(held.values())
         self._full = self._nulls_read
         if self._full:
@@ -525,6 +533,26 @@ class DuckEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _footer_says(footer: tuple[Any, ...] | None, said: tuple[int, Any, Any], rows: int) -> bool:
+    """Whether a file's footer statistics of one column (``vouched``'s query: nulls, every row
+    group counting them, least and greatest as doubles and as text, exact, stored as doubles)
+    say what its stamp says (nulls, least, greatest)."""
+    if footer is None:
+        return False
+    nulls, counted, lo, hi, lo_text, hi_text, exact, doubles = footer
+    if not counted or nulls != said[0]:
+        return False
+    if said[1] is None or said[2] is None:  # no value at all
+        return said[0] == rows
+    if not exact:
+        return False
+    if isinstance(said[1], str):
+        return bool(lo_text == said[1] and hi_text == said[2])
+    if isinstance(said[1], float) and not doubles:  # a float32's text is not its value
+        return False
+    return bool(lo == float(said[1]) and hi == float(said[2]))
 
 
 def _record_error(exc: Exception, files: Sequence[Path], *, search: bool = True) -> RecordError:

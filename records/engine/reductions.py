@@ -89,10 +89,10 @@ def grouping_sets(
     of ``keys``: name -> SQL) as grouping sets: per set a frame of its keys and ``n``, the rows
     whose keys are all non-NULL (a NULL key leaves a row out of that set's counts)."""
     names = list(keys)
-    if getattr(engine, "name", "") == "duckdb":
-        common = [k for k in names if all(k in s for s in sets)]
+    if sets and getattr(engine, "name", "") == "duckdb":
+        common = [k for k in names if all(k in s for s in sets) and k != sets[0][-1]]
         alone = [[k for k in s if k not in common] for s in sets]
-        if sets and all(len(a) == 1 for a in alone) and len({a[0] for a in alone}) == len(sets):
+        if all(len(a) == 1 for a in alone) and len({a[0] for a in alone}) == len(sets):
             return _histograms(engine, source, keys, common, [a[0] for a in alone], sets)
     got = engine.query(
         f"SELECT {', '.join(names)}, grouping_id({', '.join(names)}) AS g, count(*) AS n "
@@ -143,10 +143,13 @@ def _histograms(
             found = getattr(row, f"h_{k}")
             if not isinstance(found, dict) or not found:
                 continue
+            keep = [v for v in found if v == v]  # a NaN key is left out, as GROUP BY's notna
+            if not keep:
+                continue
             for c in common:
-                cols[c].extend([getattr(row, c)] * len(found))
-            cols[k].extend(found.keys())
-            cols["n"].extend(int(n) for n in found.values())
+                cols[c].extend([getattr(row, c)] * len(keep))
+            cols[k].extend(keep)
+            cols["n"].extend(int(found[v]) for v in keep)
         frame = pd.DataFrame(cols).astype({"n": np.int64})
         frame = frame.sort_values([*common, k], kind="stable").reset_index(drop=True)
         out.append(frame[[*s, "n"]])

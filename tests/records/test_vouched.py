@@ -2,20 +2,21 @@
 of them is counted from its footers and no row is checked again, and each command gives what it
 gives on the same rows unstamped. A stamp that no longer matches its file, a stamp of other checks,
 and stamped files beside JSON lines are not trusted: the rows are checked, a bad one named as ever.
-The files' layout: floats split by byte stream, labels as dictionaries, ids plain."""
+The files' layout: floats and ids plain, labels as dictionaries."""
 
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from fleetwatch.cli import main
-from fleetwatch.core.records.write import CHECKED_KEY, checked_rows, stamp_checked
+from fleetwatch.core.records.write import CHECKED_KEY, read_stamp, stamp_checked
 from fleetwatch.records.compact import compact
 from fleetwatch.records.engine.duck import DuckEngine
 from fleetwatch.records.engine.folded import check_columns
@@ -102,20 +103,22 @@ def test_compacted_files_are_stamped_for_their_rows(compacted: Path, tree: Plugi
     assert files
     for path in files:
         meta = pq.read_metadata(path)
-        assert checked_rows(meta.metadata[CHECKED_KEY.encode()]) == meta.num_rows
+        stamp = read_stamp(meta.metadata[CHECKED_KEY.encode()])
+        assert stamp is not None and stamp.rows == meta.num_rows
+        assert stamp.columns["replica"][0] == 0 and "finished_s" in stamp.columns
     with DuckEngine(files) as engine:
         assert engine.vouched() == tree.rows
 
 
-def test_the_layout_splits_floats_and_codes_labels(compacted: Path) -> None:
+def test_the_layout_keeps_floats_plain_and_codes_labels(compacted: Path) -> None:
     meta = pq.read_metadata(_files(compacted)[0]).row_group(0)
     encodings = {
         meta.column(i).path_in_schema: set(meta.column(i).encodings)
         for i in range(meta.num_columns)
     }
     for column in ("arrival_s", "finished_s", "first_token_s"):
-        assert "BYTE_STREAM_SPLIT" in encodings[column], encodings[column]
-        assert "RLE_DICTIONARY" not in encodings[column]
+        assert "PLAIN" in encodings[column], encodings[column]  # every engine reads it
+        assert not encodings[column] & {"RLE_DICTIONARY", "BYTE_STREAM_SPLIT"}
     for column in ("replica", "model", "status", "prompt_tokens"):
         assert "RLE_DICTIONARY" in encodings[column], encodings[column]
     assert "RLE_DICTIONARY" not in encodings["request_id"]
@@ -228,21 +231,27 @@ def test_json_lines_beside_stamped_files_leave_the_rows_to_be_checked(
 def test_a_stamp_of_other_checks_or_not_understood_vouches_for_nothing(
     compacted: Path, tmp_path: Path
 ) -> None:
-    assert checked_rows(json.dumps({"checks": 1, "rows": 5})) == 5
+    good = {"checks": 1, "rows": 5, "columns": {"finished_s": [0, 1.5, 2.5]}}
+    stamp = read_stamp(json.dumps(good))
+    assert stamp is not None and stamp.rows == 5
+    assert stamp.columns == {"finished_s": (0, 1.5, 2.5)}
     for value in (
-        json.dumps({"checks": 0, "rows": 5}),
-        json.dumps({"checks": 1, "rows": True}),
-        json.dumps({"checks": 1, "rows": -1}),
-        json.dumps({"checks": 1}),
+        json.dumps(good | {"checks": 0}),
+        json.dumps(good | {"rows": True}),
+        json.dumps(good | {"rows": -1}),
+        json.dumps({"checks": 1, "rows": 5}),
+        json.dumps(good | {"columns": {"finished_s": [0, [1], 2]}}),
+        json.dumps(good | {"columns": {"finished_s": [-1, 1, 2]}}),
         "[]",
         b"\xff",
         None,
     ):
-        assert checked_rows(value) is None, value
+        assert read_stamp(value) is None, value
     path = _files(compacted)[0]
     table = pq.read_table(path, partitioning=None)
     old = dict(table.schema.metadata or {})
-    old[CHECKED_KEY.encode()] = json.dumps({"checks": 0, "rows": table.num_rows}).encode()
+    key = CHECKED_KEY.encode()
+    old[key] = json.dumps(json.loads(old[key]) | {"checks": 0}).encode()
     out = tmp_path / "old.parquet"
     pq.write_table(table.replace_schema_metadata(old), out)
     with DuckEngine([out]) as engine:
@@ -252,9 +261,65 @@ def test_a_stamp_of_other_checks_or_not_understood_vouches_for_nothing(
         assert engine.vouched() == table.num_rows
 
 
+def _one_file(compacted: Path, tmp_path: Path, change: Any) -> Path:
+    """The first compacted file's table changed by ``change`` and written back as pyarrow
+    writes it, the schema's metadata (the stamp) kept."""
+    table = pq.read_table(_files(compacted)[0], partitioning=None)
+    out = tmp_path / "changed" / "part.parquet"
+    out.parent.mkdir(parents=True)
+    changed = change(table)
+    pq.write_table(changed.replace_schema_metadata(table.schema.metadata), out)
+    assert CHECKED_KEY.encode() in pq.read_metadata(out).metadata
+    return out.parent
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_value_changed_in_a_stamped_file_is_checked_again(
+    compacted: Path, spec: Path, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def late(table: pa.Table) -> pa.Table:  # as many rows: one finishes 1e7 s after arriving
+        finished = table.column("finished_s").to_pylist()
+        finished[0] = table.column("arrival_s")[0].as_py() + 1e7
+        at = table.column_names.index("finished_s")
+        return table.set_column(at, "finished_s", pa.array(finished, pa.float64()))
+
+    root = _one_file(compacted, tmp_path, late)
+    with DuckEngine(_files(root)) as engine:
+        assert engine.vouched() is None
+    assert main(_argv(command, spec, root)) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and len(err.err.strip().splitlines()) == 1, err.err
+    assert re.search(r"field 'finished_s': is 1e\+07 s after arrival_s", err.err), err.err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_stamped_file_without_a_required_column_is_named_as_ever(
+    compacted: Path, spec: Path, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _one_file(compacted, tmp_path, lambda t: t.drop_columns(["replica"]))
+    with DuckEngine(_files(root)) as engine:
+        assert engine.vouched() is None
+    assert main(_argv(command, spec, root)) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"part\.parquet: \d+ row\(s\) lack one of replica, arrival_s", err), err
+
+
+def test_float32_times_are_not_vouched_for_by_their_rounded_statistics(
+    compacted: Path, tmp_path: Path
+) -> None:
+    def narrow(table: pa.Table) -> pa.Table:
+        at = table.column_names.index("finished_s")
+        return table.set_column(at, "finished_s", table.column("finished_s").cast(pa.float32()))
+
+    root = _one_file(compacted, tmp_path, lambda t: stamp_checked(narrow(t)))
+    with DuckEngine(_files(root)) as engine:
+        assert engine.vouched() is None and engine.finished_range() is None
+
+
 def test_the_project_writer_of_checked_frames_stamps_them(tree: PluginTree, tmp_path: Path) -> None:
     from fleetwatch.records import write_records
 
     out = tmp_path / "whole.parquet"
     write_records(out, read_records(tree.whole))
-    assert checked_rows(pq.read_metadata(out).metadata[CHECKED_KEY.encode()]) == tree.rows
+    stamp = read_stamp(pq.read_metadata(out).metadata[CHECKED_KEY.encode()])
+    assert stamp is not None and stamp.rows == tree.rows
