@@ -55,6 +55,12 @@ _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
 _CELL_BATCH = 1 << 17
 """Rows of the cells' result brought at once."""
 _OK = "status = 'ok'"
+_HAS = {
+    "ttft": "first_token_s IS NOT NULL AND arrival_s IS NOT NULL",
+    "tpot": "output_tokens >= 2 AND finished_s IS NOT NULL AND first_token_s IS NOT NULL",
+    "e2e": "finished_s IS NOT NULL AND arrival_s IS NOT NULL",
+}
+"""SQL true of the requests whose ``DERIVED`` duration of each signal is not NULL."""
 
 
 def _summary(engine: Engine) -> pd.DataFrame:
@@ -110,10 +116,10 @@ def _uncached_counts(engine: Engine) -> pd.DataFrame:
     """Per model and latency signal the count of each uncached prompt size over the ok requests
     holding that signal's value: one ``GROUP BY`` of the size and which signals a request has
     (the three signals' rows are the same requests but for a missing first token or a single
-    output token), summed per signal here."""
+    output token), summed per signal here. Which signals a request has is told by the columns'
+    nulls (``_HAS``), without computing the durations."""
     has = ", ".join(
-        f"CASE WHEN {DERIVED[col]} IS NULL THEN 0 ELSE 1 END AS has_{name}"
-        for name, col in _LATENCY.items()
+        f"CASE WHEN {cond} THEN 1 ELSE 0 END AS has_{name}" for name, cond in _HAS.items()
     )
     got = engine.query(
         f"SELECT model, {_UNCACHED} AS u, {has}, count(*) AS n "
@@ -149,15 +155,27 @@ def _searched(expr: str, edges: Sequence[float], below: int = 0) -> str:
     return f"(CASE WHEN {expr} >= {float(edges[mid])!r} THEN {above} ELSE {_searched(expr, edges[:mid], below)} END)"
 
 
-def _prompt_bucket(edges: Mapping[tuple[str, str], np.ndarray[Any, Any]], signal: str) -> str:
-    """SQL: the number of the (model, ``signal``) edges at or below a request's uncached tokens
-    (``searchsorted(edges, u, side="right")``)."""
+def _model_bucket(
+    edges: Mapping[tuple[str, str], np.ndarray[Any, Any]],
+    models: Sequence[str],
+    signal: str,
+    width: int,
+) -> str:
+    """SQL: a request's model (its index in ``models``) and prompt bucket (the number of the
+    (model, ``signal``) edges at or below its uncached tokens, ``searchsorted(edges, u,
+    side="right")``) as one number, ``index * width + bucket``; -1 for a model not in
+    ``models``."""
     cases = [
-        f"WHEN {model_is(model)} THEN {_searched(_UNCACHED, [float(x) for x in e])}"
-        for (model, sig), e in sorted(edges.items())
-        if sig == signal and len(e)
+        f"WHEN {model_is(model)} THEN "
+        f"{_searched('u', [float(x) for x in edges.get((model, signal), ())], i * width)}"
+        for i, model in enumerate(models)
     ]
-    return f"(CASE {' '.join(cases)} ELSE 0 END)" if cases else "0"
+    return f"(CASE {' '.join(cases)} ELSE -1 END)"
+
+
+_SPAN = 1 << 22
+"""A cell's key is ``model_bucket * _SPAN + b``: every latency bucket ``b`` lies within
+``±_SPAN / 2`` (``ZERO_BUCKET`` is -10**6, a positive double's bucket within ±40,000)."""
 
 
 def _cells(
@@ -167,38 +185,58 @@ def _cells(
     replicas: Sequence[str],
 ) -> pd.DataFrame:
     """Per model, replica, signal, prompt bucket and 2 % latency bucket the count of ok requests:
-    one scan, the three signals as grouping sets (no row repeated per signal); a prompt bucket
-    computed once a row when the signals' edges agree (they do but for the rare request of one
-    output token or none). The result (about a million rows at 200 replicas) is brought a batch
-    at a time, its names as codes of ``models`` and ``replicas`` (the summary's): a string
-    object a row would cost more memory than the engine's own work."""
-    pbs = {name: _prompt_bucket(edges, name) for name in _LATENCY}
-    shared = {expr: f"pb{i}" for i, expr in enumerate(dict.fromkeys(pbs.values()))}
+    one scan, the three signals as grouping sets (no row repeated per signal) of the replica and
+    one integer key a signal (the model, prompt bucket and latency bucket packed: fewer and
+    cheaper keys to hash than the four); a model and prompt bucket computed once a row when the
+    signals' edges agree (they do but for the rare request of one output token or none). The
+    result (about a million rows at 200 replicas) is brought a batch at a time, its replicas as
+    codes of ``replicas`` (the summary's): a string object a row would cost more memory than
+    the engine's own work."""
+    names = {"model": sorted(models), "replica": sorted(replicas)}
+    width = 1 + max((len(e) for e in edges.values()), default=0)
+    mbs = {name: _model_bucket(edges, names["model"], name, width) for name in _LATENCY}
+    shared = {expr: f"mb{i}" for i, expr in enumerate(dict.fromkeys(mbs.values()))}
+    durations = ", ".join(f"{DERIVED[col]} AS x_{name}" for name, col in _LATENCY.items())
     inner = ", ".join(
         [f"{expr} AS {alias}" for expr, alias in shared.items()]
-        + [f"{bucket_sql(DERIVED[col])} AS b_{name}" for name, col in _LATENCY.items()]
+        + [f"{bucket_sql(f'x_{name}')} AS b_{name}" for name in _LATENCY]
     )
-    sets = ", ".join(f"(model, replica, {shared[pbs[name]]}, b_{name})" for name in _LATENCY)
-    marks = ", ".join(f"grouping(b_{name}) AS g_{name}" for name in _LATENCY)
-    cols = ", ".join([*shared.values(), *(f"b_{name}" for name in _LATENCY)])
-    sql = f"""SELECT model, replica, {marks}, {cols}, count(*) AS n
-            FROM (SELECT model, replica, {inner} FROM records WHERE {_OK}) AS t
+    keys = ", ".join(
+        f"CAST({shared[mbs[name]]} AS BIGINT) * {_SPAN} + b_{name} AS k_{name}" for name in _LATENCY
+    )
+    sets = ", ".join(f"(replica, k_{name})" for name in _LATENCY)
+    marks = ", ".join(f"grouping(k_{name}) AS g_{name}" for name in _LATENCY)
+    cols = ", ".join(f"k_{name}" for name in _LATENCY)
+    sql = f"""SELECT replica, {marks}, {cols}, count(*) AS n
+            FROM (SELECT replica, {keys} FROM (SELECT replica, {inner} FROM (
+                SELECT model, replica, {_UNCACHED} AS u, {durations} FROM records WHERE {_OK}
+            ) AS t0) AS t1) AS t
             GROUP BY GROUPING SETS ({sets})"""
-    names = {"model": sorted(models), "replica": sorted(replicas)}
     parts = [pd.DataFrame({c: pd.Categorical([], categories=v) for c, v in names.items()})]
+    half = _SPAN // 2
     for got in engine.batches(sql, _CELL_BATCH):
-        got = _unnamed(got)
-        coded = {c: pd.Categorical(got[c].astype(object), categories=v) for c, v in names.items()}
-        if any(bool(pd.isna(v).any()) for v in coded.values()):
-            raise AnalysisError("a cell's model or replica is not in the summary")
-        got = got.assign(**coded)
+        replica = pd.Categorical(got["replica"].astype(object), categories=names["replica"])
+        if bool(pd.isna(replica).any()):
+            raise AnalysisError("a cell's replica is not in the summary")
         for name in _LATENCY:
-            mine = got[(got[f"g_{name}"] == 0) & got[f"b_{name}"].notna()]
-            part = mine[["model", "replica", shared[pbs[name]], f"b_{name}", "n"]].copy()
-            part.columns = ["model", "replica", "pb", "b", "n"]
-            part.insert(2, "signal", name)
+            mine = ((got[f"g_{name}"] == 0) & got[f"k_{name}"].notna()).to_numpy()
+            k = got[f"k_{name}"].to_numpy()[mine].astype(np.int64)
+            mb = (k + half) // _SPAN
+            model = mb // width
+            if len(model) and (model.min() < 0 or model.max() >= len(names["model"])):
+                raise AnalysisError("a cell's model is not in the summary")
+            part = pd.DataFrame(
+                {
+                    "model": pd.Categorical.from_codes(model, categories=names["model"]),
+                    "replica": replica[mine],
+                    "signal": name,
+                    "pb": mb - model * width,
+                    "b": k - mb * _SPAN,
+                    "n": got["n"].to_numpy()[mine].astype(np.int64),
+                }
+            )
             parts.append(part)
-    cells = pd.concat(parts, ignore_index=True)  # a model's cells may repeat: counts
+    cells = pd.concat(parts, ignore_index=True)
     cells["pb"] = cells["pb"].astype(np.int64)
     cells["b"] = cells["b"].astype(np.int64)
     cells["n"] = cells["n"].astype(np.int64)
