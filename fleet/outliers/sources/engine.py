@@ -61,18 +61,26 @@ _HAS = {
     "e2e": "finished_s IS NOT NULL AND arrival_s IS NOT NULL",
 }
 """SQL true of the requests whose ``DERIVED`` duration of each signal is not NULL."""
+_COLUMNS_OF_HAS = ("first_token_s", "arrival_s", "finished_s", "output_tokens")
+_LACKS = " OR ".join([*(f"{c} IS NULL" for c in _COLUMNS_OF_HAS), "output_tokens < 2"])
+"""SQL true of the requests lacking one of the signals' durations (not all of ``_HAS``)."""
 
 
 def _summary(engine: Engine) -> pd.DataFrame:
-    """Per model and replica the counts and sums; the first scan, so it also counts and checks
-    every record where the engine's are not checked yet (``records.engine.folded``)."""
+    """Per model and replica the counts and sums, the typed errors' counts (a column
+    ``_TYPED`` + type each) and the ok requests lacking a signal's duration (``n_partial``);
+    the first scan, so it also counts and checks every record where the engine's are not
+    checked yet (``records.engine.folded``). One ``GROUP BY`` of the model, replica and error
+    type (a failed request's; NULL for the others): the error types cost no scan of their own."""
     ok = f"CASE WHEN {_OK} THEN 1 ELSE 0 END"
     got = engine.query(
         f"""SELECT model, replica,
+            CASE WHEN status = 'error' THEN error_type END AS error_type,
             count(*) AS n,
             sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS n_error,
             sum(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS n_truncated_share,
             sum(CASE WHEN {_OK} AND output_tokens = 0 THEN 1 ELSE 0 END) AS n_empty_share,
+            sum(CASE WHEN {_OK} AND ({_LACKS}) THEN 1 ELSE 0 END) AS n_partial,
             min(arrival_s) AS first_s, max(finished_s) AS last_s,
             sum(CAST(output_tokens AS DOUBLE) * {ok}) AS out_ok,
             sum(CAST(output_tokens AS DOUBLE)) AS out_sum,
@@ -80,14 +88,29 @@ def _summary(engine: Engine) -> pd.DataFrame:
             sum(CAST(prompt_tokens AS DOUBLE)) AS prompt_sum,
             sum(CAST(coalesce(cached_prompt_tokens, 0) AS DOUBLE)) AS cached_sum
             {check_columns(engine)}
-        FROM records GROUP BY 1, 2"""
+        FROM records GROUP BY 1, 2, 3"""
     )
     got = _unnamed(checked(engine, got))
-    if not got.duplicated(["model", "replica"]).any():
-        return got
+    typed = got[got["error_type"].notna()]
+    typed = typed.assign(error_type=_TYPED + typed["error_type"].astype(str))
+    counts = typed.pivot_table(
+        index=["model", "replica"], columns="error_type", values="n", aggfunc="sum", sort=True
+    )
     firsts = {"first_s": "min", "last_s": "max"}
-    how = {c: firsts.get(c, "sum") for c in got.columns if c not in ("model", "replica")}
-    return got.groupby(["model", "replica"], as_index=False, sort=False, dropna=False).agg(how)
+    keys = ["model", "replica", "error_type"]
+    how = {c: firsts.get(c, "sum") for c in got.columns if c not in keys}
+    out = got.drop(columns="error_type")
+    if out.duplicated(["model", "replica"]).any():
+        out = out.groupby(["model", "replica"], as_index=False, sort=False, dropna=False).agg(how)
+    if len(counts.columns):
+        counts = counts.reset_index().astype({"model": object, "replica": object})
+        out = out.merge(counts, on=["model", "replica"], how="left", sort=False)
+        out[list(counts.columns[2:])] = out[list(counts.columns[2:])].fillna(0.0)
+    return out.reset_index(drop=True)
+
+
+_TYPED = "n_type:"
+"""The prefix of the summary's columns counting a replica's failures of one error type."""
 
 
 def _unnamed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -97,33 +120,40 @@ def _unnamed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(model=frame["model"].astype(object).where(frame["model"].notna(), UNNAMED))
 
 
-def _error_types(engine: Engine) -> pd.DataFrame:
-    """Failed requests per model, replica and error type (typed errors only)."""
-    df = engine.query(
-        """SELECT model, replica, error_type, count(*) AS n FROM records
-        WHERE status = 'error' AND error_type IS NOT NULL GROUP BY 1, 2, 3"""
+def _error_types(summary: pd.DataFrame) -> pd.DataFrame:
+    """Failed requests per model, replica and error type (typed errors only), from the
+    summary's ``_TYPED`` columns."""
+    typed = [c for c in summary.columns if str(c).startswith(_TYPED)]
+    long = summary[["model", "replica", *typed]].melt(
+        id_vars=["model", "replica"], value_vars=typed, var_name="error_type", value_name="n"
     )
-    keys = ["model", "replica", "error_type"]
-    df = _unnamed(df).groupby(keys, sort=False)["n"].sum().reset_index()
-    return df.assign(
-        model=df["model"].astype(str),
-        replica=df["replica"].astype(str),
-        error_type=df["error_type"].astype(str),
-    )
+    long = long[long["n"] > 0]
+    return long.assign(
+        model=long["model"].astype(str),
+        replica=long["replica"].astype(str),
+        error_type=long["error_type"].astype(str).str.slice(len(_TYPED)),
+    ).reset_index(drop=True)
 
 
-def _uncached_counts(engine: Engine) -> pd.DataFrame:
+def _uncached_counts(engine: Engine, partial: bool = True) -> pd.DataFrame:
     """Per model and latency signal the count of each uncached prompt size over the ok requests
     holding that signal's value: one ``GROUP BY`` of the size and which signals a request has
     (the three signals' rows are the same requests but for a missing first token or a single
     output token), summed per signal here. Which signals a request has is told by the columns'
-    nulls (``_HAS``), without computing the durations."""
-    has = ", ".join(
-        f"CASE WHEN {cond} THEN 1 ELSE 0 END AS has_{name}" for name, cond in _HAS.items()
+    nulls (``_HAS``), without computing the durations; where no ok request lacks one
+    (``partial`` false: the summary counted none), the sizes alone, the same for each signal
+    (reading the latency columns is most of the query's cost)."""
+    has = (
+        ", ".join(
+            f"CASE WHEN {cond} THEN 1 ELSE 0 END AS has_{name}" for name, cond in _HAS.items()
+        )
+        if partial
+        else ", ".join(f"1 AS has_{name}" for name in _LATENCY)
     )
     got = engine.query(
-        f"SELECT model, {_UNCACHED} AS u, {has}, count(*) AS n "
-        f"FROM records WHERE {_OK} GROUP BY 1, 2, 3, 4, 5"
+        f"SELECT model, u, {has}, count(*) AS n FROM (SELECT model, "
+        f"{_UNCACHED} AS u{', ' + ', '.join(_COLUMNS_OF_HAS) if partial else ''} "
+        f"FROM records WHERE {_OK}) AS t GROUP BY 1, 2, 3, 4, 5"
     )
     got = _unnamed(got)
     parts = []
@@ -391,10 +421,11 @@ def tables_from_engine(
         raise AnalysisError(f"{where}: no records")
     if summary["replica"].isna().any():
         raise AnalysisError(f"{where}: records lack column(s) replica")
-    edges = _edges(_uncached_counts(engine), buckets)
+    partial = bool(summary["n_partial"].sum() > 0)
+    edges = _edges(_uncached_counts(engine, partial), buckets)
     names = summary["replica"].astype(str)
     cells = _cells(engine, edges, summary["model"].unique().tolist(), names.unique().tolist())
-    errors = _error_types(engine)
+    errors = _error_types(summary)
     out = []
     for model in sorted(summary["model"].astype(str).unique()):
         out.append(
