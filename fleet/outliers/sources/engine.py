@@ -30,6 +30,7 @@ from fleetwatch.records.engine.reductions import (
     UNNAMED,
     bucket_sql,
     bucket_values,
+    lerp,
     model_is,
     weighted_quantile,
 )
@@ -277,39 +278,84 @@ def _cells(
     return cells
 
 
-def _quantile_with_se(
-    v: np.ndarray[Any, Any], c: np.ndarray[Any, Any], q: float
-) -> tuple[float, float]:
-    """As ``records._quantile_with_se``, on bucket values with counts."""
-    n = float(c.sum())
-    if n == 0:
-        return math.nan, math.nan
-    if n == 1:
-        return float(v[c > 0][0]), math.nan
+def _group_quantiles(
+    v: np.ndarray[Any, Any],
+    c: np.ndarray[Any, Any],
+    starts: np.ndarray[Any, Any],
+    qs: np.ndarray[Any, Any],
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """``weighted_quantile(v, c, qs[g])`` of each group ``g`` at once: the rows sorted by group
+    and by value within one, a group's first row at ``starts[g]``, every count at least 1.
+    The same numbers to the bit: the counts' running sum over all rows less the sum before a
+    group is the group's own running sum (whole numbers, exact in doubles)."""
+    upto = np.cumsum(c, dtype=np.float64)
+    ends = np.append(starts[1:], len(v))
+    base = np.concatenate([[0.0], upto])[starts][:, None]
+    n = upto[ends - 1][:, None] - base
+    h = (n - 1.0) * qs
+    lo = np.floor(h)
+    i_lo = np.searchsorted(upto, base + lo, side="right")
+    i_hi = np.searchsorted(upto, base + np.minimum(lo + 1.0, n - 1.0), side="right")
+    out: np.ndarray[Any, np.dtype[np.float64]] = lerp(v[i_lo], v[i_hi], h - lo)
+    return out
+
+
+def _starts(*keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The first row of each run of equal ``keys`` (rows sorted by them)."""
+    if not len(keys[0]):
+        return np.zeros(0, dtype=np.int64)
+    change = np.zeros(len(keys[0]), dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
+
+
+def _quantiles_with_se(
+    v: np.ndarray[Any, Any], c: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], q: float
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """As ``records._quantile_with_se``, on bucket values with counts, per group (rows as
+    ``_group_quantiles`` takes them): the estimates and their standard errors."""
+    n = np.add.reduceat(c, starts) if len(starts) else np.zeros(0)
     z = 1.959964
-    half = z * math.sqrt(q * (1.0 - q) / n)
-    est, lo, hi = weighted_quantile(v, c, [q, max(0.0, q - half), min(1.0, q + half)])
-    return float(est), float(hi - lo) / (2.0 * z)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = z * np.sqrt(q * (1.0 - q) / n)
+    qs = np.stack([np.full(len(n), q), np.maximum(0.0, q - half), np.minimum(1.0, q + half)], 1)
+    est, lo, hi = _group_quantiles(v, c, starts, qs).T
+    se = np.where(n == 1, math.nan, (hi - lo) / (2.0 * z))
+    return est, se
 
 
 def _matched(
     cells: pd.DataFrame, volume: pd.Index, min_bucket: int, min_coverage: float = 0.5
 ) -> pd.Series:
-    """``matched_ratios`` on the cells of one signal: per (replica, prompt bucket) medians over
-    the fleet's per bucket, weighted by the replica's requests."""
-    med: dict[tuple[str, int], tuple[float, float]] = {}
-    for key, g in cells.groupby(["replica", "pb"], sort=False):
-        rep, pb = key  # type: ignore[misc]
-        v, c = g["v"].to_numpy(), g["n"].to_numpy(np.float64)
-        med[(str(rep), int(str(pb)))] = (float(weighted_quantile(v, c, 0.5)[0]), float(c.sum()))
-    fleet: dict[int, tuple[float, float]] = {}
-    for pb, g in cells.groupby("pb", sort=False):
-        v, c = g["v"].to_numpy(), g["n"].to_numpy(np.float64)
-        fleet[int(str(pb))] = (float(weighted_quantile(v, c, 0.5)[0]), float(c.sum()))
+    """``matched_ratios`` on the cells of one signal (sorted as ``_cells`` sorts them): per
+    (replica, prompt bucket) medians over the fleet's per bucket, weighted by the replica's
+    requests."""
+    reps, pbs = cells["replica"].to_numpy(), cells["pb"].to_numpy()
+    v, c = cells["v"].to_numpy(np.float64), cells["n"].to_numpy(np.float64)
+    starts = _starts(reps, pbs)
+    half = np.full((len(starts), 1), 0.5)
+    meds = _group_quantiles(v, c, starts, half)[:, 0] if len(starts) else np.zeros(0)
+    owns = np.add.reduceat(c, starts) if len(starts) else np.zeros(0)
+    order = np.lexsort((v, pbs))
+    by_pb = _starts(pbs[order])
+    fleet_meds = _group_quantiles(v[order], c[order], by_pb, np.full((len(by_pb), 1), 0.5))
+    fleet = (
+        {
+            int(pbs[order][i]): (float(m), float(n))
+            for i, m, n in zip(
+                by_pb, fleet_meds[:, 0], np.add.reduceat(c[order], by_pb), strict=True
+            )
+        }
+        if len(by_pb)
+        else {}
+    )
     w: dict[str, float] = {}
     wr: dict[str, float] = {}
     total: dict[str, float] = {}
-    for (rep, pb), (m, own) in med.items():
+    for i, m, own in zip(starts, meds.tolist(), owns.tolist(), strict=True):
+        rep, pb = str(reps[i]), int(pbs[i])
         fm, fn = fleet[pb]
         ok = own >= min_bucket and fn - own >= min_bucket and fm > 0
         total[rep] = total.get(rep, 0.0) + own
@@ -323,6 +369,15 @@ def _matched(
         dtype="float64",
     )
     return out.reindex(volume)
+
+
+def _rows_of(cells: pd.DataFrame, column: str, value: str) -> pd.DataFrame:
+    """The rows of ``cells`` (sorted by ``column``, as ``_cells`` sorts them) whose ``column``
+    is ``value``: a slice found by bisection, not a comparison a row."""
+    values = cells[column].to_numpy()
+    lo = int(np.searchsorted(values, value, side="left"))
+    hi = int(np.searchsorted(values, value, side="right"))
+    return cells.iloc[lo:hi]
 
 
 def _table(
@@ -345,13 +400,16 @@ def _table(
         n=("n", "sum"), v=("v", "first")
     )
     for name in _LATENCY:
-        est: dict[str, tuple[float, float]] = {}
-        for rep, g in per_replica[per_replica["signal"] == name].groupby("replica", sort=False):
-            est[str(rep)] = _quantile_with_se(
-                g["v"].to_numpy(), g["n"].to_numpy(np.float64), quantile
-            )
-        values[name] = pd.Series({k: e[0] for k, e in est.items()}, dtype="float64")
-        stderr[name] = pd.Series({k: e[1] for k, e in est.items()}, dtype="float64")
+        mine = per_replica[per_replica["signal"] == name]
+        mine = mine.assign(replica=mine["replica"].astype(str))
+        mine = mine.sort_values(["replica", "b"], kind="stable")
+        reps = mine["replica"].to_numpy()
+        starts = _starts(reps)
+        est, se = _quantiles_with_se(
+            mine["v"].to_numpy(np.float64), mine["n"].to_numpy(np.float64), starts, quantile
+        )
+        values[name] = pd.Series(est, index=reps[starts], dtype="float64")
+        stderr[name] = pd.Series(se, index=reps[starts], dtype="float64")
     shares = {"error_rate": s["n_error"].astype("float64")}
     if errors is not None and errors["error_type"].nunique() >= 2:  # as records._error_type_shares
         totals = errors.groupby("error_type")["n"].sum()
@@ -379,7 +437,7 @@ def _table(
         index=index,
     )
     matched = pd.DataFrame(
-        {name: _matched(cells[cells["signal"] == name], index, min_bucket) for name in _LATENCY},
+        {name: _matched(_rows_of(cells, "signal", name), index, min_bucket) for name in _LATENCY},
         index=index,
     )
     samples = pd.DataFrame({"replica": per_replica["replica"].astype(str).to_numpy()})
@@ -434,7 +492,7 @@ def tables_from_engine(
                 _table(
                     model,
                     summary[summary["model"] == model],
-                    cells[cells["model"] == model],
+                    _rows_of(cells, "model", model),
                     errors=errors[errors["model"] == model],
                     quantile=quantile,
                     min_bucket=min_bucket,
