@@ -258,7 +258,7 @@ def _cells(
                 raise AnalysisError("a cell's model is not in the summary")
             part = pd.DataFrame(
                 {
-                    "model": pd.Categorical.from_codes(model, categories=names["model"]),
+                    "model": pd.Categorical.from_codes(model, categories=pd.Index(names["model"])),
                     "replica": replica[mine],
                     "signal": name,
                     "pb": mb - model * width,
@@ -400,13 +400,13 @@ def _table(
         n=("n", "sum"), v=("v", "first")
     )
     for name in _LATENCY:
-        mine = per_replica[per_replica["signal"] == name]
-        mine = mine.assign(replica=mine["replica"].astype(str))
-        mine = mine.sort_values(["replica", "b"], kind="stable")
-        reps = mine["replica"].to_numpy()
+        own = per_replica[per_replica["signal"] == name]
+        own = own.assign(replica=own["replica"].astype(str))
+        own = own.sort_values(["replica", "b"], kind="stable")
+        reps = own["replica"].to_numpy()
         starts = _starts(reps)
         est, se = _quantiles_with_se(
-            mine["v"].to_numpy(np.float64), mine["n"].to_numpy(np.float64), starts, quantile
+            own["v"].to_numpy(np.float64), own["n"].to_numpy(np.float64), starts, quantile
         )
         values[name] = pd.Series(est, index=reps[starts], dtype="float64")
         stderr[name] = pd.Series(se, index=reps[starts], dtype="float64")
