@@ -62,14 +62,19 @@ _HAS = {
     "e2e": "finished_s IS NOT NULL AND arrival_s IS NOT NULL",
 }
 """SQL true of the requests whose ``DERIVED`` duration of each signal is not NULL."""
-_COLUMNS_OF_HAS = ("first_token_s", "arrival_s", "finished_s", "output_tokens")
-_LACKS = " OR ".join([*(f"{c} IS NULL" for c in _COLUMNS_OF_HAS), "output_tokens < 2"])
-"""SQL true of the requests lacking one of the signals' durations (not all of ``_HAS``)."""
+_TIMES = ("first_token_s", "arrival_s", "finished_s")
+_LACKING = (
+    f"CASE WHEN {_OK} AND ({' OR '.join(f'{c} IS NULL' for c in _TIMES)}) THEN 2 "
+    f"WHEN {_OK} AND (output_tokens IS NULL OR output_tokens < 2) THEN 1 ELSE 0 END"
+)
+"""SQL: how a request may lack a signal's duration: 2 an ok one lacking a time, 1 an ok one of
+too few output tokens for a tpot (its times all there), 0 otherwise (``_uncached_counts``)."""
 
 
 def _summary(engine: Engine) -> pd.DataFrame:
     """Per model and replica the counts and sums, the typed errors' counts (a column
-    ``_TYPED`` + type each) and the ok requests lacking a signal's duration (``n_partial``);
+    ``_TYPED`` + type each) and how its ok requests may lack a signal's duration (``lacking``,
+    the most of ``_LACKING``);
     the first scan, so it also counts and checks every record where the engine's are not
     checked yet (``records.engine.folded``). One ``GROUP BY`` of the model, replica and error
     type (a failed request's; NULL for the others): the error types cost no scan of their own."""
@@ -81,7 +86,7 @@ def _summary(engine: Engine) -> pd.DataFrame:
             sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS n_error,
             sum(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS n_truncated_share,
             sum(CASE WHEN {_OK} AND output_tokens = 0 THEN 1 ELSE 0 END) AS n_empty_share,
-            sum(CASE WHEN {_OK} AND ({_LACKS}) THEN 1 ELSE 0 END) AS n_partial,
+            max({_LACKING}) AS lacking,
             min(arrival_s) AS first_s, max(finished_s) AS last_s,
             sum(CAST(output_tokens AS DOUBLE) * {ok}) AS out_ok,
             sum(CAST(output_tokens AS DOUBLE)) AS out_sum,
@@ -97,7 +102,7 @@ def _summary(engine: Engine) -> pd.DataFrame:
     counts = typed.pivot_table(
         index=["model", "replica"], columns="error_type", values="n", aggfunc="sum", sort=True
     )
-    firsts = {"first_s": "min", "last_s": "max"}
+    firsts = {"first_s": "min", "last_s": "max", "lacking": "max"}
     keys = ["model", "replica", "error_type"]
     how = {c: firsts.get(c, "sum") for c in got.columns if c not in keys}
     out = got.drop(columns="error_type")
@@ -136,24 +141,24 @@ def _error_types(summary: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def _uncached_counts(engine: Engine, partial: bool = True) -> pd.DataFrame:
+def _uncached_counts(engine: Engine, lacking: int = 2) -> pd.DataFrame:
     """Per model and latency signal the count of each uncached prompt size over the ok requests
     holding that signal's value: one ``GROUP BY`` of the size and which signals a request has
     (the three signals' rows are the same requests but for a missing first token or a single
     output token), summed per signal here. Which signals a request has is told by the columns'
-    nulls (``_HAS``), without computing the durations; where no ok request lacks one
-    (``partial`` false: the summary counted none), the sizes alone, the same for each signal
-    (reading the latency columns is most of the query's cost)."""
-    has = (
-        ", ".join(
-            f"CASE WHEN {cond} THEN 1 ELSE 0 END AS has_{name}" for name, cond in _HAS.items()
-        )
-        if partial
-        else ", ".join(f"1 AS has_{name}" for name in _LATENCY)
-    )
+    nulls (``_HAS``), without computing the durations, and only as far as the summary found ok
+    requests lacking one (``lacking``, as ``_LACKING``): at 1 by the output tokens alone, at 0
+    not at all, the sizes alone the same for each signal (reading the times is most of the
+    query's cost)."""
+    flags = dict.fromkeys(_LATENCY, "1")
+    if lacking >= 2:
+        flags = {name: f"CASE WHEN {cond} THEN 1 ELSE 0 END" for name, cond in _HAS.items()}
+    elif lacking == 1:
+        flags["tpot"] = "CASE WHEN output_tokens >= 2 THEN 1 ELSE 0 END"
+    has = ", ".join(f"{expr} AS has_{name}" for name, expr in flags.items())
+    names = ", ".join(f"has_{name}" for name in flags)
     got = engine.query(
-        f"SELECT model, u, {has}, count(*) AS n FROM (SELECT model, "
-        f"{_UNCACHED} AS u{', ' + ', '.join(_COLUMNS_OF_HAS) if partial else ''} "
+        f"SELECT model, u, {names}, count(*) AS n FROM (SELECT model, {_UNCACHED} AS u, {has} "
         f"FROM records WHERE {_OK}) AS t GROUP BY 1, 2, 3, 4, 5"
     )
     got = _unnamed(got)
@@ -479,8 +484,7 @@ def tables_from_engine(
         raise AnalysisError(f"{where}: no records")
     if summary["replica"].isna().any():
         raise AnalysisError(f"{where}: records lack column(s) replica")
-    partial = bool(summary["n_partial"].sum() > 0)
-    edges = _edges(_uncached_counts(engine, partial), buckets)
+    edges = _edges(_uncached_counts(engine, int(summary["lacking"].max())), buckets)
     names = summary["replica"].astype(str)
     cells = _cells(engine, edges, summary["model"].unique().tolist(), names.unique().tolist())
     errors = _error_types(summary)
