@@ -30,6 +30,7 @@ from fleetwatch.records.engine.reductions import (
     UNNAMED,
     bucket_sql,
     bucket_values,
+    lerp,
     model_is,
     weighted_quantile,
 )
@@ -55,18 +56,37 @@ _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
 _CELL_BATCH = 1 << 17
 """Rows of the cells' result brought at once."""
 _OK = "status = 'ok'"
+_HAS = {
+    "ttft": "first_token_s IS NOT NULL AND arrival_s IS NOT NULL",
+    "tpot": "output_tokens >= 2 AND finished_s IS NOT NULL AND first_token_s IS NOT NULL",
+    "e2e": "finished_s IS NOT NULL AND arrival_s IS NOT NULL",
+}
+"""SQL true of the requests whose ``DERIVED`` duration of each signal is not NULL."""
+_TIMES = ("first_token_s", "arrival_s", "finished_s")
+_LACKING = (
+    f"CASE WHEN {_OK} AND ({' OR '.join(f'{c} IS NULL' for c in _TIMES)}) THEN 2 "
+    f"WHEN {_OK} AND (output_tokens IS NULL OR output_tokens < 2) THEN 1 ELSE 0 END"
+)
+"""SQL: how a request may lack a signal's duration: 2 an ok one lacking a time, 1 an ok one of
+too few output tokens for a tpot (its times all there), 0 otherwise (``_uncached_counts``)."""
 
 
 def _summary(engine: Engine) -> pd.DataFrame:
-    """Per model and replica the counts and sums; the first scan, so it also counts and checks
-    every record where the engine's are not checked yet (``records.engine.folded``)."""
+    """Per model and replica the counts and sums, the typed errors' counts (a column
+    ``_TYPED`` + type each) and how its ok requests may lack a signal's duration (``lacking``,
+    the most of ``_LACKING``);
+    the first scan, so it also counts and checks every record where the engine's are not
+    checked yet (``records.engine.folded``). One ``GROUP BY`` of the model, replica and error
+    type (a failed request's; NULL for the others): the error types cost no scan of their own."""
     ok = f"CASE WHEN {_OK} THEN 1 ELSE 0 END"
     got = engine.query(
         f"""SELECT model, replica,
+            CASE WHEN status = 'error' THEN error_type END AS error_type,
             count(*) AS n,
             sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS n_error,
             sum(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS n_truncated_share,
             sum(CASE WHEN {_OK} AND output_tokens = 0 THEN 1 ELSE 0 END) AS n_empty_share,
+            max({_LACKING}) AS lacking,
             min(arrival_s) AS first_s, max(finished_s) AS last_s,
             sum(CAST(output_tokens AS DOUBLE) * {ok}) AS out_ok,
             sum(CAST(output_tokens AS DOUBLE)) AS out_sum,
@@ -74,14 +94,29 @@ def _summary(engine: Engine) -> pd.DataFrame:
             sum(CAST(prompt_tokens AS DOUBLE)) AS prompt_sum,
             sum(CAST(coalesce(cached_prompt_tokens, 0) AS DOUBLE)) AS cached_sum
             {check_columns(engine)}
-        FROM records GROUP BY 1, 2"""
+        FROM records GROUP BY 1, 2, 3"""
     )
     got = _unnamed(checked(engine, got))
-    if not got.duplicated(["model", "replica"]).any():
-        return got
-    firsts = {"first_s": "min", "last_s": "max"}
-    how = {c: firsts.get(c, "sum") for c in got.columns if c not in ("model", "replica")}
-    return got.groupby(["model", "replica"], as_index=False, sort=False, dropna=False).agg(how)
+    typed = got[got["error_type"].notna()]
+    typed = typed.assign(error_type=_TYPED + typed["error_type"].astype(str))
+    counts = typed.pivot_table(
+        index=["model", "replica"], columns="error_type", values="n", aggfunc="sum", sort=True
+    )
+    firsts = {"first_s": "min", "last_s": "max", "lacking": "max"}
+    keys = ["model", "replica", "error_type"]
+    how = {c: firsts.get(c, "sum") for c in got.columns if c not in keys}
+    out = got.drop(columns="error_type")
+    if out.duplicated(["model", "replica"]).any():
+        out = out.groupby(["model", "replica"], as_index=False, sort=False, dropna=False).agg(how)
+    if len(counts.columns):
+        counts = counts.reset_index().astype({"model": object, "replica": object})
+        out = out.merge(counts, on=["model", "replica"], how="left", sort=False)
+        out[list(counts.columns[2:])] = out[list(counts.columns[2:])].fillna(0.0)
+    return out.reset_index(drop=True)
+
+
+_TYPED = "n_type:"
+"""The prefix of the summary's columns counting a replica's failures of one error type."""
 
 
 def _unnamed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -91,33 +126,40 @@ def _unnamed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(model=frame["model"].astype(object).where(frame["model"].notna(), UNNAMED))
 
 
-def _error_types(engine: Engine) -> pd.DataFrame:
-    """Failed requests per model, replica and error type (typed errors only)."""
-    df = engine.query(
-        """SELECT model, replica, error_type, count(*) AS n FROM records
-        WHERE status = 'error' AND error_type IS NOT NULL GROUP BY 1, 2, 3"""
+def _error_types(summary: pd.DataFrame) -> pd.DataFrame:
+    """Failed requests per model, replica and error type (typed errors only), from the
+    summary's ``_TYPED`` columns."""
+    typed = [c for c in summary.columns if str(c).startswith(_TYPED)]
+    long = summary[["model", "replica", *typed]].melt(
+        id_vars=["model", "replica"], value_vars=typed, var_name="error_type", value_name="n"
     )
-    keys = ["model", "replica", "error_type"]
-    df = _unnamed(df).groupby(keys, sort=False)["n"].sum().reset_index()
-    return df.assign(
-        model=df["model"].astype(str),
-        replica=df["replica"].astype(str),
-        error_type=df["error_type"].astype(str),
-    )
+    long = long[long["n"] > 0]
+    return long.assign(
+        model=long["model"].astype(str),
+        replica=long["replica"].astype(str),
+        error_type=long["error_type"].astype(str).str.slice(len(_TYPED)),
+    ).reset_index(drop=True)
 
 
-def _uncached_counts(engine: Engine) -> pd.DataFrame:
+def _uncached_counts(engine: Engine, lacking: int = 2) -> pd.DataFrame:
     """Per model and latency signal the count of each uncached prompt size over the ok requests
     holding that signal's value: one ``GROUP BY`` of the size and which signals a request has
     (the three signals' rows are the same requests but for a missing first token or a single
-    output token), summed per signal here."""
-    has = ", ".join(
-        f"CASE WHEN {DERIVED[col]} IS NULL THEN 0 ELSE 1 END AS has_{name}"
-        for name, col in _LATENCY.items()
-    )
+    output token), summed per signal here. Which signals a request has is told by the columns'
+    nulls (``_HAS``), without computing the durations, and only as far as the summary found ok
+    requests lacking one (``lacking``, as ``_LACKING``): at 1 by the output tokens alone, at 0
+    not at all, the sizes alone the same for each signal (reading the times is most of the
+    query's cost)."""
+    flags = dict.fromkeys(_LATENCY, "1")
+    if lacking >= 2:
+        flags = {name: f"CASE WHEN {cond} THEN 1 ELSE 0 END" for name, cond in _HAS.items()}
+    elif lacking == 1:
+        flags["tpot"] = "CASE WHEN output_tokens >= 2 THEN 1 ELSE 0 END"
+    has = ", ".join(f"{expr} AS has_{name}" for name, expr in flags.items())
+    names = ", ".join(f"has_{name}" for name in flags)
     got = engine.query(
-        f"SELECT model, {_UNCACHED} AS u, {has}, count(*) AS n "
-        f"FROM records WHERE {_OK} GROUP BY 1, 2, 3, 4, 5"
+        f"SELECT model, u, {names}, count(*) AS n FROM (SELECT model, {_UNCACHED} AS u, {has} "
+        f"FROM records WHERE {_OK}) AS t GROUP BY 1, 2, 3, 4, 5"
     )
     got = _unnamed(got)
     parts = []
@@ -149,15 +191,27 @@ def _searched(expr: str, edges: Sequence[float], below: int = 0) -> str:
     return f"(CASE WHEN {expr} >= {float(edges[mid])!r} THEN {above} ELSE {_searched(expr, edges[:mid], below)} END)"
 
 
-def _prompt_bucket(edges: Mapping[tuple[str, str], np.ndarray[Any, Any]], signal: str) -> str:
-    """SQL: the number of the (model, ``signal``) edges at or below a request's uncached tokens
-    (``searchsorted(edges, u, side="right")``)."""
+def _model_bucket(
+    edges: Mapping[tuple[str, str], np.ndarray[Any, Any]],
+    models: Sequence[str],
+    signal: str,
+    width: int,
+) -> str:
+    """SQL: a request's model (its index in ``models``) and prompt bucket (the number of the
+    (model, ``signal``) edges at or below its uncached tokens, ``searchsorted(edges, u,
+    side="right")``) as one number, ``index * width + bucket``; -1 for a model not in
+    ``models``."""
     cases = [
-        f"WHEN {model_is(model)} THEN {_searched(_UNCACHED, [float(x) for x in e])}"
-        for (model, sig), e in sorted(edges.items())
-        if sig == signal and len(e)
+        f"WHEN {model_is(model)} THEN "
+        f"{_searched('u', [float(x) for x in edges.get((model, signal), ())], i * width)}"
+        for i, model in enumerate(models)
     ]
-    return f"(CASE {' '.join(cases)} ELSE 0 END)" if cases else "0"
+    return f"(CASE {' '.join(cases)} ELSE -1 END)"
+
+
+_SPAN = 1 << 22
+"""A cell's key is ``model_bucket * _SPAN + b``: every latency bucket ``b`` lies within
+``±_SPAN / 2`` (``ZERO_BUCKET`` is -10**6, a positive double's bucket within ±40,000)."""
 
 
 def _cells(
@@ -167,38 +221,58 @@ def _cells(
     replicas: Sequence[str],
 ) -> pd.DataFrame:
     """Per model, replica, signal, prompt bucket and 2 % latency bucket the count of ok requests:
-    one scan, the three signals as grouping sets (no row repeated per signal); a prompt bucket
-    computed once a row when the signals' edges agree (they do but for the rare request of one
-    output token or none). The result (about a million rows at 200 replicas) is brought a batch
-    at a time, its names as codes of ``models`` and ``replicas`` (the summary's): a string
-    object a row would cost more memory than the engine's own work."""
-    pbs = {name: _prompt_bucket(edges, name) for name in _LATENCY}
-    shared = {expr: f"pb{i}" for i, expr in enumerate(dict.fromkeys(pbs.values()))}
+    one scan, the three signals as grouping sets (no row repeated per signal) of the replica and
+    one integer key a signal (the model, prompt bucket and latency bucket packed: fewer and
+    cheaper keys to hash than the four); a model and prompt bucket computed once a row when the
+    signals' edges agree (they do but for the rare request of one output token or none). The
+    result (about a million rows at 200 replicas) is brought a batch at a time, its replicas as
+    codes of ``replicas`` (the summary's): a string object a row would cost more memory than
+    the engine's own work."""
+    names = {"model": sorted(models), "replica": sorted(replicas)}
+    width = 1 + max((len(e) for e in edges.values()), default=0)
+    mbs = {name: _model_bucket(edges, names["model"], name, width) for name in _LATENCY}
+    shared = {expr: f"mb{i}" for i, expr in enumerate(dict.fromkeys(mbs.values()))}
+    durations = ", ".join(f"{DERIVED[col]} AS x_{name}" for name, col in _LATENCY.items())
     inner = ", ".join(
         [f"{expr} AS {alias}" for expr, alias in shared.items()]
-        + [f"{bucket_sql(DERIVED[col])} AS b_{name}" for name, col in _LATENCY.items()]
+        + [f"{bucket_sql(f'x_{name}')} AS b_{name}" for name in _LATENCY]
     )
-    sets = ", ".join(f"(model, replica, {shared[pbs[name]]}, b_{name})" for name in _LATENCY)
-    marks = ", ".join(f"grouping(b_{name}) AS g_{name}" for name in _LATENCY)
-    cols = ", ".join([*shared.values(), *(f"b_{name}" for name in _LATENCY)])
-    sql = f"""SELECT model, replica, {marks}, {cols}, count(*) AS n
-            FROM (SELECT model, replica, {inner} FROM records WHERE {_OK}) AS t
+    keys = ", ".join(
+        f"CAST({shared[mbs[name]]} AS BIGINT) * {_SPAN} + b_{name} AS k_{name}" for name in _LATENCY
+    )
+    sets = ", ".join(f"(replica, k_{name})" for name in _LATENCY)
+    marks = ", ".join(f"grouping(k_{name}) AS g_{name}" for name in _LATENCY)
+    cols = ", ".join(f"k_{name}" for name in _LATENCY)
+    sql = f"""SELECT replica, {marks}, {cols}, count(*) AS n
+            FROM (SELECT replica, {keys} FROM (SELECT replica, {inner} FROM (
+                SELECT model, replica, {_UNCACHED} AS u, {durations} FROM records WHERE {_OK}
+            ) AS t0) AS t1) AS t
             GROUP BY GROUPING SETS ({sets})"""
-    names = {"model": sorted(models), "replica": sorted(replicas)}
     parts = [pd.DataFrame({c: pd.Categorical([], categories=v) for c, v in names.items()})]
+    half = _SPAN // 2
     for got in engine.batches(sql, _CELL_BATCH):
-        got = _unnamed(got)
-        coded = {c: pd.Categorical(got[c].astype(object), categories=v) for c, v in names.items()}
-        if any(bool(pd.isna(v).any()) for v in coded.values()):
-            raise AnalysisError("a cell's model or replica is not in the summary")
-        got = got.assign(**coded)
+        replica = pd.Categorical(got["replica"].astype(object), categories=names["replica"])
+        if bool(pd.isna(replica).any()):
+            raise AnalysisError("a cell's replica is not in the summary")
         for name in _LATENCY:
-            mine = got[(got[f"g_{name}"] == 0) & got[f"b_{name}"].notna()]
-            part = mine[["model", "replica", shared[pbs[name]], f"b_{name}", "n"]].copy()
-            part.columns = ["model", "replica", "pb", "b", "n"]
-            part.insert(2, "signal", name)
+            mine = ((got[f"g_{name}"] == 0) & got[f"k_{name}"].notna()).to_numpy()
+            k = got[f"k_{name}"].to_numpy()[mine].astype(np.int64)
+            mb = (k + half) // _SPAN
+            model = mb // width
+            if len(model) and (model.min() < 0 or model.max() >= len(names["model"])):
+                raise AnalysisError("a cell's model is not in the summary")
+            part = pd.DataFrame(
+                {
+                    "model": pd.Categorical.from_codes(model, categories=pd.Index(names["model"])),
+                    "replica": replica[mine],
+                    "signal": name,
+                    "pb": mb - model * width,
+                    "b": k - mb * _SPAN,
+                    "n": got["n"].to_numpy()[mine].astype(np.int64),
+                }
+            )
             parts.append(part)
-    cells = pd.concat(parts, ignore_index=True)  # a model's cells may repeat: counts
+    cells = pd.concat(parts, ignore_index=True)
     cells["pb"] = cells["pb"].astype(np.int64)
     cells["b"] = cells["b"].astype(np.int64)
     cells["n"] = cells["n"].astype(np.int64)
@@ -209,39 +283,84 @@ def _cells(
     return cells
 
 
-def _quantile_with_se(
-    v: np.ndarray[Any, Any], c: np.ndarray[Any, Any], q: float
-) -> tuple[float, float]:
-    """As ``records._quantile_with_se``, on bucket values with counts."""
-    n = float(c.sum())
-    if n == 0:
-        return math.nan, math.nan
-    if n == 1:
-        return float(v[c > 0][0]), math.nan
+def _group_quantiles(
+    v: np.ndarray[Any, Any],
+    c: np.ndarray[Any, Any],
+    starts: np.ndarray[Any, Any],
+    qs: np.ndarray[Any, Any],
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """``weighted_quantile(v, c, qs[g])`` of each group ``g`` at once: the rows sorted by group
+    and by value within one, a group's first row at ``starts[g]``, every count at least 1.
+    The same numbers to the bit: the counts' running sum over all rows less the sum before a
+    group is the group's own running sum (whole numbers, exact in doubles)."""
+    upto = np.cumsum(c, dtype=np.float64)
+    ends = np.append(starts[1:], len(v))
+    base = np.concatenate([[0.0], upto])[starts][:, None]
+    n = upto[ends - 1][:, None] - base
+    h = (n - 1.0) * qs
+    lo = np.floor(h)
+    i_lo = np.searchsorted(upto, base + lo, side="right")
+    i_hi = np.searchsorted(upto, base + np.minimum(lo + 1.0, n - 1.0), side="right")
+    out: np.ndarray[Any, np.dtype[np.float64]] = lerp(v[i_lo], v[i_hi], h - lo)
+    return out
+
+
+def _starts(*keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The first row of each run of equal ``keys`` (rows sorted by them)."""
+    if not len(keys[0]):
+        return np.zeros(0, dtype=np.int64)
+    change = np.zeros(len(keys[0]), dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
+
+
+def _quantiles_with_se(
+    v: np.ndarray[Any, Any], c: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], q: float
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """As ``records._quantile_with_se``, on bucket values with counts, per group (rows as
+    ``_group_quantiles`` takes them): the estimates and their standard errors."""
+    n = np.add.reduceat(c, starts) if len(starts) else np.zeros(0)
     z = 1.959964
-    half = z * math.sqrt(q * (1.0 - q) / n)
-    est, lo, hi = weighted_quantile(v, c, [q, max(0.0, q - half), min(1.0, q + half)])
-    return float(est), float(hi - lo) / (2.0 * z)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = z * np.sqrt(q * (1.0 - q) / n)
+    qs = np.stack([np.full(len(n), q), np.maximum(0.0, q - half), np.minimum(1.0, q + half)], 1)
+    est, lo, hi = _group_quantiles(v, c, starts, qs).T
+    se = np.where(n == 1, math.nan, (hi - lo) / (2.0 * z))
+    return est, se
 
 
 def _matched(
     cells: pd.DataFrame, volume: pd.Index, min_bucket: int, min_coverage: float = 0.5
 ) -> pd.Series:
-    """``matched_ratios`` on the cells of one signal: per (replica, prompt bucket) medians over
-    the fleet's per bucket, weighted by the replica's requests."""
-    med: dict[tuple[str, int], tuple[float, float]] = {}
-    for key, g in cells.groupby(["replica", "pb"], sort=False):
-        rep, pb = key  # type: ignore[misc]
-        v, c = g["v"].to_numpy(), g["n"].to_numpy(np.float64)
-        med[(str(rep), int(str(pb)))] = (float(weighted_quantile(v, c, 0.5)[0]), float(c.sum()))
-    fleet: dict[int, tuple[float, float]] = {}
-    for pb, g in cells.groupby("pb", sort=False):
-        v, c = g["v"].to_numpy(), g["n"].to_numpy(np.float64)
-        fleet[int(str(pb))] = (float(weighted_quantile(v, c, 0.5)[0]), float(c.sum()))
+    """``matched_ratios`` on the cells of one signal (sorted as ``_cells`` sorts them): per
+    (replica, prompt bucket) medians over the fleet's per bucket, weighted by the replica's
+    requests."""
+    reps, pbs = cells["replica"].to_numpy(), cells["pb"].to_numpy()
+    v, c = cells["v"].to_numpy(np.float64), cells["n"].to_numpy(np.float64)
+    starts = _starts(reps, pbs)
+    half = np.full((len(starts), 1), 0.5)
+    meds = _group_quantiles(v, c, starts, half)[:, 0] if len(starts) else np.zeros(0)
+    owns = np.add.reduceat(c, starts) if len(starts) else np.zeros(0)
+    order = np.lexsort((v, pbs))
+    by_pb = _starts(pbs[order])
+    fleet_meds = _group_quantiles(v[order], c[order], by_pb, np.full((len(by_pb), 1), 0.5))
+    fleet = (
+        {
+            int(pbs[order][i]): (float(m), float(n))
+            for i, m, n in zip(
+                by_pb, fleet_meds[:, 0], np.add.reduceat(c[order], by_pb), strict=True
+            )
+        }
+        if len(by_pb)
+        else {}
+    )
     w: dict[str, float] = {}
     wr: dict[str, float] = {}
     total: dict[str, float] = {}
-    for (rep, pb), (m, own) in med.items():
+    for i, m, own in zip(starts, meds.tolist(), owns.tolist(), strict=True):
+        rep, pb = str(reps[i]), int(pbs[i])
         fm, fn = fleet[pb]
         ok = own >= min_bucket and fn - own >= min_bucket and fm > 0
         total[rep] = total.get(rep, 0.0) + own
@@ -255,6 +374,15 @@ def _matched(
         dtype="float64",
     )
     return out.reindex(volume)
+
+
+def _rows_of(cells: pd.DataFrame, column: str, value: str) -> pd.DataFrame:
+    """The rows of ``cells`` (sorted by ``column``, as ``_cells`` sorts them) whose ``column``
+    is ``value``: a slice found by bisection, not a comparison a row."""
+    values = cells[column].to_numpy()
+    lo = int(np.searchsorted(values, value, side="left"))
+    hi = int(np.searchsorted(values, value, side="right"))
+    return cells.iloc[lo:hi]
 
 
 def _table(
@@ -277,13 +405,16 @@ def _table(
         n=("n", "sum"), v=("v", "first")
     )
     for name in _LATENCY:
-        est: dict[str, tuple[float, float]] = {}
-        for rep, g in per_replica[per_replica["signal"] == name].groupby("replica", sort=False):
-            est[str(rep)] = _quantile_with_se(
-                g["v"].to_numpy(), g["n"].to_numpy(np.float64), quantile
-            )
-        values[name] = pd.Series({k: e[0] for k, e in est.items()}, dtype="float64")
-        stderr[name] = pd.Series({k: e[1] for k, e in est.items()}, dtype="float64")
+        own = per_replica[per_replica["signal"] == name]
+        own = own.assign(replica=own["replica"].astype(str))
+        own = own.sort_values(["replica", "b"], kind="stable")
+        reps = own["replica"].to_numpy()
+        starts = _starts(reps)
+        est, se = _quantiles_with_se(
+            own["v"].to_numpy(np.float64), own["n"].to_numpy(np.float64), starts, quantile
+        )
+        values[name] = pd.Series(est, index=reps[starts], dtype="float64")
+        stderr[name] = pd.Series(se, index=reps[starts], dtype="float64")
     shares = {"error_rate": s["n_error"].astype("float64")}
     if errors is not None and errors["error_type"].nunique() >= 2:  # as records._error_type_shares
         totals = errors.groupby("error_type")["n"].sum()
@@ -311,7 +442,7 @@ def _table(
         index=index,
     )
     matched = pd.DataFrame(
-        {name: _matched(cells[cells["signal"] == name], index, min_bucket) for name in _LATENCY},
+        {name: _matched(_rows_of(cells, "signal", name), index, min_bucket) for name in _LATENCY},
         index=index,
     )
     samples = pd.DataFrame({"replica": per_replica["replica"].astype(str).to_numpy()})
@@ -353,10 +484,10 @@ def tables_from_engine(
         raise AnalysisError(f"{where}: no records")
     if summary["replica"].isna().any():
         raise AnalysisError(f"{where}: records lack column(s) replica")
-    edges = _edges(_uncached_counts(engine), buckets)
+    edges = _edges(_uncached_counts(engine, int(summary["lacking"].max())), buckets)
     names = summary["replica"].astype(str)
     cells = _cells(engine, edges, summary["model"].unique().tolist(), names.unique().tolist())
-    errors = _error_types(engine)
+    errors = _error_types(summary)
     out = []
     for model in sorted(summary["model"].astype(str).unique()):
         out.append(
@@ -365,7 +496,7 @@ def tables_from_engine(
                 _table(
                     model,
                     summary[summary["model"] == model],
-                    cells[cells["model"] == model],
+                    _rows_of(cells, "model", model),
                     errors=errors[errors["model"] == model],
                     quantile=quantile,
                     min_bucket=min_bucket,
