@@ -21,8 +21,8 @@ import numpy as np
 from fleetwatch.fleet.by_model import ByModel, gathered
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.tail.attribute import check_options, tail_report
-from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target, ok_requests
-from fleetwatch.fleet.tail.examples import in_engine
+from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target, decompose, ok_requests
+from fleetwatch.fleet.tail.examples import Candidates, Example, in_engine
 from fleetwatch.fleet.tail.report import TailReport
 from fleetwatch.fleet.tail.sums import (
     Plan,
@@ -70,9 +70,10 @@ NEEDS = (
     "trace_id",
 )
 """The stored columns the tail reads."""
-_FETCH = tuple(c for c in NEEDS if c not in ("request_id", "model", "trace_id"))
-"""The columns a group brings (the model picks the rows; the ids are read only for the requests
-listed, ``fleet.tail.examples``: ids as strings would cost more than all the rest)."""
+_FETCH = tuple(c for c in NEEDS if c not in ("request_id", "model", "status", "trace_id"))
+"""The columns a group brings (the model and the outcome pick the rows; the ids are read only
+for the requests listed, ``fleet.tail.examples``: ids as strings would cost more than all the
+rest)."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
 
 
@@ -106,11 +107,12 @@ def _exprs(target: Target) -> dict[str, str]:
     return {"y": "(first_token_s - arrival_s)", "prefill": f"({prefill} - {stall_prefill})"}
 
 
+_OK = "status = 'ok' AND scheduled_s IS NOT NULL AND first_token_s IS NOT NULL"
+"""SQL true of a completed request (``cohorts.ok_index``)."""
+
+
 def _base(model: str) -> str:
-    return (
-        f"FROM records WHERE {model_is(model)} AND status = 'ok' "
-        "AND scheduled_s IS NOT NULL AND first_token_s IS NOT NULL"
-    )
+    return f"FROM records WHERE {model_is(model)} AND {_OK}"
 
 
 FINE = 1.0005
@@ -223,15 +225,16 @@ def _chunks(counts: dict[str, int], rows: int) -> Iterator[list[str]]:
 def _groups(
     engine: Engine, model: str, counts: dict[str, int], rows: int
 ) -> Iterator[pd.DataFrame]:
-    """The model's records a group of whole replicas at a time (``_chunks``), one query a
-    group: the engine reads only the files and row groups holding the group's replicas (by
-    their statistics), so the groups' queries together read each row about once, and memory
+    """The model's completed requests a group of whole replicas at a time (``_chunks``), one
+    query a group: the engine reads only the files and row groups holding the group's replicas
+    (by their statistics), so the groups' queries together read each row about once, and memory
     is one group. A replica with no ok request (not in ``counts``) is left out."""
     import pandas as pd
 
     order = () if engine.in_file_order else ROW_ORDER  # sorting costs as much as reading
     for group in _chunks(counts, rows):
-        where = f"{model_is(model)} AND replica IN ({', '.join(sql_string(r) for r in group)})"
+        names = ", ".join(sql_string(r) for r in group)
+        where = f"{model_is(model)} AND replica IN ({names}) AND {_OK}"
         yield pd.concat(
             list(engine.frames(_FETCH, where, order=order, rows=_BATCH_ROWS, replicas=group)),
             ignore_index=True,
@@ -248,10 +251,72 @@ def _model_report(
 ) -> TailReport:
     plan, counts = plan_in_engine(engine, model, percentile, target, long_prompt_quantile)
     sums = TailSums(plan)
+    candidates = Candidates(plan)
     for frame in _groups(engine, model, counts, chunk_rows):
-        sums.add(ok_requests(frame.reset_index(drop=True), minimum=0))
-    listed = in_engine(engine, _base(model), _exprs(target)["y"], _UNCACHED, plan)
-    return tail_report(plan, sums, listed)
+        req = ok_requests(frame.reset_index(drop=True), minimum=0)
+        sums.add(req)
+        candidates.add(req, decompose(req, target)[0])
+    return tail_report(plan, sums, _examples(engine, model, plan, candidates))
+
+
+_IDS = (
+    "request_id",
+    "trace_id",
+    "replica",
+    "arrival_s",
+    "first_token_s",
+    "finished_s",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "output_tokens",
+)
+"""The columns the listed requests are read with."""
+
+
+def _examples(
+    engine: Engine, model: str, plan: Plan, candidates: Candidates
+) -> dict[str, list[Example]]:
+    """The requests listed, from the candidates the second pass kept: their rows read again
+    with their ids, from the files of their replicas (the hours around their arrivals, by the
+    files' statistics); one query over the tail's rows where candidates lack ids."""
+    import pandas as pd
+
+    rows = candidates.rows
+    names = sorted({str(r) for r in rows["replica"]}) if rows else []
+    frames: list[pd.DataFrame] = []
+    if names:
+        terms = []
+        for name in names:
+            a = rows["arrival_s"][rows["replica"] == name]
+            lo, hi = float(a.min()) - 1.0, float(a.max()) + 1.0  # the rows matched exactly below
+            terms.append(
+                f"(replica = {sql_string(name)} AND arrival_s >= {lo!r} AND arrival_s <= {hi!r})"
+            )
+        where = f"{model_is(model)} AND {_OK} AND request_id IS NOT NULL AND ({' OR '.join(terms)})"
+        frames = list(engine.frames(_IDS, where, replicas=names))
+    got = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(_IDS))
+    end = got["finished_s" if plan.target == "e2e" else "first_token_s"].to_numpy(np.float64)
+    latency = end - got["arrival_s"].to_numpy(np.float64)
+    tail = latency >= plan.threshold
+    got = got[tail]
+    listed = pd.DataFrame(
+        {
+            "request_id": got["request_id"].astype(str).to_numpy(),
+            "trace_id": got["trace_id"].to_numpy(dtype=object),
+            "replica": got["replica"].astype(str).to_numpy(),
+            "arrival_s": got["arrival_s"].to_numpy(np.float64),
+            "finished_s": got["finished_s"].to_numpy(np.float64),
+            "latency_s": latency[tail],
+            "uncached_prompt_tokens": (
+                got["prompt_tokens"].to_numpy(np.float64)
+                - got["cached_prompt_tokens"].fillna(0).to_numpy(np.float64)
+            ),
+            "output_tokens": got["output_tokens"].fillna(0).to_numpy(np.float64),
+        }
+    )
+    if not candidates.complete(listed):
+        return in_engine(engine, _base(model), _exprs(plan.target)["y"], _UNCACHED, plan)
+    return candidates.listed(listed)
 
 
 def tail_in_engine(
