@@ -121,16 +121,24 @@ bucket holding a median of tens of millions of requests is fetched whole (no nar
 
 
 def _sets(
-    engine: Engine, base: str, keys: dict[str, str], extra: str = ""
+    engine: Engine,
+    base: str,
+    keys: dict[str, str],
+    extra: str = "",
+    values: dict[str, str] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """One scan of ``base`` grouped by each of ``keys`` (name -> SQL, NULL where a row is not in
     that table) as grouping sets: per key the distinct values and their counts (and ``extra``
-    aggregates), NULL keys left out."""
+    aggregates), NULL keys left out. ``values`` (name -> SQL) are taken once a row, in a
+    subquery, for the keys to use by name (a key's bucket names its value three times)."""
     marks = ", ".join(f"grouping({k}) AS g_{k}" for k in keys)
+    rows = base
+    if values:
+        rows = f"FROM (SELECT *, {', '.join(f'{v} AS {k}' for k, v in values.items())} {base}) AS v"
     got = engine.query(
         f"SELECT {', '.join(keys)}, {marks}, count(*) AS n{extra} FROM (SELECT *, "
         + ", ".join(f"{sql} AS {k}" for k, sql in keys.items())
-        + f" {base}) AS t GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in keys)})"
+        + f" {rows}) AS t GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in keys)})"
     )
     return {k: got[(got[f"g_{k}"] == 0) & got[k].notna()].reset_index(drop=True) for k in keys}
 
@@ -147,8 +155,9 @@ def plan_in_engine(
     first = _sets(
         engine,
         base,
-        {"r": "replica", "b": bucket_sql(ex["y"]), "u": _UNCACHED},
+        {"r": "replica", "b": bucket_sql("v_y"), "u": _UNCACHED},
         ", min(arrival_s) AS a0",
+        {"v_y": ex["y"]},
     )
     per = first["r"].rename(columns={"r": "replica"}).sort_values("replica")
     per = per.reset_index(drop=True)
@@ -160,7 +169,7 @@ def plan_in_engine(
     )
     u = first["u"]
     q_long, q_mid = weighted_quantile(u["u"], u["n"], [long_prompt_quantile, 0.5])
-    tail = f"{ex['y']} >= {threshold!r}"
+    tail = f"v_y >= {threshold!r}"
     per_token = {
         "pp": f"({ex['prefill']} / greatest(CAST({_UNCACHED} AS DOUBLE), 1.0))",
         **(
@@ -175,10 +184,11 @@ def plan_in_engine(
         {
             "rt": f"CASE WHEN {tail} THEN replica END",
             **{
-                k: f"CASE WHEN NOT ({tail}) THEN {bucket_sql(v, FINE)} END"
-                for k, v in per_token.items()
+                k: f"CASE WHEN NOT ({tail}) THEN {bucket_sql(f'v_{k}', FINE)} END"
+                for k in per_token
             },
         },
+        values={"v_y": ex["y"], **{f"v_{k}": v for k, v in per_token.items()}},
     )
     tails = second["rt"].rename(columns={"rt": "replica"})
     n_tail = int(tails["n"].sum())
