@@ -242,13 +242,20 @@ def _groups(
     import pandas as pd
 
     order = () if engine.in_file_order else ROW_ORDER  # sorting costs as much as reading
+    alone = tuple(c for c in _FETCH if c != "replica")
     for group in _chunks(counts, rows):
         names = ", ".join(sql_string(r) for r in group)
         where = f"{model_is(model)} AND replica IN ({names}) AND {_OK}"
-        yield pd.concat(
-            list(engine.frames(_FETCH, where, order=order, rows=_BATCH_ROWS, replicas=group)),
+        columns = alone if len(group) == 1 else _FETCH  # a replica alone is named here
+        frame = pd.concat(
+            list(engine.frames(columns, where, order=order, rows=_BATCH_ROWS, replicas=group)),
             ignore_index=True,
         )
+        if len(group) == 1:
+            frame["replica"] = pd.Categorical.from_codes(
+                np.zeros(len(frame), np.int8), pd.Index(group)
+            )
+        yield frame
 
 
 def _model_report(
