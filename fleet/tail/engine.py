@@ -12,6 +12,7 @@ equals the in-memory one to the last bits of float summation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING
@@ -38,6 +39,7 @@ from fleetwatch.records.engine.reductions import (
     bucket_sql,
     exact_quantile,
     exact_quantiles,
+    lerp,
     model_is,
     weighted_quantile,
 )
@@ -143,6 +145,97 @@ def _sets(
     return {k: got[(got[f"g_{k}"] == 0) & got[k].notna()].reset_index(drop=True) for k in keys}
 
 
+_HELD = 1 << 21
+"""Most requests whose target latency's bucket holds the tail's threshold that the second scan
+counts by their own values (more: the threshold is an order statistic of its own first)."""
+
+
+def _split(
+    engine: Engine,
+    base: str,
+    y: str,
+    values: dict[str, str],
+    hist: pd.DataFrame,
+    n: int,
+    q: float,
+) -> tuple[float, pd.DataFrame, dict[str, pd.DataFrame]] | None:
+    """The tail's threshold (``numpy.quantile`` ``q`` of ``y``, exact), the tail's counts per
+    replica and the body's per-token histograms, from one scan: the buckets of ``hist`` holding
+    the threshold's ranks are known before it, so a request below them is in the body and one
+    above in the tail, and the requests in them are counted by their own latency (with their
+    replica and per-token buckets), the threshold read from those counts. None where those
+    buckets hold more than ``_HELD`` requests."""
+    import pandas as pd
+
+    h = (n - 1) * q
+    lo = math.floor(h)
+    ranks = [lo] if h == lo or lo + 1 >= n else [lo, lo + 1]
+    hist = hist.sort_values("b").reset_index(drop=True)
+    upto = np.cumsum(hist["n"].to_numpy(np.int64))
+    at = sorted({int(np.searchsorted(upto, k, side="right")) for k in ranks})
+    first, last = int(hist["b"].iloc[at[0]]), int(hist["b"].iloc[at[-1]])
+    below = int(upto[at[0] - 1]) if at[0] else 0
+    if int(upto[at[-1]]) - below > _HELD:
+        return None
+    tokens = [k[2:] for k in values if k != "v_y"]
+    held = f"v_b BETWEEN {first} AND {last}"
+    keys = {
+        "rt": f"CASE WHEN v_b > {last} THEN replica END",
+        **{k: f"CASE WHEN v_b < {first} THEN {bucket_sql(f'v_{k}', FINE)} END" for k in tokens},
+        "yu": f"CASE WHEN {held} THEN v_y END",
+        "ru": f"CASE WHEN {held} THEN replica END",
+        **{f"{k}u": f"CASE WHEN {held} THEN {bucket_sql(f'v_{k}', FINE)} END" for k in tokens},
+    }
+    sets = [("rt",), *((k,) for k in tokens), ("yu", "ru"), *(("yu", f"{k}u") for k in tokens)]
+    names = list(keys)
+    got = engine.query(
+        f"SELECT {', '.join(names)}, grouping_id({', '.join(names)}) AS g, count(*) AS n "
+        "FROM (SELECT *, "
+        + ", ".join(f"{sql} AS {k}" for k, sql in keys.items())
+        + f" FROM (SELECT *, {bucket_sql(y)} AS v_b, "
+        + ", ".join(f"{v} AS {k}" for k, v in values.items())
+        + f" {base}) AS v) AS t GROUP BY GROUPING SETS ("
+        + ", ".join("(" + ", ".join(s) + ")" for s in sets)
+        + ")"
+    )
+    g = got["g"].to_numpy(np.int64)
+
+    def rows(s: tuple[str, ...]) -> pd.DataFrame:
+        # a set's rows: the bits of the keys it groups by clear, the first key's bit highest
+        mark = sum(1 << (len(names) - 1 - i) for i, k in enumerate(names) if k not in s)
+        keep = g == mark
+        for k in s:
+            keep &= got[k].notna().to_numpy()
+        out: pd.DataFrame = got.loc[keep, [*s, "n"]].reset_index(drop=True)
+        return out
+
+    held_rows = rows(("yu", "ru"))
+    by_value = held_rows.groupby("yu", sort=True)["n"].sum()
+    v = by_value.index.to_numpy(np.float64)
+    cum = np.cumsum(by_value.to_numpy(np.int64))
+    found = [float(v[int(np.searchsorted(cum, k - below, side="right"))]) for k in ranks]
+    threshold = found[0] if len(found) == 1 else float(lerp(found[0], found[1], h - lo))
+    over = held_rows[held_rows["yu"].to_numpy(np.float64) >= threshold]
+    both = pd.concat(
+        [
+            rows(("rt",)).rename(columns={"rt": "replica"}),
+            over.groupby("ru", observed=True)["n"].sum().rename_axis("replica").reset_index(),
+        ],
+        ignore_index=True,
+    )
+    tails = both.groupby(both["replica"].astype(str))["n"].sum().rename_axis("replica")
+    bodies = {}
+    for k in tokens:
+        part = rows((f"{k}u", "yu"))
+        part = part[part["yu"].to_numpy(np.float64) < threshold]
+        both = pd.concat(
+            [rows((k,)).rename(columns={k: "b"}), part.rename(columns={f"{k}u": "b"})[["b", "n"]]],
+            ignore_index=True,
+        )
+        bodies[k] = both.groupby("b", sort=True)["n"].sum().reset_index()
+    return threshold, tails.reset_index(), bodies
+
+
 def plan_in_engine(
     engine: Engine, model: str, percentile: float, target: Target, long_prompt_quantile: float
 ) -> tuple[Plan, dict[str, int]]:
@@ -164,12 +257,8 @@ def plan_in_engine(
     n = int(per["n"].sum())
     if n < MIN_REQUESTS:
         raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {n}")
-    threshold = exact_quantile(
-        engine, ex["y"], base, percentile / 100.0, n, hist=first["b"][["b", "n"]]
-    )
     u = first["u"]
     q_long, q_mid = weighted_quantile(u["u"], u["n"], [long_prompt_quantile, 0.5])
-    tail = f"v_y >= {threshold!r}"
     per_token = {
         "pp": f"({ex['prefill']} / greatest(CAST({_UNCACHED} AS DOUBLE), 1.0))",
         **(
@@ -178,29 +267,35 @@ def plan_in_engine(
             else {}
         ),
     }
-    second = _sets(
-        engine,
-        base,
-        {
-            "rt": f"CASE WHEN {tail} THEN replica END",
-            **{
-                k: f"CASE WHEN NOT ({tail}) THEN {bucket_sql(f'v_{k}', FINE)} END"
-                for k in per_token
+    values = {"v_y": ex["y"], **{f"v_{k}": v for k, v in per_token.items()}}
+    hist = first["b"][["b", "n"]]
+    split = _split(engine, base, ex["y"], values, hist, n, percentile / 100.0)
+    if split is None:
+        threshold = exact_quantile(engine, ex["y"], base, percentile / 100.0, n, hist=hist)
+        tail = f"v_y >= {threshold!r}"
+        second = _sets(
+            engine,
+            base,
+            {
+                "rt": f"CASE WHEN {tail} THEN replica END",
+                **{
+                    k: f"CASE WHEN NOT ({tail}) THEN {bucket_sql(f'v_{k}', FINE)} END"
+                    for k in per_token
+                },
             },
-        },
-        values={"v_y": ex["y"], **{f"v_{k}": v for k, v in per_token.items()}},
-    )
-    tails = second["rt"].rename(columns={"rt": "replica"})
+            values=values,
+        )
+        tails = second["rt"].rename(columns={"rt": "replica"})
+        bodies = {k: second[k].rename(columns={k: "b"})[["b", "n"]] for k in per_token}
+    else:
+        threshold, tails, bodies = split
     n_tail = int(tails["n"].sum())
     check_spread(n_tail, n, percentile, target)
     body = f"{base} AND {ex['y']} < {threshold!r}"
     found = exact_quantiles(
         engine,
         body,
-        [
-            (expr, 0.5, n - n_tail, second[k].rename(columns={k: "b"})[["b", "n"]], FINE)
-            for k, expr in per_token.items()
-        ],
+        [(expr, 0.5, n - n_tail, bodies[k], FINE) for k, expr in per_token.items()],
     )
     medians = dict(zip(per_token, found, strict=True))
     names = [str(r) for r in per["replica"]]

@@ -219,3 +219,24 @@ def test_requests_without_ids_are_passed_over_as_one_query_over_the_tail_does(
     assert got.examples == expect and picked == [1]
     assert len(got.examples["tail"]) == min(got.n_tail - 15, 10) > 0
     assert "None" not in {r["request_id"] for rows in expect.values() for r in rows}
+
+
+@pytest.mark.parametrize("held", [0, 1 << 21])
+def test_the_threshold_is_the_same_from_its_requests_counted_or_fetched(
+    one_model: Path, monkeypatch: pytest.MonkeyPatch, held: int
+) -> None:
+    """The second scan counts the requests of the threshold's buckets by their latency and
+    reads the threshold from them; where they are too many (``_HELD``), the threshold is an
+    order statistic of its own first: either way the plan and the report are the in-memory
+    path's."""
+    import fleetwatch.fleet.tail.engine as tail_engine
+
+    monkeypatch.setattr(tail_engine, "_HELD", held)
+    whole = read_dataset([one_model]).frame
+    expect = attribute_tail(whole)
+    y, _ = decompose(ok_requests(whole), "e2e")
+    with open_scan([one_model], columns=NEEDS) as scan:
+        plan, _ = plan_in_engine(scan.engine, "m", 99.0, "e2e", 0.9)
+        got = tail_in_engine(scan.engine)
+    assert plan.threshold == float(np.percentile(y, 99.0))
+    assert rounded(got.to_dict()) == rounded(expect.to_dict())
