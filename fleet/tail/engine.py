@@ -1,13 +1,16 @@
 """The tail attribution through a query engine, in memory bounded whatever the rows.
 
 The first pass (``plan_in_engine``) is SQL over one model's ok requests, two scans and the
-fetches of the ranks' buckets: the tail's threshold and the body's medians per token are exact
-order statistics (``records.engine.reductions``), the long-prefill size an exact quantile of the
+fetch of the body's medians' buckets: the tail's threshold is read from the second scan's counts
+of the requests in its buckets (``_split``), the body's medians per token are exact order
+statistics (``records.engine.reductions``), the long-prefill size an exact quantile of the
 uncached tokens' counts, the over-represented replica from counts per replica. The second pass
-takes the model's replicas a group at a time, at most ``CHUNK_ROWS`` requests (a replica larger
-than that on its own), one query a group (DuckDB opens only the Parquet files whose statistics
-may hold the group's replicas), into ``TailSums``: memory is one group's columns, and the report
-equals the in-memory one to the last bits of float summation.
+takes the model's completed requests, its replicas a group at a time, at most ``CHUNK_ROWS``
+requests (a replica larger than that on its own), one query a group (DuckDB opens only the
+Parquet files whose statistics may hold the group's replicas), into ``TailSums``: memory is one
+group's columns, and the report equals the in-memory one to the last bits of float summation.
+The requests listed are the candidates the second pass keeps, read again with their ids
+(``_examples``).
 """
 
 from __future__ import annotations
@@ -240,9 +243,10 @@ def plan_in_engine(
     engine: Engine, model: str, percentile: float, target: Target, long_prompt_quantile: float
 ) -> tuple[Plan, dict[str, int]]:
     """The first pass over one model's ok requests in ``engine``, and each replica's count:
-    two scans and the fetches of the ranks' buckets: the replicas' counts, the target's
-    histogram and the uncached tokens' counts in one; the tail's counts per replica and the
-    body's per-token histograms (0.05 % buckets: ``FINE``) in the other."""
+    two scans and the fetch of the medians' buckets: the replicas' counts, the target's
+    histogram and the uncached tokens' counts in one; the tail's threshold, its counts per
+    replica and the body's per-token histograms (0.05 % buckets: ``FINE``) in the other
+    (``_split``; the threshold fetched first where its buckets hold too many requests)."""
     base = _base(model)
     ex = _exprs(target)
     first = _sets(
