@@ -87,20 +87,19 @@ def ok_requests(df: pd.DataFrame, *, minimum: int = MIN_REQUESTS) -> Requests:
     idx = ok_index(df)
     if len(idx) < minimum:
         raise AnalysisError(f"need at least {minimum} completed requests, got {len(idx)}")
-    scheduled = _col(df, "scheduled_s")
-    first = _col(df, "first_token_s")
-    prompt = _col(df, "prompt_tokens")[idx]
-    cached = np.nan_to_num(_col(df, "cached_prompt_tokens")[idx])
+    rows: Any = slice(None) if len(idx) == len(df) else idx  # every row: no copy to take
+    prompt = _col(df, "prompt_tokens")[rows]
+    cached = np.nan_to_num(_col(df, "cached_prompt_tokens")[rows])
     codes, replicas = _replicas(df, idx)
     return Requests(
-        arrival=_col(df, "arrival_s")[idx],
-        scheduled=scheduled[idx],
-        first=first[idx],
-        finished=_col(df, "finished_s")[idx],
+        arrival=_col(df, "arrival_s")[rows],
+        scheduled=_col(df, "scheduled_s")[rows],
+        first=_col(df, "first_token_s")[rows],
+        finished=_col(df, "finished_s")[rows],
         uncached=prompt - cached,
-        out_tokens=_col(df, "output_tokens")[idx],
-        stall=np.nan_to_num(_col(df, "preemption_stall_s")[idx]),
-        preempted=np.nan_to_num(_col(df, "preemptions")[idx]) > 0,
+        out_tokens=_col(df, "output_tokens")[rows],
+        stall=np.nan_to_num(_col(df, "preemption_stall_s")[rows]),
+        preempted=np.nan_to_num(_col(df, "preemptions")[rows]) > 0,
         codes=codes,
         replicas=replicas,
     )

@@ -1,17 +1,21 @@
 """The tail attribution through a query engine, in memory bounded whatever the rows.
 
 The first pass (``plan_in_engine``) is SQL over one model's ok requests, two scans and the
-fetches of the ranks' buckets: the tail's threshold and the body's medians per token are exact
-order statistics (``records.engine.reductions``), the long-prefill size an exact quantile of the
+fetch of the body's medians' buckets: the tail's threshold is read from the second scan's counts
+of the requests in its buckets (``_split``), the body's medians per token are exact order
+statistics (``records.engine.reductions``), the long-prefill size an exact quantile of the
 uncached tokens' counts, the over-represented replica from counts per replica. The second pass
-takes the model's replicas a group at a time, at most ``CHUNK_ROWS`` requests (a replica larger
-than that on its own), one query a group (DuckDB opens only the Parquet files whose statistics
-may hold the group's replicas), into ``TailSums``: memory is one group's columns, and the report
-equals the in-memory one to the last bits of float summation.
+takes the model's completed requests, its replicas a group at a time, at most ``CHUNK_ROWS``
+requests (a replica larger than that on its own), one query a group (DuckDB opens only the
+Parquet files whose statistics may hold the group's replicas), into ``TailSums``: memory is one
+group's columns, and the report equals the in-memory one to the last bits of float summation.
+The requests listed are the candidates the second pass keeps, read again with their ids
+(``_examples``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING
@@ -21,8 +25,8 @@ import numpy as np
 from fleetwatch.fleet.by_model import ByModel, gathered
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.tail.attribute import check_options, tail_report
-from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target, ok_requests
-from fleetwatch.fleet.tail.examples import in_engine
+from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target, decompose, ok_requests
+from fleetwatch.fleet.tail.examples import Candidates, Example, in_engine
 from fleetwatch.fleet.tail.report import TailReport
 from fleetwatch.fleet.tail.sums import (
     Plan,
@@ -38,6 +42,7 @@ from fleetwatch.records.engine.reductions import (
     bucket_sql,
     exact_quantile,
     exact_quantiles,
+    lerp,
     model_is,
     weighted_quantile,
 )
@@ -70,9 +75,10 @@ NEEDS = (
     "trace_id",
 )
 """The stored columns the tail reads."""
-_FETCH = tuple(c for c in NEEDS if c not in ("request_id", "model", "trace_id"))
-"""The columns a group brings (the model picks the rows; the ids are read only for the requests
-listed, ``fleet.tail.examples``: ids as strings would cost more than all the rest)."""
+_FETCH = tuple(c for c in NEEDS if c not in ("request_id", "model", "status", "trace_id"))
+"""The columns a group brings (the model and the outcome pick the rows; the ids are read only
+for the requests listed, ``fleet.tail.examples``: ids as strings would cost more than all the
+rest)."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
 
 
@@ -106,11 +112,12 @@ def _exprs(target: Target) -> dict[str, str]:
     return {"y": "(first_token_s - arrival_s)", "prefill": f"({prefill} - {stall_prefill})"}
 
 
+_OK = "status = 'ok' AND scheduled_s IS NOT NULL AND first_token_s IS NOT NULL"
+"""SQL true of a completed request (``cohorts.ok_index``)."""
+
+
 def _base(model: str) -> str:
-    return (
-        f"FROM records WHERE {model_is(model)} AND status = 'ok' "
-        "AND scheduled_s IS NOT NULL AND first_token_s IS NOT NULL"
-    )
+    return f"FROM records WHERE {model_is(model)} AND {_OK}"
 
 
 FINE = 1.0005
@@ -119,46 +126,143 @@ bucket holding a median of tens of millions of requests is fetched whole (no nar
 
 
 def _sets(
-    engine: Engine, base: str, keys: dict[str, str], extra: str = ""
+    engine: Engine,
+    base: str,
+    keys: dict[str, str],
+    extra: str = "",
+    values: dict[str, str] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """One scan of ``base`` grouped by each of ``keys`` (name -> SQL, NULL where a row is not in
     that table) as grouping sets: per key the distinct values and their counts (and ``extra``
-    aggregates), NULL keys left out."""
+    aggregates), NULL keys left out. ``values`` (name -> SQL) are taken once a row, in a
+    subquery, for the keys to use by name (a key's bucket names its value three times)."""
     marks = ", ".join(f"grouping({k}) AS g_{k}" for k in keys)
+    rows = base
+    if values:
+        rows = f"FROM (SELECT *, {', '.join(f'{v} AS {k}' for k, v in values.items())} {base}) AS v"
     got = engine.query(
         f"SELECT {', '.join(keys)}, {marks}, count(*) AS n{extra} FROM (SELECT *, "
         + ", ".join(f"{sql} AS {k}" for k, sql in keys.items())
-        + f" {base}) AS t GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in keys)})"
+        + f" {rows}) AS t GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in keys)})"
     )
     return {k: got[(got[f"g_{k}"] == 0) & got[k].notna()].reset_index(drop=True) for k in keys}
+
+
+_HELD = 1 << 21
+"""Most requests whose target latency's bucket holds the tail's threshold that the second scan
+counts by their own values (more: the threshold is an order statistic of its own first)."""
+
+
+def _split(
+    engine: Engine,
+    base: str,
+    y: str,
+    values: dict[str, str],
+    hist: pd.DataFrame,
+    n: int,
+    q: float,
+) -> tuple[float, pd.DataFrame, dict[str, pd.DataFrame]] | None:
+    """The tail's threshold (``numpy.quantile`` ``q`` of ``y``, exact), the tail's counts per
+    replica and the body's per-token histograms, from one scan: the buckets of ``hist`` holding
+    the threshold's ranks are known before it, so a request below them is in the body and one
+    above in the tail, and the requests in them are counted by their own latency (with their
+    replica and per-token buckets), the threshold read from those counts. None where those
+    buckets hold more than ``_HELD`` requests."""
+    import pandas as pd
+
+    h = (n - 1) * q
+    lo = math.floor(h)
+    ranks = [lo] if h == lo or lo + 1 >= n else [lo, lo + 1]
+    hist = hist.sort_values("b").reset_index(drop=True)
+    upto = np.cumsum(hist["n"].to_numpy(np.int64))
+    at = sorted({int(np.searchsorted(upto, k, side="right")) for k in ranks})
+    first, last = int(hist["b"].iloc[at[0]]), int(hist["b"].iloc[at[-1]])
+    below = int(upto[at[0] - 1]) if at[0] else 0
+    if int(upto[at[-1]]) - below > _HELD:
+        return None
+    tokens = [k[2:] for k in values if k != "v_y"]
+    held = f"v_b BETWEEN {first} AND {last}"
+    keys = {
+        "rt": f"CASE WHEN v_b > {last} THEN replica END",
+        **{k: f"CASE WHEN v_b < {first} THEN {bucket_sql(f'v_{k}', FINE)} END" for k in tokens},
+        "yu": f"CASE WHEN {held} THEN v_y END",
+        "ru": f"CASE WHEN {held} THEN replica END",
+        **{f"{k}u": f"CASE WHEN {held} THEN {bucket_sql(f'v_{k}', FINE)} END" for k in tokens},
+    }
+    sets = [("rt",), *((k,) for k in tokens), ("yu", "ru"), *(("yu", f"{k}u") for k in tokens)]
+    names = list(keys)
+    got = engine.query(
+        f"SELECT {', '.join(names)}, grouping_id({', '.join(names)}) AS g, count(*) AS n "
+        "FROM (SELECT *, "
+        + ", ".join(f"{sql} AS {k}" for k, sql in keys.items())
+        + f" FROM (SELECT *, {bucket_sql(y)} AS v_b, "
+        + ", ".join(f"{v} AS {k}" for k, v in values.items())
+        + f" {base}) AS v) AS t GROUP BY GROUPING SETS ("
+        + ", ".join("(" + ", ".join(s) + ")" for s in sets)
+        + ")"
+    )
+    g = got["g"].to_numpy(np.int64)
+
+    def rows(s: tuple[str, ...]) -> pd.DataFrame:
+        # a set's rows: the bits of the keys it groups by clear, the first key's bit highest
+        mark = sum(1 << (len(names) - 1 - i) for i, k in enumerate(names) if k not in s)
+        keep = g == mark
+        for k in s:
+            keep &= got[k].notna().to_numpy()
+        out: pd.DataFrame = got.loc[keep, [*s, "n"]].reset_index(drop=True)
+        return out
+
+    held_rows = rows(("yu", "ru"))
+    by_value = held_rows.groupby("yu", sort=True)["n"].sum()
+    v = by_value.index.to_numpy(np.float64)
+    cum = np.cumsum(by_value.to_numpy(np.int64))
+    found = [float(v[int(np.searchsorted(cum, k - below, side="right"))]) for k in ranks]
+    threshold = found[0] if len(found) == 1 else float(lerp(found[0], found[1], h - lo))
+    over = held_rows[held_rows["yu"].to_numpy(np.float64) >= threshold]
+    both = pd.concat(
+        [
+            rows(("rt",)).rename(columns={"rt": "replica"}),
+            over.groupby("ru", observed=True)["n"].sum().rename_axis("replica").reset_index(),
+        ],
+        ignore_index=True,
+    )
+    tails = both.groupby(both["replica"].astype(str))["n"].sum().rename_axis("replica")
+    bodies = {}
+    for k in tokens:
+        part = rows((f"{k}u", "yu"))
+        part = part[part["yu"].to_numpy(np.float64) < threshold]
+        both = pd.concat(
+            [rows((k,)).rename(columns={k: "b"}), part.rename(columns={f"{k}u": "b"})[["b", "n"]]],
+            ignore_index=True,
+        )
+        bodies[k] = both.groupby("b", sort=True)["n"].sum().reset_index()
+    return threshold, tails.reset_index(), bodies
 
 
 def plan_in_engine(
     engine: Engine, model: str, percentile: float, target: Target, long_prompt_quantile: float
 ) -> tuple[Plan, dict[str, int]]:
     """The first pass over one model's ok requests in ``engine``, and each replica's count:
-    two scans and the fetches of the ranks' buckets: the replicas' counts, the target's
-    histogram and the uncached tokens' counts in one; the tail's counts per replica and the
-    body's per-token histograms (0.05 % buckets: ``FINE``) in the other."""
+    two scans and the fetch of the medians' buckets: the replicas' counts, the target's
+    histogram and the uncached tokens' counts in one; the tail's threshold, its counts per
+    replica and the body's per-token histograms (0.05 % buckets: ``FINE``) in the other
+    (``_split``; the threshold fetched first where its buckets hold too many requests)."""
     base = _base(model)
     ex = _exprs(target)
     first = _sets(
         engine,
         base,
-        {"r": "replica", "b": bucket_sql(ex["y"]), "u": _UNCACHED},
+        {"r": "replica", "b": bucket_sql("v_y"), "u": _UNCACHED},
         ", min(arrival_s) AS a0",
+        {"v_y": ex["y"]},
     )
     per = first["r"].rename(columns={"r": "replica"}).sort_values("replica")
     per = per.reset_index(drop=True)
     n = int(per["n"].sum())
     if n < MIN_REQUESTS:
         raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {n}")
-    threshold = exact_quantile(
-        engine, ex["y"], base, percentile / 100.0, n, hist=first["b"][["b", "n"]]
-    )
     u = first["u"]
     q_long, q_mid = weighted_quantile(u["u"], u["n"], [long_prompt_quantile, 0.5])
-    tail = f"{ex['y']} >= {threshold!r}"
     per_token = {
         "pp": f"({ex['prefill']} / greatest(CAST({_UNCACHED} AS DOUBLE), 1.0))",
         **(
@@ -167,28 +271,35 @@ def plan_in_engine(
             else {}
         ),
     }
-    second = _sets(
-        engine,
-        base,
-        {
-            "rt": f"CASE WHEN {tail} THEN replica END",
-            **{
-                k: f"CASE WHEN NOT ({tail}) THEN {bucket_sql(v, FINE)} END"
-                for k, v in per_token.items()
+    values = {"v_y": ex["y"], **{f"v_{k}": v for k, v in per_token.items()}}
+    hist = first["b"][["b", "n"]]
+    split = _split(engine, base, ex["y"], values, hist, n, percentile / 100.0)
+    if split is None:
+        threshold = exact_quantile(engine, ex["y"], base, percentile / 100.0, n, hist=hist)
+        tail = f"v_y >= {threshold!r}"
+        second = _sets(
+            engine,
+            base,
+            {
+                "rt": f"CASE WHEN {tail} THEN replica END",
+                **{
+                    k: f"CASE WHEN NOT ({tail}) THEN {bucket_sql(f'v_{k}', FINE)} END"
+                    for k in per_token
+                },
             },
-        },
-    )
-    tails = second["rt"].rename(columns={"rt": "replica"})
+            values=values,
+        )
+        tails = second["rt"].rename(columns={"rt": "replica"})
+        bodies = {k: second[k].rename(columns={k: "b"})[["b", "n"]] for k in per_token}
+    else:
+        threshold, tails, bodies = split
     n_tail = int(tails["n"].sum())
     check_spread(n_tail, n, percentile, target)
     body = f"{base} AND {ex['y']} < {threshold!r}"
     found = exact_quantiles(
         engine,
         body,
-        [
-            (expr, 0.5, n - n_tail, second[k].rename(columns={k: "b"})[["b", "n"]], FINE)
-            for k, expr in per_token.items()
-        ],
+        [(expr, 0.5, n - n_tail, bodies[k], FINE) for k, expr in per_token.items()],
     )
     medians = dict(zip(per_token, found, strict=True))
     names = [str(r) for r in per["replica"]]
@@ -223,19 +334,27 @@ def _chunks(counts: dict[str, int], rows: int) -> Iterator[list[str]]:
 def _groups(
     engine: Engine, model: str, counts: dict[str, int], rows: int
 ) -> Iterator[pd.DataFrame]:
-    """The model's records a group of whole replicas at a time (``_chunks``), one query a
-    group: the engine reads only the files and row groups holding the group's replicas (by
-    their statistics), so the groups' queries together read each row about once, and memory
+    """The model's completed requests a group of whole replicas at a time (``_chunks``), one
+    query a group: the engine reads only the files and row groups holding the group's replicas
+    (by their statistics), so the groups' queries together read each row about once, and memory
     is one group. A replica with no ok request (not in ``counts``) is left out."""
     import pandas as pd
 
     order = () if engine.in_file_order else ROW_ORDER  # sorting costs as much as reading
+    alone = tuple(c for c in _FETCH if c != "replica")
     for group in _chunks(counts, rows):
-        where = f"{model_is(model)} AND replica IN ({', '.join(sql_string(r) for r in group)})"
-        yield pd.concat(
-            list(engine.frames(_FETCH, where, order=order, rows=_BATCH_ROWS, replicas=group)),
+        names = ", ".join(sql_string(r) for r in group)
+        where = f"{model_is(model)} AND replica IN ({names}) AND {_OK}"
+        columns = alone if len(group) == 1 else _FETCH  # a replica alone is named here
+        frame = pd.concat(
+            list(engine.frames(columns, where, order=order, rows=_BATCH_ROWS, replicas=group)),
             ignore_index=True,
         )
+        if len(group) == 1:
+            frame["replica"] = pd.Categorical.from_codes(
+                np.zeros(len(frame), np.int8), pd.Index(group)
+            )
+        yield frame
 
 
 def _model_report(
@@ -248,10 +367,72 @@ def _model_report(
 ) -> TailReport:
     plan, counts = plan_in_engine(engine, model, percentile, target, long_prompt_quantile)
     sums = TailSums(plan)
+    candidates = Candidates(plan)
     for frame in _groups(engine, model, counts, chunk_rows):
-        sums.add(ok_requests(frame.reset_index(drop=True), minimum=0))
-    listed = in_engine(engine, _base(model), _exprs(target)["y"], _UNCACHED, plan)
-    return tail_report(plan, sums, listed)
+        req = ok_requests(frame.reset_index(drop=True), minimum=0)
+        sums.add(req)
+        candidates.add(req, decompose(req, target)[0])
+    return tail_report(plan, sums, _examples(engine, model, plan, candidates))
+
+
+_IDS = (
+    "request_id",
+    "trace_id",
+    "replica",
+    "arrival_s",
+    "first_token_s",
+    "finished_s",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "output_tokens",
+)
+"""The columns the listed requests are read with."""
+
+
+def _examples(
+    engine: Engine, model: str, plan: Plan, candidates: Candidates
+) -> dict[str, list[Example]]:
+    """The requests listed, from the candidates the second pass kept: their rows read again
+    with their ids, from the files of their replicas (the hours around their arrivals, by the
+    files' statistics); one query over the tail's rows where candidates lack ids."""
+    import pandas as pd
+
+    rows = candidates.rows
+    names = sorted({str(r) for r in rows["replica"]}) if rows else []
+    frames: list[pd.DataFrame] = []
+    if names:
+        terms = []
+        for name in names:
+            a = rows["arrival_s"][rows["replica"] == name]
+            lo, hi = float(a.min()) - 1.0, float(a.max()) + 1.0  # the rows matched exactly below
+            terms.append(
+                f"(replica = {sql_string(name)} AND arrival_s >= {lo!r} AND arrival_s <= {hi!r})"
+            )
+        where = f"{model_is(model)} AND {_OK} AND request_id IS NOT NULL AND ({' OR '.join(terms)})"
+        frames = list(engine.frames(_IDS, where, replicas=names))
+    got = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(_IDS))
+    end = got["finished_s" if plan.target == "e2e" else "first_token_s"].to_numpy(np.float64)
+    latency = end - got["arrival_s"].to_numpy(np.float64)
+    tail = latency >= plan.threshold
+    got = got[tail]
+    listed = pd.DataFrame(
+        {
+            "request_id": got["request_id"].astype(str).to_numpy(),
+            "trace_id": got["trace_id"].to_numpy(dtype=object),
+            "replica": got["replica"].astype(str).to_numpy(),
+            "arrival_s": got["arrival_s"].to_numpy(np.float64),
+            "finished_s": got["finished_s"].to_numpy(np.float64),
+            "latency_s": latency[tail],
+            "uncached_prompt_tokens": (
+                got["prompt_tokens"].to_numpy(np.float64)
+                - got["cached_prompt_tokens"].fillna(0).to_numpy(np.float64)
+            ),
+            "output_tokens": got["output_tokens"].fillna(0).to_numpy(np.float64),
+        }
+    )
+    if not candidates.complete(listed):
+        return in_engine(engine, _base(model), _exprs(plan.target)["y"], _UNCACHED, plan)
+    return candidates.listed(listed)
 
 
 def tail_in_engine(

@@ -9,13 +9,19 @@ its cohort is about, ties by the latency (slowest first) and then the request id
 - ``output length`` (e2e): the most output tokens;
 - ``one bad replica``: the over-represented replica's slowest.
 
-The in-memory path takes them from the requests' arrays (``from_requests``), an engine from one
-query over the tail's rows (``in_engine``); both order them alike, so they give the same lists.
-Records without request ids give none.
+The in-memory path takes them from the requests' arrays (``from_requests``). Through an engine the
+second pass keeps the tail requests that may be listed (``Candidates``: per cohort those at or
+above its ``EXAMPLES``-th, ties kept, a few dozen whatever the rows), and only their ids are read
+(``fetched``: the files of their replicas, the hours of their arrivals); where a cohort's
+candidates lack ids and others may be listed instead, one query over the tail's rows picks them
+(``in_engine``). All order them alike, so they give the same lists. Records without request ids
+give none.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,10 +31,10 @@ from fleetwatch.fleet.tail.sums import OUTPUT, PROMPT, REPLICA, Plan
 if TYPE_CHECKING:
     import pandas as pd
 
-    from fleetwatch.fleet.tail.cohorts import F64
+    from fleetwatch.fleet.tail.cohorts import F64, Requests
     from fleetwatch.records.engine import Engine
 
-__all__ = ["EXAMPLES", "Example", "from_requests", "in_engine"]
+__all__ = ["EXAMPLES", "Candidates", "Example", "from_requests", "in_engine"]
 
 EXAMPLES = 10
 """Requests listed a cohort."""
@@ -135,3 +141,93 @@ def in_engine(
         f"AND request_id IS NOT NULL) " + " UNION ALL ".join(picks)
     )
     return {name: _listed(got[got["c"] == i], plan)[name] for i, name in enumerate(_cohorts(plan))}
+
+
+_KEPT = (
+    "replica",
+    "arrival_s",
+    "finished_s",
+    "latency_s",
+    "uncached_prompt_tokens",
+    "output_tokens",
+)
+
+
+def _top(key: F64, latency: F64) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """The rows at or above the ``EXAMPLES``-th largest by ``key`` then ``latency`` (ties kept):
+    whatever ids sort the ties, the first ``EXAMPLES`` in a cohort's order are among them."""
+    if len(key) <= EXAMPLES:
+        return np.ones(len(key), dtype=bool)
+    kth = np.lexsort((latency, key))[-EXAMPLES]
+    out: np.ndarray[Any, np.dtype[np.bool_]] = (key > key[kth]) | (
+        (key == key[kth]) & (latency >= latency[kth])
+    )
+    return out
+
+
+@dataclass
+class Candidates:
+    """The tail requests that may be listed, over the groups of the second pass so far: in each
+    cohort those at or above its ``EXAMPLES``-th (``_top``), with the cohort's count of tail
+    requests (``held``). Memory: a few rows a cohort."""
+
+    plan: Plan
+    rows: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict)
+    member: dict[str, np.ndarray[Any, np.dtype[np.bool_]]] = field(default_factory=dict)
+    held: Counter[str] = field(default_factory=Counter)
+
+    def add(self, req: Requests, y: F64) -> None:
+        """Count one group's requests (``y`` their target latency)."""
+        at = np.flatnonzero(y >= self.plan.threshold)
+        new = {
+            "replica": np.asarray(req.replicas, dtype=object)[req.codes[at]],
+            "arrival_s": req.arrival[at],
+            "finished_s": req.finished[at],
+            "latency_s": y[at],
+            "uncached_prompt_tokens": np.nan_to_num(req.uncached[at]),
+            "output_tokens": np.nan_to_num(req.out_tokens[at]),
+        }
+        pool = {k: np.concatenate([self.rows[k], v]) if self.rows else v for k, v in new.items()}
+        member = {}
+        for name, (key, own) in _cohorts(self.plan).items():
+            mine = pool["replica"] == self.plan.worst if own else np.ones(len(at) + self.kept, bool)
+            self.held[name] += int(np.count_nonzero(mine[self.kept :]))
+            idx = np.flatnonzero(mine)
+            member[name] = np.zeros(len(mine), dtype=bool)
+            member[name][idx[_top(pool[key][idx], pool["latency_s"][idx])]] = True
+        keep = np.logical_or.reduce(list(member.values()))
+        self.rows = {k: v[keep] for k, v in pool.items()}
+        self.member = {k: v[keep] for k, v in member.items()}
+
+    @property
+    def kept(self) -> int:
+        return len(self.rows["replica"]) if self.rows else 0
+
+    def complete(self, listed: pd.DataFrame) -> bool:
+        """Whether ``listed`` (the candidates' rows that have ids: ``replica``, ``arrival_s``,
+        ``finished_s``) lists every cohort as a query over the whole tail would: each cohort
+        has ``EXAMPLES`` candidates with ids, or all its tail requests are candidates."""
+        if not self.rows:
+            return True
+        keys = set(zip(listed["replica"], listed["arrival_s"], listed["finished_s"], strict=True))
+        own = np.array(
+            [
+                (r, a, f) in keys
+                for r, a, f in zip(
+                    self.rows["replica"],
+                    self.rows["arrival_s"],
+                    self.rows["finished_s"],
+                    strict=True,
+                )
+            ],
+            dtype=bool,
+        )
+        return all(
+            np.count_nonzero(own & m) >= EXAMPLES or np.count_nonzero(m) >= self.held[name]
+            for name, m in self.member.items()
+        )
+
+    def listed(self, rows: pd.DataFrame) -> dict[str, list[Example]]:
+        """The cohorts from the candidates' rows with ids (``request_id``, ``trace_id``,
+        ``replica``, ``latency_s``, ``uncached_prompt_tokens``, ``output_tokens``)."""
+        return _listed(rows, self.plan)

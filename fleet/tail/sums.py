@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.tail.cohorts import F64, Requests, Target, decompose
+from fleetwatch.fleet.tail.cohorts import F64, Bools, Requests, Target, decompose
 
 __all__ = [
     "INTERFERENCE",
@@ -168,6 +168,29 @@ def _zeros() -> F64:
     return np.zeros(0)
 
 
+_SHARED = 3
+"""The over-represented replica's columns: its indicator times the intercept and the first two
+groups' first columns (the first three feature columns), ``Plan.groups``."""
+_COUNTED = 1 << 22
+"""The largest token count tallied by ``numpy.bincount`` (a larger one by a sort)."""
+
+
+def _value_counts(values: F64) -> dict[float, int]:
+    """Each distinct value of ``values`` and how often it occurs (token counts: whole numbers
+    from 0, tallied in one pass; any other value by a sort)."""
+    if not len(values):
+        return {}
+    low, high = float(values.min()), float(values.max())
+    if low >= 0.0 and high <= _COUNTED:
+        whole = values.astype(np.int64)
+        if np.array_equal(whole, values):
+            counts = np.bincount(whole)
+            seen = np.flatnonzero(counts)
+            return dict(zip(seen.astype(np.float64).tolist(), counts[seen].tolist(), strict=True))
+    found, counts = np.unique(values, return_counts=True)
+    return dict(zip(found.tolist(), counts.tolist(), strict=True))
+
+
 @dataclass
 class TailSums:
     """The second pass's sums; ``add`` one chunk of whole replicas' requests at a time."""
@@ -195,26 +218,38 @@ class TailSums:
     tail_max_uncached: float = -np.inf
     body_uncached: Counter[float] = field(default_factory=Counter)
 
-    def _features(self, req: Requests, parts: dict[str, F64]) -> list[F64]:
+    def _features(self, req: Requests) -> F64:
+        """The fit's feature columns but the over-represented replica's, one a row of a matrix:
+        the intercept, then the groups' columns in order."""
         plan = self.plan
         uncached = req.uncached
         long_mask = uncached >= plan.long_threshold
-        interf = np.zeros(len(req))
+        out1 = np.maximum(req.out_tokens - 1.0, 0.0) if plan.target == "e2e" else None
+        rows = 3 if out1 is None else 4
+        x = np.empty((rows, len(req)))
+        x[0] = 1.0
+        x[1] = uncached
+        if out1 is not None:
+            x[2] = out1
         if long_mask.any():
             nominal = req.scheduled + plan.per_prompt * uncached
-            if plan.target == "e2e":
-                nominal = nominal + plan.per_out * np.maximum(req.out_tokens - 1.0, 0.0)
-            interf = interference(req.codes, req.scheduled, nominal, req.first, uncached, long_mask)
-        groups: dict[str, list[F64]] = {PROMPT: [uncached]}
-        if plan.target == "e2e":
-            groups[OUTPUT] = [np.maximum(req.out_tokens - 1.0, 0.0)]
-        groups[INTERFERENCE] = [interf]
-        if plan.worst is not None:
-            names = np.asarray(req.replicas, dtype=object)
-            on = (names[req.codes] == plan.worst).astype(np.float64)
-            sizes = [cols[0] for cols in list(groups.values())[:2]]
-            groups[REPLICA] = [on, *(on * v for v in sizes)]
-        return [np.ones(len(req)), *(col for name in plan.groups() for col in groups[name])]
+            if out1 is not None:
+                nominal = nominal + plan.per_out * out1
+            x[rows - 1] = interference(
+                req.codes, req.scheduled, nominal, req.first, uncached, long_mask
+            )
+        else:
+            x[rows - 1] = 0.0
+        return x
+
+    def _worst_rows(self, req: Requests) -> np.ndarray[Any, Any] | None:
+        """The rows of the over-represented replica (None when the fit has no such column)."""
+        worst = self.plan.worst
+        if worst is None:
+            return None
+        if worst not in req.replicas:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(req.codes == req.replicas.index(worst))
 
     def add(self, req: Requests) -> None:
         """Count one chunk: the requests of whole replicas."""
@@ -223,28 +258,18 @@ class TailSums:
         plan = self.plan
         y, parts = decompose(req, plan.target)
         tail = y >= plan.threshold
-        weight = tail.astype(np.float64)
+        at = np.flatnonzero(tail)
         self.n += len(y)
-        self.n_tail += int(tail.sum())
+        self.n_tail += len(at)
         self.y_sum += float(y.sum())
-        self.y_tail += float(y @ weight)
+        self.y_tail += float(y[at].sum())
         for name, v in parts.items():
             self.parts_sum[name] = self.parts_sum.get(name, 0.0) + float(v.sum())
-            self.parts_tail[name] = self.parts_tail.get(name, 0.0) + float(v @ weight)
-        self.preempted += int(req.preempted.sum())
-        self.preempted_tail += int(req.preempted[tail].sum())
-        cols = self._features(req, parts)
-        design = np.column_stack(cols)
+            self.parts_tail[name] = self.parts_tail.get(name, 0.0) + float(v[at].sum())
+        self.preempted += int(np.count_nonzero(req.preempted))
+        self.preempted_tail += int(np.count_nonzero(req.preempted[at]))
         service = y - parts["queue"] - parts["preemption_stall"]
-        if not len(self.gram):
-            k = design.shape[1]
-            self.gram, self.rhs = np.zeros((k, k)), np.zeros(k)
-            self.col_max, self.col_sum, self.col_tail = np.zeros(k), np.zeros(k), np.zeros(k)
-        self.gram += design.T @ design
-        self.rhs += design.T @ service
-        self.col_max = np.maximum(self.col_max, np.abs(design).max(axis=0))
-        self.col_sum += design.sum(axis=0)
-        self.col_tail += weight @ design
+        self._fit_sums(req, service, tail)
         a = req.arrival - plan.origin
         q = parts["queue"]
         self.a_sum += float(a.sum())
@@ -253,10 +278,41 @@ class TailSums:
         self.q_sum += float(q.sum())
         self.a_min = min(self.a_min, float(a.min()))
         self.a_max = max(self.a_max, float(a.max()))
-        if tail.any():
-            self.tail_max_uncached = max(self.tail_max_uncached, float(req.uncached[tail].max()))
-        values, counts = np.unique(req.uncached[~tail], return_counts=True)
-        self.body_uncached.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))
+        if len(at):
+            self.tail_max_uncached = max(self.tail_max_uncached, float(req.uncached[at].max()))
+        self.body_uncached.update(_value_counts(req.uncached[~tail]))
+
+    def _fit_sums(self, req: Requests, service: F64, tail: Bools) -> None:
+        """The normal equations' sums, each column's largest magnitude, sum and tail sum. The
+        replica's columns are nought but on its rows: their sums are those rows' sums of the
+        columns they interact with (the first ``_SHARED`` of the others)."""
+        x = self._features(req)
+        worst = self._worst_rows(req)
+        gram = x @ x.T
+        rhs = x @ service
+        col_max = np.abs(x).max(axis=1)
+        col_sum = x.sum(axis=1)
+        col_tail = x[:, tail].sum(axis=1)
+        if worst is not None:
+            xw = x[:, worst]
+            gw = xw @ xw.T
+            m = _SHARED
+            gram = np.block([[gram, gw[:, :m]], [gw[:m, :], gw[:m, :m]]])
+            own = xw[:m]
+            rhs = np.concatenate([rhs, own @ service[worst]])
+            top = np.abs(own).max(axis=1) if len(worst) else np.zeros(m)
+            col_max = np.concatenate([col_max, top])
+            col_sum = np.concatenate([col_sum, own.sum(axis=1)])
+            col_tail = np.concatenate([col_tail, own[:, tail[worst]].sum(axis=1)])
+        if not len(self.gram):
+            k = len(gram)
+            self.gram, self.rhs = np.zeros((k, k)), np.zeros(k)
+            self.col_max, self.col_sum, self.col_tail = np.zeros(k), np.zeros(k), np.zeros(k)
+        self.gram += gram
+        self.rhs += rhs
+        self.col_max = np.maximum(self.col_max, col_max)
+        self.col_sum += col_sum
+        self.col_tail += col_tail
 
     @property
     def n_body(self) -> int:

@@ -221,7 +221,8 @@ def order_statistics(
     ``hist`` is that histogram when a caller has it (columns ``b``, ``n``: counts of
     ``bucket_sql(expr, ratio)`` over the same rows, from a query of its own that took other
     tables in the same scan); buckets finer than 2 % (``ratio``) leave fewer values to a bucket,
-    so a rank's range is fetched without narrowing."""
+    so a rank's range is fetched without narrowing. Each query takes ``expr`` once a row, in a
+    subquery, and tests the ranges on that column."""
     return order_statistics_of(engine, source, [(expr, ranks, hist, ratio)])[0]
 
 
@@ -232,20 +233,22 @@ def order_statistics_of(
     ``expr``, ``ranks``, ``hist`` or None, ``ratio``), their ranges' values fetched in one
     scan."""
     located = [
-        _locate(engine, expr, source, ranks, hist, ratio) for expr, ranks, hist, ratio in items
+        _locate(engine, expr, source, ranks, hist, ratio, f"x{i}")
+        for i, (expr, ranks, hist, ratio) in enumerate(items)
     ]
     ranges = [
         dict.fromkeys(rng for rng, _ in spots.values() if rng is not None) for spots in located
     ]
-    columns = [(i, rng, expr) for i, (expr, *_) in enumerate(items) for rng in ranges[i]]
+    columns = [(i, rng) for i in range(len(items)) for rng in ranges[i]]
     fetched: dict[tuple[int, str], np.ndarray[Any, np.dtype[np.float64]]] = {}
     if columns:
         select = ", ".join(
-            f"CASE WHEN {rng} THEN {expr} END AS v{j}" for j, (_, rng, expr) in enumerate(columns)
+            f"CASE WHEN {rng} THEN x{i} END AS v{j}" for j, (i, rng) in enumerate(columns)
         )
-        anywhere = " OR ".join(f"({rng})" for _, rng, _ in columns)
-        got = engine.query(f"SELECT {select} {source} AND ({anywhere})")
-        for j, (i, rng, _) in enumerate(columns):
+        anywhere = " OR ".join(f"({rng})" for _, rng in columns)
+        taken = ", ".join(f"{expr} AS x{i}" for i, (expr, *_) in enumerate(items))
+        got = engine.query(f"SELECT {select} FROM (SELECT {taken} {source}) AS t WHERE {anywhere}")
+        for j, (i, rng) in enumerate(columns):
             v = got[f"v{j}"].to_numpy(np.float64)
             fetched[(i, rng)] = np.sort(v[~np.isnan(v)])
     out = []
@@ -269,12 +272,13 @@ def _in_bucket(expr: str, bucket: str, b: int, ratio: float) -> str:
 
 
 def _locate(
-    engine: Any, expr: str, source: str, ranks: Any, hist: Any, ratio: float
+    engine: Any, expr: str, source: str, ranks: Any, hist: Any, ratio: float, name: str
 ) -> dict[int, tuple[str | None, float]]:
-    """Per wanted rank: the SQL range holding it and its position in that range's sorted
-    values, or (None, the value) when the range holds one value only."""
-    where = f"{source} AND {expr} IS NOT NULL"
-    bucket = bucket_sql(expr, ratio)
+    """Per wanted rank: the SQL range holding it (over ``name``, the column ``expr`` is taken
+    as) and its position in that range's sorted values, or (None, the value) when the range
+    holds one value only."""
+    where = f"FROM (SELECT {expr} AS {name} {source}) AS t WHERE {name} IS NOT NULL"
+    bucket = bucket_sql(name, ratio)
     if hist is None:
         hist = engine.query(f"SELECT {bucket} AS b, count(*) AS n {where} GROUP BY 1")
     hist = hist.sort_values("b")
@@ -290,14 +294,14 @@ def _locate(
             continue
         i = int(np.searchsorted(upto, k, side="right"))
         below = int(upto[i - 1]) if i else 0
-        rng = _in_bucket(expr, bucket, int(hist["b"].iloc[i]), ratio)
+        rng = _in_bucket(name, bucket, int(hist["b"].iloc[i]), ratio)
         count = int(hist["n"].iloc[i])
         value: float | None = None
         while count > _FETCH_LIMIT:
             lo, hi = (
                 float(x)
                 for x in engine.query(
-                    f"SELECT min({expr}) AS lo, max({expr}) AS hi {where} AND {rng}"
+                    f"SELECT min({name}) AS lo, max({name}) AS hi {where} AND {rng}"
                 )
                 .iloc[0]
                 .tolist()
@@ -306,7 +310,7 @@ def _locate(
                 value = lo
                 break
             step = (hi - lo) / _SPLITS
-            part = f"least(CAST(floor(({expr} - {lo!r}) / {step!r}) AS BIGINT), {_SPLITS - 1})"
+            part = f"least(CAST(floor(({name} - {lo!r}) / {step!r}) AS BIGINT), {_SPLITS - 1})"
             sub = engine.query(
                 f"SELECT {part} AS p, count(*) AS n {where} AND {rng} GROUP BY 1"
             ).sort_values("p")

@@ -70,13 +70,15 @@ def test_no_chunk_holds_more_than_its_rows(
 ) -> None:
     """Memory is one chunk's requests: no group handed to the sums is larger than the chunk (a
     replica alone may be), every replica is in one group only, and each group is one query
-    (the engine reads its replicas' rows, a batch at a time; never the dataset in one frame)."""
+    (the engine reads its replicas' rows, a batch at a time; never the dataset in one frame);
+    the requests listed are read with their ids by one query more, of a few rows."""
     import fleetwatch.fleet.tail.engine as tail_engine
 
     with open_scan([one_model], columns=NEEDS) as scan:
         sizes: list[int] = []
         owners: list[set[str]] = []
         queries: list[int] = []
+        listed: list[int] = []
         ok = tail_engine.ok_requests
         frames = scan.engine.frames
 
@@ -86,6 +88,11 @@ def test_no_chunk_holds_more_than_its_rows(
             return ok(frame, minimum=minimum)
 
         def recorded_query(*args: Any, **kwargs: Any) -> Any:
+            if "request_id" in args[0]:  # the listed requests' ids
+                got = list(frames(*args, **kwargs))
+                listed.append(sum(len(f) for f in got))
+                yield from got
+                return
             queries.append(1)
             yield from frames(*args, **{**kwargs, "rows": 50})  # a group comes in batches
 
@@ -94,6 +101,7 @@ def test_no_chunk_holds_more_than_its_rows(
         tail_in_engine(scan.engine, chunk_rows=900)
         assert sum(sizes) == scan.rows and len(sizes) == 3 and max(sizes) <= 900
         assert len(queries) == 3
+        assert len(listed) == 1 and 0 < listed[0] < scan.rows
         assert sum(len(o) for o in owners) == len(set().union(*owners)) == 6
 
 
@@ -121,7 +129,8 @@ def test_rows_are_summed_in_one_order_the_same_every_run(
             assert scan.engine.in_file_order == (fmt == "parquet")
 
             def recorded(*args: Any, frames: Any = scan.engine.frames, **kwargs: Any) -> Any:
-                seen.append(tuple(kwargs.get("order", ())))
+                if "request_id" not in args[0]:  # a group, not the listed requests' ids
+                    seen.append(tuple(kwargs.get("order", ())))
                 yield from frames(*args, **kwargs)
 
             monkeypatch.setattr(scan.engine, "frames", recorded)
@@ -174,3 +183,60 @@ def test_the_worst_replica_is_found_past_a_replica_of_no_ok_request_and_ties_go_
     assert worst_replica(np.array([10.0, 10.0, 0.0]), np.array([1.0, 9.0, 0.0]), names) == "b"
     tie = worst_replica(np.array([10.0, 10.0, 10.0]), np.array([5.0, 5.0, 0.0]), ["y", "x", "z"])
     assert tie == "x"
+
+
+def test_requests_without_ids_are_passed_over_as_one_query_over_the_tail_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the slowest requests carry no id (the record reader refuses such a file; an
+    engine reads it), the ones listed are the next with ids: the candidates the second pass
+    kept lack ids, so its rows are picked by one query over the whole tail, and the lists are
+    that query's."""
+    import fleetwatch.fleet.tail.engine as tail_engine
+    from fleetwatch.fleet.tail.engine import _UNCACHED, _base, _exprs
+    from fleetwatch.fleet.tail.examples import in_engine
+
+    picked: list[int] = []
+
+    def recorded(*args: Any) -> Any:
+        picked.append(1)
+        return in_engine(*args)
+
+    monkeypatch.setattr(tail_engine, "in_engine", recorded)
+
+    frame = synthetic_fleet(6, 400, seed=21, slowdown={3: 1.7})
+    slowest = (frame["finished_s"] - frame["arrival_s"]).rank(ascending=False) <= 15
+    frame["request_id"] = frame["request_id"].astype(object).where(~slowest, None)
+    root = tmp_path / "fleet"
+    root.mkdir()
+    for replica, rows in frame.groupby("replica", observed=True, sort=True):
+        rows.reset_index(drop=True).to_parquet(root / f"{replica}.parquet")
+    with open_scan([root], columns=NEEDS) as scan:
+        got = tail_in_engine(scan.engine)
+        plan, _ = plan_in_engine(scan.engine, "m", 99.0, "e2e", 0.9)
+        expect = in_engine(scan.engine, _base("m"), _exprs("e2e")["y"], _UNCACHED, plan)
+    assert not isinstance(got, ByModel)
+    assert got.examples == expect and picked == [1]
+    assert len(got.examples["tail"]) == min(got.n_tail - 15, 10) > 0
+    assert "None" not in {r["request_id"] for rows in expect.values() for r in rows}
+
+
+@pytest.mark.parametrize("held", [0, 1 << 21])
+def test_the_threshold_is_the_same_from_its_requests_counted_or_fetched(
+    one_model: Path, monkeypatch: pytest.MonkeyPatch, held: int
+) -> None:
+    """The second scan counts the requests of the threshold's buckets by their latency and
+    reads the threshold from them; where they are too many (``_HELD``), the threshold is an
+    order statistic of its own first: either way the plan and the report are the in-memory
+    path's."""
+    import fleetwatch.fleet.tail.engine as tail_engine
+
+    monkeypatch.setattr(tail_engine, "_HELD", held)
+    whole = read_dataset([one_model]).frame
+    expect = attribute_tail(whole)
+    y, _ = decompose(ok_requests(whole), "e2e")
+    with open_scan([one_model], columns=NEEDS) as scan:
+        plan, _ = plan_in_engine(scan.engine, "m", 99.0, "e2e", 0.9)
+        got = tail_in_engine(scan.engine)
+    assert plan.threshold == float(np.percentile(y, 99.0))
+    assert rounded(got.to_dict()) == rounded(expect.to_dict())
