@@ -394,7 +394,8 @@ def _examples(
 ) -> dict[str, list[Example]]:
     """The requests listed, from the candidates the second pass kept: their rows read again
     with their ids, from the files of their replicas (the hours around their arrivals, by the
-    files' statistics); one query over the tail's rows where candidates lack ids."""
+    files' statistics), the tail's rows only; one query over the tail's rows where candidates
+    lack ids, or where a candidate's replica and times are another tail request's too."""
     import pandas as pd
 
     rows = candidates.rows
@@ -408,7 +409,12 @@ def _examples(
             terms.append(
                 f"(replica = {sql_string(name)} AND arrival_s >= {lo!r} AND arrival_s <= {hi!r})"
             )
-        where = f"{model_is(model)} AND {_OK} AND request_id IS NOT NULL AND ({' OR '.join(terms)})"
+        # only the tail's rows (a bound a hair below the threshold: the literal's rounding
+        # keeps no tail row out; the exact test is below), so memory is the candidates'
+        # replicas' share of the tail, never a whole replica
+        bound = plan.threshold - abs(plan.threshold) * 1e-12
+        y = _exprs(plan.target)["y"]
+        where = f"{model_is(model)} AND {_OK} AND {y} >= {bound!r} AND ({' OR '.join(terms)})"
         frames = list(engine.frames(_IDS, where, replicas=names))
     got = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(_IDS))
     end = got["finished_s" if plan.target == "e2e" else "first_token_s"].to_numpy(np.float64)
@@ -417,6 +423,7 @@ def _examples(
     got = got[tail]
     listed = pd.DataFrame(
         {
+            "has_id": got["request_id"].notna().to_numpy(),
             "request_id": got["request_id"].astype(str).to_numpy(),
             "trace_id": got["trace_id"].to_numpy(dtype=object),
             "replica": got["replica"].astype(str).to_numpy(),
@@ -432,7 +439,7 @@ def _examples(
     )
     if not candidates.complete(listed):
         return in_engine(engine, _base(model), _exprs(plan.target)["y"], _UNCACHED, plan)
-    return candidates.listed(listed)
+    return candidates.listed(listed[listed["has_id"]].drop(columns="has_id"))
 
 
 def tail_in_engine(

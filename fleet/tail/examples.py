@@ -204,12 +204,25 @@ class Candidates:
         return len(self.rows["replica"]) if self.rows else 0
 
     def complete(self, listed: pd.DataFrame) -> bool:
-        """Whether ``listed`` (the candidates' rows that have ids: ``replica``, ``arrival_s``,
-        ``finished_s``) lists every cohort as a query over the whole tail would: each cohort
-        has ``EXAMPLES`` candidates with ids, or all its tail requests are candidates."""
+        """Whether ``listed`` (the tail's rows read again around the candidates: ``replica``,
+        ``arrival_s``, ``finished_s``, ``has_id``) lists every cohort as a query over the whole
+        tail would: each cohort has ``EXAMPLES`` candidates with ids, or all its tail requests
+        are candidates. A candidate has an id where its replica and times are one row's alone,
+        and that row has one (two requests alike in those are told apart by nothing else)."""
         if not self.rows:
             return True
-        keys = set(zip(listed["replica"], listed["arrival_s"], listed["finished_s"], strict=True))
+        seen = Counter(
+            zip(listed["replica"], listed["arrival_s"], listed["finished_s"], strict=True)
+        )
+        keys = {
+            key
+            for key, has in zip(
+                zip(listed["replica"], listed["arrival_s"], listed["finished_s"], strict=True),
+                listed["has_id"],
+                strict=True,
+            )
+            if has and seen[key] == 1
+        }
         own = np.array(
             [
                 (r, a, f) in keys

@@ -119,3 +119,23 @@ def test_records_naming_no_model_are_one_fleet_with_a_model_of_that_name(
         other = got["mixed"][model]
         pd.testing.assert_series_equal(table.volume, other.volume)
         pd.testing.assert_frame_equal(table.values, other.values, rtol=1e-12)
+
+
+def test_a_model_with_no_value_of_a_signal_has_no_quantile_of_it(tmp_path: Path) -> None:
+    """A second model whose requests all failed, and a third whose replies are one token each
+    (no TPOT): their tables hold NaN where the in-memory path has no value, as it does."""
+    frame = synthetic_fleet(4, 200, seed=3)
+    failed = synthetic_fleet(3, 60, seed=4).assign(model="all-failed", status="error")
+    failed["replica"] = "f-" + failed["replica"].astype(str)
+    short = synthetic_fleet(3, 60, seed=5).assign(model="one-token", output_tokens=1)
+    short["replica"] = "s-" + short["replica"].astype(str)
+    short["finished_s"] = short["first_token_s"]
+    whole = pd.concat([frame, failed, short], ignore_index=True)
+    tree = write_tree(tmp_path / "fleet", whole)
+    with open_scan([tree.root], columns=NEEDS) as scan:
+        tables = dict(tables_from_engine(scan.engine))
+    assert set(tables) == {"m", "all-failed", "one-token"}
+    assert tables["all-failed"].values[["ttft", "tpot", "e2e"]].isna().all().all()
+    assert tables["one-token"].values["tpot"].isna().all()
+    assert tables["one-token"].values[["ttft", "e2e"]].notna().all().all()
+    assert tables["m"].values[["ttft", "tpot", "e2e"]].notna().all().all()

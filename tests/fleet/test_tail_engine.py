@@ -98,10 +98,11 @@ def test_no_chunk_holds_more_than_its_rows(
 
         monkeypatch.setattr(tail_engine, "ok_requests", recorded_group)
         monkeypatch.setattr(scan.engine, "frames", recorded_query)
-        tail_in_engine(scan.engine, chunk_rows=900)
+        report = tail_in_engine(scan.engine, chunk_rows=900)
         assert sum(sizes) == scan.rows and len(sizes) == 3 and max(sizes) <= 900
         assert len(queries) == 3
-        assert len(listed) == 1 and 0 < listed[0] < scan.rows
+        assert not isinstance(report, ByModel)
+        assert len(listed) == 1 and 0 < listed[0] <= report.n_tail  # the tail's rows only
         assert sum(len(o) for o in owners) == len(set().union(*owners)) == 6
 
 
@@ -240,3 +241,42 @@ def test_the_threshold_is_the_same_from_its_requests_counted_or_fetched(
         got = tail_in_engine(scan.engine)
     assert plan.threshold == float(np.percentile(y, 99.0))
     assert rounded(got.to_dict()) == rounded(expect.to_dict())
+
+
+def test_a_candidate_alike_another_tail_request_is_listed_as_one_query_over_the_tail_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two of the slowest requests lack ids and each has a twin with one (same replica and
+    times), and two of the next slowest sit on a replica of no other candidate: the twins do
+    not stand for the requests without ids, so the lists are those of one query over the tail."""
+    import fleetwatch.fleet.tail.engine as tail_engine
+    from fleetwatch.fleet.tail.engine import _UNCACHED, _base, _exprs
+    from fleetwatch.fleet.tail.examples import in_engine
+
+    picked: list[int] = []
+
+    def recorded(*args: Any) -> Any:
+        picked.append(1)
+        return in_engine(*args)
+
+    monkeypatch.setattr(tail_engine, "in_engine", recorded)
+    frame = synthetic_fleet(6, 3000, seed=21, slowdown={3: 1.7})
+    frame["request_id"] = frame["request_id"].astype(object)
+    frame["replica"] = frame["replica"].astype(object)
+    order = list((frame["finished_s"] - frame["arrival_s"]).sort_values(ascending=False).index)
+    twins = frame.loc[order[2:4]].copy()
+    twins["request_id"] = ["twin-1", "twin-2"]
+    frame.loc[order[2:4], "request_id"] = None
+    frame.loc[order[8:10], "replica"] = "replica-0"
+    frame = pd.concat([frame, twins], ignore_index=True)
+    root = tmp_path / "fleet"
+    root.mkdir()
+    for replica, rows in frame.groupby("replica", sort=True):
+        rows.reset_index(drop=True).to_parquet(root / f"{replica}.parquet")
+    with open_scan([root], columns=NEEDS) as scan:
+        got = tail_in_engine(scan.engine)
+        plan, _ = plan_in_engine(scan.engine, "m", 99.0, "e2e", 0.9)
+        expect = in_engine(scan.engine, _base("m"), _exprs("e2e")["y"], _UNCACHED, plan)
+    assert not isinstance(got, ByModel)
+    assert got.examples == expect and picked == [1]
+    assert {"twin-1", "twin-2"} <= {r["request_id"] for r in got.examples["tail"]}

@@ -293,6 +293,8 @@ def _group_quantiles(
     and by value within one, a group's first row at ``starts[g]``, every count at least 1.
     The same numbers to the bit: the counts' running sum over all rows less the sum before a
     group is the group's own running sum (whole numbers, exact in doubles)."""
+    if not len(starts):  # no group: a model with no value of this signal
+        return np.zeros((0, qs.shape[1]))
     upto = np.cumsum(c, dtype=np.float64)
     ends = np.append(starts[1:], len(v))
     base = np.concatenate([[0.0], upto])[starts][:, None]
