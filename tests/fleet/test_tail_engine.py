@@ -193,30 +193,12 @@ def test_requests_without_ids_are_passed_over_as_one_query_over_the_tail_does(
     engine reads it), the ones listed are the next with ids: the candidates the second pass
     kept lack ids, so its rows are picked by one query over the whole tail, and the lists are
     that query's."""
-    import fleetwatch.fleet.tail.engine as tail_engine
-    from fleetwatch.fleet.tail.engine import _UNCACHED, _base, _exprs
-    from fleetwatch.fleet.tail.examples import in_engine
-
-    picked: list[int] = []
-
-    def recorded(*args: Any) -> Any:
-        picked.append(1)
-        return in_engine(*args)
-
-    monkeypatch.setattr(tail_engine, "in_engine", recorded)
+    picked = _fallbacks(monkeypatch)
 
     frame = synthetic_fleet(6, 400, seed=21, slowdown={3: 1.7})
     slowest = (frame["finished_s"] - frame["arrival_s"]).rank(ascending=False) <= 15
     frame["request_id"] = frame["request_id"].astype(object).where(~slowest, None)
-    root = tmp_path / "fleet"
-    root.mkdir()
-    for replica, rows in frame.groupby("replica", observed=True, sort=True):
-        rows.reset_index(drop=True).to_parquet(root / f"{replica}.parquet")
-    with open_scan([root], columns=NEEDS) as scan:
-        got = tail_in_engine(scan.engine)
-        plan, _ = plan_in_engine(scan.engine, "m", 99.0, "e2e", 0.9)
-        expect = in_engine(scan.engine, _base("m"), _exprs("e2e")["y"], _UNCACHED, plan)
-    assert not isinstance(got, ByModel)
+    got, expect = _listed_and_expected(frame, tmp_path)
     assert got.examples == expect and picked == [1]
     assert len(got.examples["tail"]) == min(got.n_tail - 15, 10) > 0
     assert "None" not in {r["request_id"] for rows in expect.values() for r in rows}
@@ -249,17 +231,7 @@ def test_a_candidate_alike_another_tail_request_is_listed_as_one_query_over_the_
     """Two of the slowest requests lack ids and each has a twin with one (same replica and
     times), and two of the next slowest sit on a replica of no other candidate: the twins do
     not stand for the requests without ids, so the lists are those of one query over the tail."""
-    import fleetwatch.fleet.tail.engine as tail_engine
-    from fleetwatch.fleet.tail.engine import _UNCACHED, _base, _exprs
-    from fleetwatch.fleet.tail.examples import in_engine
-
-    picked: list[int] = []
-
-    def recorded(*args: Any) -> Any:
-        picked.append(1)
-        return in_engine(*args)
-
-    monkeypatch.setattr(tail_engine, "in_engine", recorded)
+    picked = _fallbacks(monkeypatch)
     frame = synthetic_fleet(6, 3000, seed=21, slowdown={3: 1.7})
     frame["request_id"] = frame["request_id"].astype(object)
     frame["replica"] = frame["replica"].astype(object)
@@ -269,14 +241,39 @@ def test_a_candidate_alike_another_tail_request_is_listed_as_one_query_over_the_
     frame.loc[order[2:4], "request_id"] = None
     frame.loc[order[8:10], "replica"] = "replica-0"
     frame = pd.concat([frame, twins], ignore_index=True)
+    got, expect = _listed_and_expected(frame, tmp_path)
+    assert got.examples == expect and picked == [1]
+    assert {"twin-1", "twin-2"} <= {r["request_id"] for r in got.examples["tail"]}
+
+
+def _fallbacks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A 1 for each listing the command takes from one query over the whole tail."""
+    import fleetwatch.fleet.tail.engine as tail_engine
+    from fleetwatch.fleet.tail.examples import in_engine
+
+    picked: list[int] = []
+
+    def recorded(*args: Any) -> Any:
+        picked.append(1)
+        return in_engine(*args)
+
+    monkeypatch.setattr(tail_engine, "in_engine", recorded)
+    return picked
+
+
+def _listed_and_expected(frame: pd.DataFrame, tmp_path: Path) -> tuple[Any, Any]:
+    """The report of ``frame`` written a Parquet file a replica, and the lists one query over
+    its whole tail gives."""
+    from fleetwatch.fleet.tail.engine import _UNCACHED, _base, _exprs
+    from fleetwatch.fleet.tail.examples import in_engine
+
     root = tmp_path / "fleet"
     root.mkdir()
-    for replica, rows in frame.groupby("replica", sort=True):
+    for replica, rows in frame.groupby("replica", observed=True, sort=True):
         rows.reset_index(drop=True).to_parquet(root / f"{replica}.parquet")
     with open_scan([root], columns=NEEDS) as scan:
         got = tail_in_engine(scan.engine)
         plan, _ = plan_in_engine(scan.engine, "m", 99.0, "e2e", 0.9)
         expect = in_engine(scan.engine, _base("m"), _exprs("e2e")["y"], _UNCACHED, plan)
     assert not isinstance(got, ByModel)
-    assert got.examples == expect and picked == [1]
-    assert {"twin-1", "twin-2"} <= {r["request_id"] for r in got.examples["tail"]}
+    return got, expect
