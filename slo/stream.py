@@ -221,8 +221,8 @@ def engine_counts(
     its first and last finish, and checking the records where the engine's are not checked yet
     (``records.engine.folded``). Where they are (counted, or vouched for by their files), the
     records' ends come from the files' statistics (``Engine.finished_range``) or one scan of
-    ``finished_s``, and each group's scan reads only the rows its SLOs select. Only the bins' counts leave the engine. No record at all is an
-    ``SLOSpecError`` saying ``empty``. An SLO of inter-token gaps (``itl_buckets``, not in the
+    ``finished_s``, and each group's scan reads only the rows its SLOs select. Only the bins'
+    counts leave the engine. No record at all is an ``SLOSpecError`` saying ``empty``. An SLO of inter-token gaps (``itl_buckets``, not in the
     view) is refused: read those records whole."""
     from fleetwatch.records.engine.folded import check_columns, checked
 
