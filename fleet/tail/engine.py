@@ -10,7 +10,7 @@ requests (a replica larger than that on its own), one query a group (DuckDB open
 Parquet files whose statistics may hold the group's replicas), into ``TailSums``: memory is one
 group's columns, and the report equals the in-memory one to the last bits of float summation.
 The requests listed are the candidates the second pass keeps, read again with their ids
-(``_examples``).
+(``examples.from_candidates``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from fleetwatch.fleet.by_model import ByModel, gathered
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.tail.attribute import check_options, tail_report
 from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target, decompose, ok_requests
-from fleetwatch.fleet.tail.examples import Candidates, Example, in_engine
+from fleetwatch.fleet.tail.examples import Candidates, from_candidates
 from fleetwatch.fleet.tail.report import TailReport
 from fleetwatch.fleet.tail.sums import (
     Plan,
@@ -372,74 +372,9 @@ def _model_report(
         req = ok_requests(frame.reset_index(drop=True), minimum=0)
         sums.add(req)
         candidates.add(req, decompose(req, target)[0])
-    return tail_report(plan, sums, _examples(engine, model, plan, candidates))
-
-
-_IDS = (
-    "request_id",
-    "trace_id",
-    "replica",
-    "arrival_s",
-    "first_token_s",
-    "finished_s",
-    "prompt_tokens",
-    "cached_prompt_tokens",
-    "output_tokens",
-)
-"""The columns the listed requests are read with."""
-
-
-def _examples(
-    engine: Engine, model: str, plan: Plan, candidates: Candidates
-) -> dict[str, list[Example]]:
-    """The requests listed, from the candidates the second pass kept: their rows read again
-    with their ids, from the files of their replicas (the hours around their arrivals, by the
-    files' statistics), the tail's rows only; one query over the tail's rows where candidates
-    lack ids, or where a candidate's replica and times are another tail request's too."""
-    import pandas as pd
-
-    rows = candidates.rows
-    names = sorted({str(r) for r in rows["replica"]}) if rows else []
-    frames: list[pd.DataFrame] = []
-    if names:
-        terms = []
-        for name in names:
-            a = rows["arrival_s"][rows["replica"] == name]
-            lo, hi = float(a.min()) - 1.0, float(a.max()) + 1.0  # the rows matched exactly below
-            terms.append(
-                f"(replica = {sql_string(name)} AND arrival_s >= {lo!r} AND arrival_s <= {hi!r})"
-            )
-        # only the tail's rows (a bound a hair below the threshold: the literal's rounding
-        # keeps no tail row out; the exact test is below), so memory is the candidates'
-        # replicas' share of the tail, never a whole replica
-        bound = plan.threshold - abs(plan.threshold) * 1e-12
-        y = _exprs(plan.target)["y"]
-        where = f"{model_is(model)} AND {_OK} AND {y} >= {bound!r} AND ({' OR '.join(terms)})"
-        frames = list(engine.frames(_IDS, where, replicas=names))
-    got = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(_IDS))
-    end = got["finished_s" if plan.target == "e2e" else "first_token_s"].to_numpy(np.float64)
-    latency = end - got["arrival_s"].to_numpy(np.float64)
-    tail = latency >= plan.threshold
-    got = got[tail]
-    listed = pd.DataFrame(
-        {
-            "has_id": got["request_id"].notna().to_numpy(),
-            "request_id": got["request_id"].astype(str).to_numpy(),
-            "trace_id": got["trace_id"].to_numpy(dtype=object),
-            "replica": got["replica"].astype(str).to_numpy(),
-            "arrival_s": got["arrival_s"].to_numpy(np.float64),
-            "finished_s": got["finished_s"].to_numpy(np.float64),
-            "latency_s": latency[tail],
-            "uncached_prompt_tokens": (
-                got["prompt_tokens"].to_numpy(np.float64)
-                - got["cached_prompt_tokens"].fillna(0).to_numpy(np.float64)
-            ),
-            "output_tokens": got["output_tokens"].fillna(0).to_numpy(np.float64),
-        }
-    )
-    if not candidates.complete(listed):
-        return in_engine(engine, _base(model), _exprs(plan.target)["y"], _UNCACHED, plan)
-    return candidates.listed(listed[listed["has_id"]].drop(columns="has_id"))
+    where = f"{model_is(model)} AND {_OK}"
+    listed = from_candidates(engine, where, _exprs(target)["y"], _UNCACHED, plan, candidates)
+    return tail_report(plan, sums, listed)
 
 
 def tail_in_engine(

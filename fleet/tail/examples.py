@@ -12,7 +12,7 @@ its cohort is about, ties by the latency (slowest first) and then the request id
 The in-memory path takes them from the requests' arrays (``from_requests``). Through an engine the
 second pass keeps the tail requests that may be listed (``Candidates``: per cohort those at or
 above its ``EXAMPLES``-th, ties kept, a few dozen whatever the rows), and only their ids are read
-(``fetched``: the files of their replicas, the hours of their arrivals); where a cohort's
+(``from_candidates``: the files of their replicas, the hours of their arrivals); where a cohort's
 candidates lack ids and others may be listed instead, one query over the tail's rows picks them
 (``in_engine``). All order them alike, so they give the same lists. Records without request ids
 give none.
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from fleetwatch.fleet.tail.cohorts import F64, Requests
     from fleetwatch.records.engine import Engine
 
-__all__ = ["EXAMPLES", "Candidates", "Example", "from_requests", "in_engine"]
+__all__ = ["EXAMPLES", "Candidates", "Example", "from_candidates", "from_requests", "in_engine"]
 
 EXAMPLES = 10
 """Requests listed a cohort."""
@@ -244,3 +244,73 @@ class Candidates:
         """The cohorts from the candidates' rows with ids (``request_id``, ``trace_id``,
         ``replica``, ``latency_s``, ``uncached_prompt_tokens``, ``output_tokens``)."""
         return _listed(rows, self.plan)
+
+
+_IDS = (
+    "request_id",
+    "trace_id",
+    "replica",
+    "arrival_s",
+    "first_token_s",
+    "finished_s",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "output_tokens",
+)
+"""The columns the listed requests are read with."""
+
+
+def from_candidates(
+    engine: Engine, where: str, y: str, uncached: str, plan: Plan, candidates: Candidates
+) -> dict[str, list[Example]]:
+    """The requests listed, from the candidates the second pass kept among the ok requests
+    ``where`` (SQL) keeps, ``y`` their target latency: their rows read again with their ids,
+    from the files of their replicas (the hours around their arrivals, by the files'
+    statistics), the tail's rows only; one query over the tail's rows (``in_engine``) where
+    candidates lack ids, or where a candidate's replica and times are another tail request's
+    too."""
+    import pandas as pd
+
+    from fleetwatch.records.filters import sql_string
+
+    rows = candidates.rows
+    names = sorted({str(r) for r in rows["replica"]}) if rows else []
+    frames: list[pd.DataFrame] = []
+    if names:
+        terms = []
+        for name in names:
+            a = rows["arrival_s"][rows["replica"] == name]
+            lo, hi = float(a.min()) - 1.0, float(a.max()) + 1.0  # the rows matched exactly below
+            terms.append(
+                f"(replica = {sql_string(name)} AND arrival_s >= {lo!r} AND arrival_s <= {hi!r})"
+            )
+        # only the tail's rows (a bound a hair below the threshold: the literal's rounding
+        # keeps no tail row out; the exact test is below), so memory is the candidates'
+        # replicas' share of the tail, never a whole replica
+        bound = plan.threshold - abs(plan.threshold) * 1e-12
+        cond = f"{where} AND {y} >= {bound!r} AND ({' OR '.join(terms)})"
+        frames = list(engine.frames(_IDS, cond, replicas=names))
+    got = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(_IDS))
+    end = got["finished_s" if plan.target == "e2e" else "first_token_s"].to_numpy(np.float64)
+    latency = end - got["arrival_s"].to_numpy(np.float64)
+    tail = latency >= plan.threshold
+    got = got[tail]
+    listed = pd.DataFrame(
+        {
+            "has_id": got["request_id"].notna().to_numpy(),
+            "request_id": got["request_id"].astype(str).to_numpy(),
+            "trace_id": got["trace_id"].to_numpy(dtype=object),
+            "replica": got["replica"].astype(str).to_numpy(),
+            "arrival_s": got["arrival_s"].to_numpy(np.float64),
+            "finished_s": got["finished_s"].to_numpy(np.float64),
+            "latency_s": latency[tail],
+            "uncached_prompt_tokens": (
+                got["prompt_tokens"].to_numpy(np.float64)
+                - got["cached_prompt_tokens"].fillna(0).to_numpy(np.float64)
+            ),
+            "output_tokens": got["output_tokens"].fillna(0).to_numpy(np.float64),
+        }
+    )
+    if not candidates.complete(listed):
+        return in_engine(engine, f"FROM records WHERE {where}", y, uncached, plan)
+    return candidates.listed(listed[listed["has_id"]].drop(columns="has_id"))

@@ -15,6 +15,7 @@ from fleetwatch.fleet.by_model import ByModel
 from fleetwatch.fleet.tail import attribute_tail, attribute_tail_by_model
 from fleetwatch.fleet.tail.cohorts import decompose, ok_requests
 from fleetwatch.fleet.tail.engine import NEEDS, plan_in_engine, tail_in_engine
+from fleetwatch.fleet.tail.examples import in_engine
 from fleetwatch.records.dataset import read_dataset
 from fleetwatch.records.engine.scan import open_scan
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
@@ -248,8 +249,7 @@ def test_a_candidate_alike_another_tail_request_is_listed_as_one_query_over_the_
 
 def _fallbacks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """A 1 for each listing the command takes from one query over the whole tail."""
-    import fleetwatch.fleet.tail.engine as tail_engine
-    from fleetwatch.fleet.tail.examples import in_engine
+    import fleetwatch.fleet.tail.examples as tail_examples
 
     picked: list[int] = []
 
@@ -257,7 +257,7 @@ def _fallbacks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         picked.append(1)
         return in_engine(*args)
 
-    monkeypatch.setattr(tail_engine, "in_engine", recorded)
+    monkeypatch.setattr(tail_examples, "in_engine", recorded)
     return picked
 
 
@@ -265,7 +265,6 @@ def _listed_and_expected(frame: pd.DataFrame, tmp_path: Path) -> tuple[Any, Any]
     """The report of ``frame`` written a Parquet file a replica, and the lists one query over
     its whole tail gives."""
     from fleetwatch.fleet.tail.engine import _UNCACHED, _base, _exprs
-    from fleetwatch.fleet.tail.examples import in_engine
 
     root = tmp_path / "fleet"
     root.mkdir()
