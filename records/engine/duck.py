@@ -5,7 +5,10 @@ reads as NULL); Parquet files by name, a column a file lacks read as NULL. Both 
 types of ``COLUMNS`` so every file reads alike. When the dataset has JSON lines, the columns an
 analysis reads are materialised once into a temporary table (parsing JSON is most of the cost, so
 each reduction does not parse it again); DuckDB spills that table to disk beyond its memory limit,
-so memory stays bounded whatever the rows. Parquet is scanned in place by every query.
+so memory stays bounded whatever the rows. Parquet is scanned in place by every query; its
+footers are read once, when the engine opens (``footers``): each file's schema (files of one
+schema are read by one scan), stamp and statistics (the columns read without a default to fill,
+the replicas a file may hold, whether the files vouch for their rows: ``vouched``).
 
 Errors name the file: a line that is not JSON is DuckDB's own message (it names the file and the
 byte), a file of JSON that is not records (no ``request_id``, ``arrival_s`` or ``finished_s``) is
@@ -14,6 +17,7 @@ found by ``check`` and named.
 
 from __future__ import annotations
 
+import bisect
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleetwatch.core.records.schema import RecordError
-from fleetwatch.core.records.write import PARQUET_SUFFIXES
+from fleetwatch.core.records.write import CHECKED_KEY, FINGERPRINTED, PARQUET_SUFFIXES
 from fleetwatch.records.engine import (
     COLUMNS,
     LABELS,
@@ -30,6 +34,7 @@ from fleetwatch.records.engine import (
     implausible,
     view_columns,
 )
+from fleetwatch.records.engine.footers import ColumnStats, Footers, read_footers
 from fleetwatch.records.filters import sql_string
 
 if TYPE_CHECKING:
@@ -129,10 +134,15 @@ class DuckEngine:
         except duckdb.Error as exc:
             raise _record_error(exc, jsonl) from None
         self._scans: list[tuple[list[Path], set[str], bool]] = []
-        self._full: set[str] = set()
-        self._queries = 0
+        self._footers: Footers | None = None
         if parquet:
-            groups = self._parquet_groups(parquet)
+            defaulted = {c for c in wanted if default_sql(c) is not None}
+            self._footers = read_footers(
+                parquet, CHECKED_KEY.encode(), {*defaulted, *FINGERPRINTED, "replica"}
+            )
+            groups = (
+                self._parquet_groups(parquet) if self._footers is None else self._footers.groups()
+            )
             mixed = groups is None or len(groups) > _MAX_SCHEMAS  # one scan matching names
             for group in [parquet] if mixed or groups is None else groups:
                 self._scans.append((group, self._parquet_columns(group, union=mixed), mixed))
@@ -150,9 +160,9 @@ class DuckEngine:
                 f"SELECT {view_columns(wanted)}, {sql_string(store.name)} AS filename "
                 f"FROM remote_{i}"
             )
-        self._ranges: dict[Path, tuple[str, str] | None] | None = None
+        self._full = self._without_nulls()
+        self._bounds: list[tuple[Path, str | None, str | None]] | None = None
         self._vouched: int | Literal[False] | None = False  # False: not read yet
-        self._nulls_read: set[str] | None = None  # the columns ``vouched`` found with no null
         self._range: tuple[float, float] | None = None
         # JSON lines are read in parallel in no set order, object storage through Arrow
         self.in_file_order = not jsonl and not remote
@@ -164,19 +174,6 @@ class DuckEngine:
     def _views(self) -> None:
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW everything AS {self._everything(None)}")
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {self._records('everything')}")
-
-    def _again(self) -> None:
-        """Before a second query: the Parquet columns with a default that no file holds a null
-        of are read as they are from now on (``_without_nulls``: reading every footer's
-        statistics costs about 0.3 ms a file, more than a command of one scan would save)."""
-        self._queries += 1
-        if self._queries != 2 or not self._scans:
-            return
-        if self._nulls_read is not None:  # read with the stamps, and applied then
-            return
-        self._full = self._without_nulls([p for group, _, _ in self._scans for p in group])
-        if self._full:
-            self._views()
 
     def _everything(self, keep: set[Path] | None) -> str:
         """Every row of the dataset (of the Parquet files ``keep`` holds, when given), each
@@ -211,25 +208,20 @@ class DuckEngine:
             return f"CAST({column} AS {kind}) AS {column}"
         return f"coalesce(CAST({column} AS {kind}), {default}) AS {column}"
 
-    def _without_nulls(self, files: Sequence[Path]) -> set[str]:
-        """The columns with a default that every Parquet file holds with statistics counting no
-        null in each row group (read from the footers, cached for the engine's life)."""
-        import duckdb
-
-        defaulted = [c for c in self.columns if default_sql(c) is not None]
-        if not defaulted:
+    def _without_nulls(self) -> set[str]:
+        """The columns with a default that every Parquet file holds, its footer counting no
+        null in any row group: read as they are, with no ``coalesce`` (over a
+        dictionary-encoded column it costs more than reading it). None of them where the
+        footers were not read."""
+        if self._footers is None:
             return set()
-        try:
-            rows = self.con.execute(
-                "SELECT path_in_schema, count(DISTINCT file_name), "
-                "bool_and(coalesce(stats_null_count = 0, FALSE)) "
-                f"FROM parquet_metadata({_list(files)}) "
-                f"WHERE path_in_schema IN ({', '.join(sql_string(c) for c in defaulted)}) "
-                "GROUP BY 1"
-            ).fetchall()
-        except duckdb.Error as exc:
-            raise _record_error(exc, self.files) from None
-        return {str(c) for c, held, clean in rows if held == len(files) and clean}
+        files = self._footers.files
+        return {
+            c
+            for c in self.columns
+            if default_sql(c) is not None
+            and all((s := f.stats.get(c)) is not None and s.nulls == 0 for f in files)
+        }
 
     def _records(self, rows: str) -> str:
         """The ``records`` view over ``rows`` (defaults filled): the filter applied."""
@@ -237,29 +229,28 @@ class DuckEngine:
         return f"SELECT {', '.join(self.columns)} FROM {rows} AS filled WHERE {cond}"
 
     def _holding(self, replicas: Sequence[str]) -> set[Path]:
-        """The Parquet files that may hold a row of one of ``replicas``: by each file's
-        row-group statistics of ``replica`` (footers read once for the engine's life; a file
-        without them may hold any)."""
-        if self._ranges is None:
-            files = [p for group, _, _ in self._scans for p in group]
-            ranges: dict[Path, tuple[str, str] | None] = dict.fromkeys(files)
-            rows = self.con.execute(
-                "SELECT file_name, min(stats_min_value), max(stats_max_value), "
-                "count(*) FILTER (WHERE stats_min_value IS NULL OR stats_max_value IS NULL) "
-                f"FROM parquet_metadata({_list(files)}) WHERE path_in_schema = 'replica' "
-                "GROUP BY 1"
-            ).fetchall()
-            by_name = {str(p): p for p in files}
-            for name, lo, hi, unknown in rows:
-                path = by_name.get(str(name))
-                if path is not None and not unknown and lo is not None and hi is not None:
-                    ranges[path] = (str(lo), str(hi))
-            self._ranges = ranges
-        return {
-            p
-            for p, r in self._ranges.items()
-            if r is None or any(r[0] <= name <= r[1] for name in replicas)
-        }
+        """The Parquet files that may hold a row of one of ``replicas``: by the least and
+        greatest ``replica`` of each file's footer (every file where the footers were not read,
+        a file whose row groups do not all state them may hold any)."""
+        if self._footers is None:
+            return {p for group, _, _ in self._scans for p in group}
+        if self._bounds is None:
+            self._bounds = []
+            for f in self._footers.files:
+                s = f.stats.get("replica")
+                low, high = (s.low, s.high) if s is not None and s.bounded else (None, None)
+                named = isinstance(low, str) and isinstance(high, str)
+                self._bounds.append((f.path, low, high) if named else (f.path, None, None))
+        names = sorted(replicas)
+        kept = set()
+        for path, low, high in self._bounds:
+            if low is None or high is None:
+                kept.add(path)
+                continue
+            at = bisect.bisect_left(names, low)  # the first name at or above the least
+            if at < len(names) and names[at] <= high:
+                kept.add(path)
+        return kept
 
     def _parquet_groups(self, files: Sequence[Path]) -> list[list[Path]] | None:
         """``files`` grouped by their Parquet schema (names, types, order), in order of first
@@ -286,8 +277,12 @@ class DuckEngine:
         return list(groups.values())
 
     def _parquet_columns(self, files: Sequence[Path], *, union: bool) -> set[str]:
+        """The top-level columns of ``files``: of every one when ``union``, else of the first
+        (the group's schema)."""
         import duckdb
 
+        if self._footers is not None:
+            return self._footers.names(files if union else files[:1])
         read = f"read_parquet({_list(files if union else files[:1])}, "
         try:
             rows = self.con.execute(
@@ -302,7 +297,6 @@ class DuckEngine:
         import duckdb
 
         try:
-            self._again()
             frame: pd.DataFrame = self.con.execute(sql).df()
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
@@ -313,7 +307,6 @@ class DuckEngine:
         import duckdb
 
         try:
-            self._again()
             reader = self.con.sql(sql).to_arrow_reader(rows)
             for batch in reader:
                 yield batch.to_pandas()
@@ -341,7 +334,6 @@ class DuckEngine:
 
         labels = [c for c in columns if c in LABELS]
         try:
-            self._again()
             for c in labels:
                 if c not in self._enums:  # one scan a column for the engine's life
                     self.con.execute(
@@ -373,7 +365,6 @@ class DuckEngine:
 
     def scalar(self, sql: str) -> Any:
         """The one value ``sql`` returns."""
-        self._again()
         rows = self.con.execute(sql).fetchall()
         row = rows[0] if rows else None
         return None if row is None else row[0]
@@ -382,74 +373,32 @@ class DuckEngine:
         """The dataset's rows when it is Parquet files only, each stamped checked when written
         (``CHECKED_KEY``) and its footer still saying what the stamp says: as many rows, and
         for each column the checks read (``FINGERPRINTED``), as many nulls and the same least
-        and greatest value, every required column held with no null; None otherwise. The stamps
-        are read first (about 0.06 ms a file), then, where every file has one, the footers'
-        statistics (about 0.3 ms a file): what ``_again`` and ``finished_range`` take from them
-        is kept for the engine's life."""
-        import duckdb
-
-        from fleetwatch.core.records.write import CHECKED_KEY, FINGERPRINTED, read_stamp
+        and greatest value, every required column held with no null; None otherwise (and where
+        the footers were not read). The first and last finish are kept for
+        ``finished_range``."""
+        from fleetwatch.core.records.write import read_stamp
 
         if self._vouched is not False:
             return self._vouched
         self._vouched = None
-        files = [p for group, _, _ in self._scans for p in group]
-        if self._parts or not files:  # JSON lines or object storage: checked on reading
-            return None
-        listed = _list(files)
-        try:
-            got = self.con.execute(
-                f"SELECT file_name, value FROM parquet_kv_metadata({listed}) "
-                f"WHERE key = CAST({sql_string(CHECKED_KEY)} AS BLOB)"
-            ).fetchall()
-            read = {str(name): read_stamp(value) for name, value in got}
-            stamps = {name: st for name, st in read.items() if st is not None}
-            if len(stamps) != len(files):
+        if self._parts or self._footers is None or not self._footers.files:
+            return None  # JSON lines or object storage: checked on reading
+        lows, highs = [], []
+        for f in self._footers.files:
+            stamp = read_stamp(f.stamp)
+            if stamp is None or f.rows != stamp.rows:
                 return None
-            defaulted = [c for c in self.columns if default_sql(c) is not None]
-            wanted = ", ".join(sql_string(c) for c in {*defaulted, *FINGERPRINTED})
-            rows = self.con.execute(
-                f"""SELECT file_name, path_in_schema,
-                    sum(row_group_num_rows) FILTER (WHERE column_id = 0),
-                    sum(stats_null_count), count(*) = count(stats_null_count),
-                    min(TRY_CAST(stats_min_value AS DOUBLE)),
-                    max(TRY_CAST(stats_max_value AS DOUBLE)),
-                    min(stats_min_value), max(stats_max_value),
-                    bool_and(coalesce(min_is_exact AND max_is_exact, FALSE)),
-                    bool_and(type = 'DOUBLE')
-                FROM parquet_metadata({listed})
-                WHERE column_id = 0 OR path_in_schema IN ({wanted}) GROUP BY 1, 2"""
-            ).fetchall()
-        except duckdb.Error as exc:
-            raise _record_error(exc, self.files) from None
-        held: dict[str, int] = {}
-        footers: dict[tuple[str, str], tuple[Any, ...]] = {}
-        for name, column, n, *stats in rows:
-            if n is not None:
-                held[str(name)] = held.get(str(name), 0) + int(n)
-            footers[(str(name), str(column))] = tuple(stats)
-        clean: dict[str, int] = {}
-        for name, stamp in stamps.items():
-            if held.get(name) != stamp.rows or not all(
-                c in stamp.columns and stamp.columns[c][0] == 0 for c in REQUIRED
-            ):
+            if not all(c in stamp.columns and stamp.columns[c][0] == 0 for c in REQUIRED):
                 return None
             for column, said in stamp.columns.items():
-                if not _footer_says(footers.get((name, column)), said, stamp.rows):
+                if not _footer_says(f.stats.get(column), said, stamp.rows):
                     return None
-            for column in defaulted:
-                if footers.get((name, column), (None, False))[:2] == (0, True):
-                    clean[column] = clean.get(column, 0) + 1
-        lows = [st.columns["finished_s"][1] for st in stamps.values()]
-        highs = [st.columns["finished_s"][2] for st in stamps.values()]
+            lows.append(stamp.columns["finished_s"][1])
+            highs.append(stamp.columns["finished_s"][2])
         self._range = None
         if all(isinstance(v, float) for v in (*lows, *highs)):  # the footers say the same
             self._range = (min(float(v) for v in lows), max(float(v) for v in highs))  # type: ignore[arg-type]
-        self._nulls_read = {c for c, n in clean.items() if n == len(files)}
-        self._vouched = sum(held.values())
-        self._full = self._nulls_read
-        if self._full:
-            self._views()
+        self._vouched = sum(f.rows for f in self._footers.files)
         return self._vouched
 
     def finished_range(self) -> tuple[float, float] | None:
@@ -535,24 +484,24 @@ class DuckEngine:
         self.close()
 
 
-def _footer_says(footer: tuple[Any, ...] | None, said: tuple[int, Any, Any], rows: int) -> bool:
-    """Whether a file's footer statistics of one column (``vouched``'s query: nulls, every row
-    group counting them, least and greatest as doubles and as text, exact, stored as doubles)
-    say what its stamp says (nulls, least, greatest)."""
-    if footer is None:
-        return False
-    nulls, counted, lo, hi, lo_text, hi_text, exact, doubles = footer
-    if not counted or nulls != said[0]:
+def _footer_says(stats: ColumnStats | None, said: tuple[int, Any, Any], rows: int) -> bool:
+    """Whether a file's footer statistics of one column (nulls counted in every row group,
+    least and greatest stated in every row group, stored as doubles) say what its stamp says
+    (nulls, least, greatest)."""
+    if stats is None or stats.nulls is None or stats.nulls != said[0]:
         return False
     if said[1] is None or said[2] is None:  # no value at all
         return said[0] == rows
-    if not exact:
+    if not stats.bounded:
         return False
     if isinstance(said[1], str):
-        return bool(lo_text == said[1] and hi_text == said[2])
-    if isinstance(said[1], float) and not doubles:  # a float32's text is not its value
+        return bool(stats.low == said[1] and stats.high == said[2])
+    if isinstance(said[1], float) and not stats.doubles:  # a float32's text is not its value
         return False
-    return bool(lo == float(said[1]) and hi == float(said[2]))
+    ends = (stats.low, stats.high)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ends):
+        return False
+    return bool(float(stats.low) == float(said[1]) and float(stats.high) == float(said[2]))
 
 
 def _record_error(exc: Exception, files: Sequence[Path], *, search: bool = True) -> RecordError:

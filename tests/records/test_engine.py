@@ -322,10 +322,12 @@ def test_parquet_files_of_other_schemas_read_alike(
 ) -> None:
     """Files written by other versions (a column left out, columns in another order) are each
     read by their own names, whether each layout has its scan (up to ``_MAX_SCHEMAS``) or one
-    scan matches names in every file (past it, or when the files' schemas are not told apart)."""
+    scan matches names in every file (past it, or when the files' schemas are not told apart:
+    neither pyarrow nor DuckDB read them)."""
     import fleetwatch.records.engine.duck as duck
 
     if schemas is None:
+        monkeypatch.setattr(duck, "read_footers", lambda *args: None)
         monkeypatch.setattr(duck.DuckEngine, "_parquet_groups", lambda self, files: None)
     else:
         monkeypatch.setattr(duck, "_MAX_SCHEMAS", schemas)
@@ -359,10 +361,50 @@ def test_parquet_files_of_other_schemas_read_alike(
         assert by_file[name]["arrival_s"].tolist() == [1.0, 2.0]
 
 
+def test_each_parquet_footer_is_read_once_for_the_engine_s_life(
+    tree: PluginTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schemas, the stamps and the statistics (nulls, the replicas a file holds) come from
+    one read of each footer when the engine opens, whatever the queries after."""
+    import pyarrow as pa
+
+    from fleetwatch.records import write_records
+
+    whole = read_dataset([tree.whole]).frame
+    root = tmp_path / "stamped"
+    root.mkdir()
+    for i, (_, rows) in enumerate(whole.groupby("replica", observed=True)):
+        write_records(root / f"part-{i}.parquet", rows.reset_index(drop=True))
+    files = resolve([root])
+    read = []
+    real = pa.OSFile
+    monkeypatch.setattr(pa, "OSFile", lambda path, *a: read.append(Path(path)) or real(path, *a))
+    with DuckEngine(files) as engine:
+        assert engine.check() == (len(whole), len(whole))
+        assert engine.vouched() == len(whole)
+        name = str(whole["replica"].iloc[0])
+        got = pd.concat(list(engine.frames(["request_id"], f"replica = '{name}'", replicas=[name])))
+        assert len(got) == int((whole["replica"] == name).sum())
+        assert len(engine._holding([name])) == 1
+    assert sorted(read) == sorted(files)
+
+
+def test_a_parquet_file_pyarrow_cannot_read_is_named_as_ever(tmp_path: Path) -> None:
+    """A file whose footer is not Parquet is named by DuckDB's reading, in one line."""
+    from fleetwatch.records import write_records
+    from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
+
+    write_records(tmp_path / "a.parquet", synthetic_fleet(2, 10, seed=1))
+    (tmp_path / "b.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(RecordError) as info:
+        DuckEngine(sorted(tmp_path.glob("*.parquet")))
+    assert "b.parquet" in str(info.value) and "\n" not in str(info.value)
+
+
 def test_a_null_in_a_parquet_column_with_a_default_reads_as_the_default(tmp_path: Path) -> None:
-    """From an engine's second query on, a column whose statistics count no null in any file
-    is read as it is; one file holding a null (or a file without statistics) keeps the default
-    filled in, row by row: every query reads the same rows."""
+    """A column whose statistics count no null in any file is read as it is; one file holding a
+    null (or a file without statistics) keeps the default filled in, row by row: every query
+    reads the same rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
