@@ -138,7 +138,7 @@ class DuckEngine:
         if parquet:
             defaulted = {c for c in wanted if default_sql(c) is not None}
             self._footers = read_footers(
-                parquet, CHECKED_KEY.encode(), {*defaulted, *FINGERPRINTED, "replica"}
+                parquet, CHECKED_KEY.encode(), {*defaulted, *FINGERPRINTED, *LABELS}
             )
             groups = (
                 self._parquet_groups(parquet) if self._footers is None else self._footers.groups()
@@ -335,11 +335,14 @@ class DuckEngine:
         labels = [c for c in columns if c in LABELS]
         try:
             for c in labels:
-                if c not in self._enums:  # one scan a column for the engine's life
-                    self.con.execute(
-                        f"CREATE TYPE fw_{c} AS ENUM (SELECT DISTINCT {c} FROM records "
-                        f"WHERE {c} IS NOT NULL ORDER BY 1)"
+                if c not in self._enums:  # once a column for the engine's life
+                    pinned = self._pinned(c)
+                    values = (
+                        f"SELECT DISTINCT {c} FROM records WHERE {c} IS NOT NULL ORDER BY 1"
+                        if pinned is None
+                        else ", ".join(sql_string(v) for v in pinned)
                     )
+                    self.con.execute(f"CREATE TYPE fw_{c} AS ENUM ({values})")
                     self._enums.add(c)
             select = ", ".join(
                 f"CAST({c} AS fw_{c}) AS {c}"
@@ -362,6 +365,22 @@ class DuckEngine:
                 yield batch.to_pandas()
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
+
+    def _pinned(self, column: str) -> list[str] | None:
+        """The values of ``column`` in the dataset, sorted, where the footers say them without
+        a scan: Parquet files only, no filter, and each file's statistics of the column one
+        value and no null (a compacted dataset's files, one replica each); None otherwise."""
+        if self._parts or self.where is not None or self._footers is None:
+            return None
+        values = set()
+        for f in self._footers.files:
+            s = f.stats.get(column)
+            if s is None or s.nulls != 0 or not s.bounded or s.low != s.high:
+                return None
+            if not isinstance(s.low, str):
+                return None
+            values.add(s.low)
+        return sorted(values) or None
 
     def scalar(self, sql: str) -> Any:
         """The one value ``sql`` returns."""

@@ -389,6 +389,42 @@ def test_each_parquet_footer_is_read_once_for_the_engine_s_life(
     assert sorted(read) == sorted(files)
 
 
+def test_labels_pinned_by_the_footers_take_the_categories_a_scan_finds(
+    tree: PluginTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where every Parquet file holds one replica (and one model), their categories come from
+    the footers, with no scan: the same categories, in the same order, as the scan's; a file of
+    two replicas, a filter or JSON lines leave them to the scan."""
+    from fleetwatch.records import write_records
+
+    whole = read_dataset([tree.whole]).frame
+    root = tmp_path / "one-each"
+    root.mkdir()
+    for i, (_, rows) in enumerate(whole.groupby("replica", observed=True)):
+        write_records(root / f"part-{i}.parquet", rows.reset_index(drop=True))
+    files = resolve([root])
+
+    def categories(engine: DuckEngine) -> dict[str, list[str]]:
+        got = pd.concat(list(engine.frames(["replica", "model", "status"], rows=1 << 10)))
+        return {c: [str(v) for v in got[c].cat.categories] for c in ("replica", "model", "status")}
+
+    with DuckEngine(files) as engine:
+        assert engine._pinned("replica") == sorted(str(r) for r in whole["replica"].unique())
+        assert engine._pinned("model") is not None
+        pinned = categories(engine)
+    with DuckEngine(files, where=RecordFilter(replicas=frozenset({"replica-1"}))) as engine:
+        assert engine._pinned("replica") is None
+    with DuckEngine(files) as engine:
+        monkeypatch.setattr(engine, "_pinned", lambda column: None)
+        assert categories(engine) == pinned
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    whole.to_parquet(shared / "all.parquet", index=False)
+    with DuckEngine([shared / "all.parquet"]) as engine:
+        assert engine._pinned("replica") is None
+        assert categories(engine)["replica"] == pinned["replica"]
+
+
 def test_a_parquet_file_pyarrow_cannot_read_is_named_as_ever(tmp_path: Path) -> None:
     """A file whose footer is not Parquet is named by DuckDB's reading, in one line."""
     from fleetwatch.records import write_records
