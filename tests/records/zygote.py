@@ -28,11 +28,12 @@ def main() -> None:
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
+        # the log exists before the child does: a kill before its first step leaves it empty
+        fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         pid = os.fork()
         if pid == 0:
             status = 1
             try:
-                fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
                 os.close(fd)
@@ -42,6 +43,7 @@ def main() -> None:
                 sys.stderr.flush()
             finally:
                 os._exit(status)
+        os.close(fd)
         pidfd = os.pidfd_open(pid)
         delay = request["kill_after_s"]
         if delay is not None:
