@@ -139,3 +139,35 @@ def test_a_model_with_no_value_of_a_signal_has_no_quantile_of_it(tmp_path: Path)
     assert tables["one-token"].values["tpot"].isna().all()
     assert tables["one-token"].values[["ttft", "e2e"]].notna().all().all()
     assert tables["m"].values[["ttft", "tpot", "e2e"]].notna().all().all()
+
+
+def test_cells_by_merged_prompt_buckets_equal_the_cells_keyed_by_model(tmp_path: Path) -> None:
+    """Where each replica serves one model the cells are counted by the models' edges merged,
+    the model not read: the same cells as counted with the model in the key, each request in
+    the prompt bucket ``searchsorted(edges, u, side="right")`` of its model's own edges (edges
+    that differ between the models and fall between integers, as interpolated quantiles do)."""
+    from fleetwatch.fleet.outliers.sources import engine as reduced
+    from fleetwatch.records.io import add_derived
+
+    frame = two_models(seed=9)
+    tree = write_tree(tmp_path / "fleet", frame)
+    own = {SMALL: [150.5, 300.0, 301.25, 900.0], BIG: [120.0, 300.0, 640.75]}
+    edges = {(m, s): np.array(e) for m, e in own.items() for s in ("ttft", "tpot", "e2e")}
+    with open_scan([tree.root], columns=NEEDS) as scan:
+        summary = reduced._summary(scan.engine)
+        models = summary["model"].unique().tolist()
+        replicas = summary["replica"].astype(str).unique().tolist()
+        owners = dict(zip(summary["replica"].astype(str), summary["model"], strict=True))
+        keyed = reduced._cells(scan.engine, edges, models, replicas)
+        merged = reduced._cells(scan.engine, edges, models, replicas, owners=owners)
+    pd.testing.assert_frame_equal(merged, keyed)
+    whole = add_derived(read_dataset([tree.root]).frame)
+    ok = whole[whole["status"] == "ok"]
+    u = (ok["prompt_tokens"] - ok["cached_prompt_tokens"].fillna(0)).to_numpy()
+    for signal in ("ttft", "tpot", "e2e"):
+        for model, bounds in own.items():
+            mine = ((ok["model"] == model) & ok[f"{signal}_s"].notna()).to_numpy()
+            want = np.bincount(np.searchsorted(bounds, u[mine], side="right"))
+            cells = merged[(merged["model"] == model) & (merged["signal"] == signal)]
+            got = cells.groupby("pb")["n"].sum().reindex(range(len(want)), fill_value=0)
+            assert got.tolist() == want.tolist(), (model, signal)

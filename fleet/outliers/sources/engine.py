@@ -4,7 +4,9 @@ The engine (DuckDB in process, or Spark) reduces the dataset to three small tabl
 rows: per replica its counts and sums (volume, errors, tokens, active span); per model and signal
 the distribution of uncached prompt tokens (for the like-with-like buckets' edges); and per
 replica, signal, prompt bucket and latency bucket the count of ok requests (2 % latency buckets,
-``records.engine.reductions``). Everything ``table_from_records`` computes from every request is
+``records.engine.reductions``), one scan each. The third reads no model where each replica
+serves one: its prompt buckets are the models' edges merged, each replica's cells put in its
+model's buckets here. Everything ``table_from_records`` computes from every request is
 computed here from those counts: the quantiles and their sampling errors (within 1 % of the
 sample's), the like-with-like ratios, and each replica's requests for the rank test, given as
 weighted samples (one row per latency bucket; requests in one bucket tie).
@@ -149,22 +151,24 @@ def _uncached_counts(engine: Engine, lacking: int = 2) -> pd.DataFrame:
     nulls (``_HAS``), without computing the durations, and only as far as the summary found ok
     requests lacking one (``lacking``, as ``_LACKING``): at 1 by the output tokens alone, at 0
     not at all, the sizes alone the same for each signal (reading the times is most of the
-    query's cost)."""
-    flags = dict.fromkeys(_LATENCY, "1")
+    query's cost). A signal every ok request has is no key of the ``GROUP BY`` (a constant
+    key costs as much hashing as any other)."""
+    flags: dict[str, str] = {}
     if lacking >= 2:
         flags = {name: f"CASE WHEN {cond} THEN 1 ELSE 0 END" for name, cond in _HAS.items()}
     elif lacking == 1:
         flags["tpot"] = "CASE WHEN output_tokens >= 2 THEN 1 ELSE 0 END"
-    has = ", ".join(f"{expr} AS has_{name}" for name, expr in flags.items())
-    names = ", ".join(f"has_{name}" for name in flags)
+    has = "".join(f", {expr} AS has_{name}" for name, expr in flags.items())
+    names = "".join(f", has_{name}" for name in flags)
+    keys = ", ".join(str(i + 1) for i in range(2 + len(flags)))
     got = engine.query(
-        f"SELECT model, u, {names}, count(*) AS n FROM (SELECT model, {_UNCACHED} AS u, {has} "
-        f"FROM records WHERE {_OK}) AS t GROUP BY 1, 2, 3, 4, 5"
+        f"SELECT model, u{names}, count(*) AS n FROM (SELECT model, {_UNCACHED} AS u{has} "
+        f"FROM records WHERE {_OK}) AS t GROUP BY {keys}"
     )
     got = _unnamed(got)
     parts = []
     for name in _LATENCY:
-        mine = got[got[f"has_{name}"] == 1]
+        mine = got[got[f"has_{name}"] == 1] if name in flags else got
         part = mine.groupby(["model", "u"], sort=True, observed=True)["n"].sum().reset_index()
         part.insert(1, "signal", name)
         parts.append(part[["model", "signal", "u", "n"]])
@@ -183,12 +187,18 @@ def _edges(counts: pd.DataFrame, buckets: int) -> dict[tuple[str, str], np.ndarr
 
 def _searched(expr: str, edges: Sequence[float], below: int = 0) -> str:
     """SQL: ``below`` plus the number of ``edges`` (ascending) at or below the value of ``expr``,
-    as a binary search of nested CASEs (a few comparisons a row, not one an edge)."""
+    as a binary search of nested CASEs (a few comparisons a row, not one an edge). ``expr`` is
+    an integer (the uncached tokens): an edge is written as the least integer at or above it,
+    the same comparison of an integer, made without casting the integer to a double."""
     if not edges:
         return str(below)
     mid = len(edges) // 2
     above = _searched(expr, edges[mid + 1 :], below + mid + 1)
-    return f"(CASE WHEN {expr} >= {float(edges[mid])!r} THEN {above} ELSE {_searched(expr, edges[:mid], below)} END)"
+    edge = float(edges[mid])
+    bound = str(math.ceil(edge)) if math.isfinite(edge) else repr(edge)
+    return (
+        f"(CASE WHEN {expr} >= {bound} THEN {above} ELSE {_searched(expr, edges[:mid], below)} END)"
+    )
 
 
 def _model_bucket(
@@ -209,9 +219,37 @@ def _model_bucket(
     return f"(CASE {' '.join(cases)} ELSE -1 END)"
 
 
+def _bounds(edges: Any) -> list[int | float]:
+    """``edges`` as ``_searched`` compares an integer with them: each the least integer at or
+    above it (an edge that is not finite as it is)."""
+    return [math.ceil(x) if math.isfinite(x) else x for x in (float(e) for e in edges)]
+
+
+def _merged(
+    edges: Mapping[tuple[str, str], np.ndarray[Any, Any]], models: Sequence[str], signal: str
+) -> tuple[list[int | float], np.ndarray[Any, Any]]:
+    """The edges of every model of ``models`` for ``signal`` in one ascending list (as
+    ``_bounds``, each once), and per model (a row each, in ``models``' order) its prompt bucket
+    of each bucket of that list: the number of its own edges at or below the merged bucket's
+    lower edge (none below the first). A model's edges are all in the list, so every merged
+    bucket lies in one bucket of each model's."""
+    own = [_bounds(edges.get((model, signal), ())) for model in models]
+    merged = sorted({b for bounds in own for b in bounds})
+    lower = np.array([-math.inf, *merged], dtype=np.float64)
+    table = np.array(
+        [np.searchsorted(np.sort(np.array(b, dtype=np.float64)), lower, side="right") for b in own],
+        dtype=np.int64,
+    ).reshape(len(models), len(lower))
+    return merged, table
+
+
 _SPAN = 1 << 22
-"""A cell's key is ``model_bucket * _SPAN + b``: every latency bucket ``b`` lies within
-``±_SPAN / 2`` (``ZERO_BUCKET`` is -10**6, a positive double's bucket within ±40,000)."""
+"""A cell's key is ``bucket * _SPAN + b``, ``bucket`` the model and prompt bucket or the merged
+prompt bucket: every latency bucket ``b`` lies within ``±_SPAN / 2`` (``ZERO_BUCKET`` is
+-10**6, a positive double's bucket within ±40,000)."""
+_NARROW = (2**31 - 1 - _SPAN // 2) // _SPAN
+"""The buckets below which every key (``bucket * _SPAN + b``, with ``bucket`` from -1) and
+``bucket * _SPAN`` fit a 32-bit integer."""
 
 
 def _cells(
@@ -219,36 +257,62 @@ def _cells(
     edges: Mapping[tuple[str, str], np.ndarray[Any, Any]],
     models: Sequence[str],
     replicas: Sequence[str],
+    *,
+    owners: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Per model, replica, signal, prompt bucket and 2 % latency bucket the count of ok requests:
     one scan, the three signals as grouping sets (no row repeated per signal) of the replica and
-    one integer key a signal (the model, prompt bucket and latency bucket packed: fewer and
-    cheaper keys to hash than the four); a model and prompt bucket computed once a row when the
-    signals' edges agree (they do but for the rare request of one output token or none). The
-    result (about a million rows at 200 replicas) is brought a batch at a time, its replicas as
-    codes of ``replicas`` (the summary's): a string object a row would cost more memory than
+    one integer key a signal (a prompt bucket and the latency bucket packed: fewer and cheaper
+    keys to hash than three), the prompt bucket computed once a row when the signals' edges
+    agree (they do but for the rare request of one output token or none).
+
+    Where each replica serves one model (``owners``: replica -> model, every replica of
+    ``replicas`` in it) the prompt bucket is one of the models' edges merged (``_merged``),
+    the model not read at all: each cell's model is its replica's, its prompt bucket that
+    model's of the merged bucket, and the cells of merged buckets within one prompt bucket are
+    added up here. Otherwise the key holds the model too (``_model_bucket``).
+
+    The result (about a million rows at 200 replicas) is brought a batch at a time, its replicas
+    as codes of ``replicas`` (the summary's): a string object a row would cost more memory than
     the engine's own work."""
     names = {"model": sorted(models), "replica": sorted(replicas)}
-    width = 1 + max((len(e) for e in edges.values()), default=0)
-    mbs = {name: _model_bucket(edges, names["model"], name, width) for name in _LATENCY}
+    if owners is not None:
+        index = {m: i for i, m in enumerate(names["model"])}
+        of_replica = np.array([index[owners[r]] for r in names["replica"]], dtype=np.int64)
+        merged = {name: _merged(edges, names["model"], name) for name in _LATENCY}
+        mbs = {name: _searched("u", merged[name][0]) for name in _LATENCY}
+        top = max(len(m) for m, _ in merged.values())
+    else:
+        width = 1 + max((len(e) for e in edges.values()), default=0)
+        mbs = {name: _model_bucket(edges, names["model"], name, width) for name in _LATENCY}
+        top = len(names["model"]) * width
     shared = {expr: f"mb{i}" for i, expr in enumerate(dict.fromkeys(mbs.values()))}
     durations = ", ".join(f"{DERIVED[col]} AS x_{name}" for name, col in _LATENCY.items())
     inner = ", ".join(
         [f"{expr} AS {alias}" for expr, alias in shared.items()]
         + [f"{bucket_sql(f'x_{name}')} AS b_{name}" for name in _LATENCY]
     )
-    keys = ", ".join(
-        f"CAST({shared[mbs[name]]} AS BIGINT) * {_SPAN} + b_{name} AS k_{name}" for name in _LATENCY
-    )
+    if top < _NARROW:  # 32-bit keys: less to hash and to hold per row than 64-bit ones
+        key = "CAST({mb} * {span} + b_{name} AS INTEGER) AS k_{name}"
+    else:
+        key = "CAST({mb} AS BIGINT) * {span} + b_{name} AS k_{name}"
+    keys = ", ".join(key.format(mb=shared[mbs[name]], span=_SPAN, name=name) for name in _LATENCY)
+    read = "replica" if owners is not None else "model, replica"
     sets = ", ".join(f"(replica, k_{name})" for name in _LATENCY)
     marks = ", ".join(f"grouping(k_{name}) AS g_{name}" for name in _LATENCY)
     cols = ", ".join(f"k_{name}" for name in _LATENCY)
     sql = f"""SELECT replica, {marks}, {cols}, count(*) AS n
             FROM (SELECT replica, {keys} FROM (SELECT replica, {inner} FROM (
-                SELECT model, replica, {_UNCACHED} AS u, {durations} FROM records WHERE {_OK}
+                SELECT {read}, {_UNCACHED} AS u, {durations} FROM records WHERE {_OK}
             ) AS t0) AS t1) AS t
             GROUP BY GROUPING SETS ({sets})"""
-    parts = [pd.DataFrame({c: pd.Categorical([], categories=v) for c, v in names.items()})]
+    empty = {c: pd.Categorical([], categories=v) for c, v in names.items()}
+    none = np.zeros(0, dtype=np.int64)
+    parts = [
+        pd.DataFrame(
+            {**empty, "signal": pd.Series([], dtype=str), "pb": none, "b": none, "n": none}
+        )
+    ]
     half = _SPAN // 2
     for got in engine.batches(sql, _CELL_BATCH):
         replica = pd.Categorical(got["replica"].astype(object), categories=names["replica"])
@@ -258,15 +322,20 @@ def _cells(
             mine = ((got[f"g_{name}"] == 0) & got[f"k_{name}"].notna()).to_numpy()
             k = got[f"k_{name}"].to_numpy()[mine].astype(np.int64)
             mb = (k + half) // _SPAN
-            model = mb // width
-            if len(model) and (model.min() < 0 or model.max() >= len(names["model"])):
-                raise AnalysisError("a cell's model is not in the summary")
+            if owners is not None:
+                model = of_replica[replica.codes[mine]]
+                pb = merged[name][1][model, mb]
+            else:
+                model = mb // width
+                if len(model) and (model.min() < 0 or model.max() >= len(names["model"])):
+                    raise AnalysisError("a cell's model is not in the summary")
+                pb = mb - model * width
             part = pd.DataFrame(
                 {
                     "model": pd.Categorical.from_codes(model, categories=pd.Index(names["model"])),
                     "replica": replica[mine],
                     "signal": name,
-                    "pb": mb - model * width,
+                    "pb": pb,
                     "b": k - mb * _SPAN,
                     "n": got["n"].to_numpy()[mine].astype(np.int64),
                 }
@@ -276,8 +345,16 @@ def _cells(
     cells["pb"] = cells["pb"].astype(np.int64)
     cells["b"] = cells["b"].astype(np.int64)
     cells["n"] = cells["n"].astype(np.int64)
-    cells = cells.sort_values(["model", "signal", "replica", "pb", "b"], kind="stable")
+    order = ["model", "signal", "replica", "pb", "b"]
+    cells = cells.sort_values(order, kind="stable")
     cells = cells.reset_index(drop=True)  # summed in this order: the same on every run
+    if owners is not None:  # one cell of each run of equal keys (merged buckets), added up
+        runs = [cells[c].cat.codes if c in names else cells[c] for c in order]
+        starts = _starts(*(k.to_numpy() for k in runs))
+        if len(starts) < len(cells):
+            n = np.add.reduceat(cells["n"].to_numpy(), starts)
+            cells = cells.iloc[starts].reset_index(drop=True)
+            cells["n"] = n
     cells = cells.astype({"model": object, "replica": object})
     cells["v"] = bucket_values(cells["b"].to_numpy())
     return cells
@@ -488,7 +565,17 @@ def tables_from_engine(
         raise AnalysisError(f"{where}: records lack column(s) replica")
     edges = _edges(_uncached_counts(engine, int(summary["lacking"].max())), buckets)
     names = summary["replica"].astype(str)
-    cells = _cells(engine, edges, summary["model"].unique().tolist(), names.unique().tolist())
+    served = summary.assign(replica=names).drop_duplicates(["replica", "model"])
+    owners = None
+    if not served["replica"].duplicated().any():  # each replica serves one model
+        owners = dict(zip(served["replica"], served["model"].astype(str), strict=True))
+    cells = _cells(
+        engine,
+        edges,
+        summary["model"].unique().tolist(),
+        names.unique().tolist(),
+        owners=owners,
+    )
     errors = _error_types(summary)
     out = []
     for model in sorted(summary["model"].astype(str).unique()):
