@@ -32,6 +32,17 @@ step can make of a duration, is counted as 0); the quantile test, Mann–Whitney
 tied at their mid-rank), the like-for-like percentiles and the e2e tail threshold the component
 means are taken above see the values to that resolution. The report states it
 (``CompareReport.resolution``).
+
+The scans: one of each run listing its models (``_models``); then for each model and run, two of
+the tallies (``_tallies``: requests per outcome and each distinct token count, as grouping sets;
+each distinct prefix-cache share), where the workloads differ those of the strata (``_strata``:
+value counts of each covariate, and the requests inside their common range), on the bucketed
+path one of the counts per (metric, stratum, bucket) (``_histograms``; on the exact path one
+count per stratum and one sorted stream of each metric), and last one of the first and last
+arrival and the components' means (``_last_scan``). The tallies come before the bucket counts,
+which are counted per stratum: the strata are known only once the workloads' value counts are
+compared. The means come after them: the e2e tail cohort is the requests at or above the
+threshold the pass over e2e finds, which may fall inside a bucket, so its sums are not a bucket's.
 """
 
 from __future__ import annotations
@@ -71,7 +82,7 @@ from fleetwatch.records.engine import Engine
 from fleetwatch.records.engine.folded import check_columns, checked
 from fleetwatch.records.engine.reductions import (
     DERIVED,
-    MODEL,
+    UNNAMED,
     bucket_sql,
     bucket_values,
     grouping_sets,
@@ -116,6 +127,15 @@ _CACHE_SHARE = (
 )
 
 
+def _ascending(v: F64, n: I64) -> tuple[F64, I64]:
+    """Distinct values and their counts, as grouped by an engine, in ascending order, the group
+    of NULL (read back as NaN: the values counted are integers and their quotients by a positive
+    integer, never NaN) left out."""
+    keep = ~np.isnan(v)
+    order = np.argsort(v[keep])  # distinct values: no ties to keep in order
+    return v[keep][order], n[keep][order]
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     """One run's records: an engine and the condition that picks the model compared."""
@@ -132,12 +152,10 @@ class Run:
         return [None if _missing(x) else x for x in self.query(select, cond).iloc[0].tolist()]
 
     def counts(self, expr: str, cond: str) -> tuple[F64, I64]:
-        """The distinct values of ``expr`` over the rows ``cond`` keeps, ascending, and the
-        count of each (NULL left out)."""
-        df = self.query(
-            f"{expr} AS v, count(*) AS n", f"{cond} AND {expr} IS NOT NULL", "GROUP BY 1 ORDER BY 1"
-        )
-        return df["v"].to_numpy(np.float64), df["n"].to_numpy(np.int64)
+        """The distinct values of ``expr`` (a number that is never NaN) over the rows ``cond``
+        keeps, ascending, and the count of each (NULL left out)."""
+        df = self.query(f"{expr} AS v, count(*) AS n", cond, "GROUP BY 1")
+        return _ascending(df["v"].to_numpy(np.float64), df["n"].to_numpy(np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,16 +181,16 @@ class _Tallies:
         return self.statuses.get("error", 0)
 
 
-_OUTCOMES = {
-    "all": "status",
-    "empty": f"CASE WHEN {OK} AND output_tokens = 0 THEN 'empty' END",
-    "finish_reason": f"CASE WHEN {OK} THEN finish_reason END",
-    "error_type": "CASE WHEN status = 'error' THEN error_type END",
-    "status": "CASE WHEN status NOT IN ('ok', 'error') THEN status END",
+_OUTCOME_KEYS = {
+    "st": "status",
+    "z": f"coalesce({OK} AND output_tokens = 0, FALSE)",
+    "fr": f"CASE WHEN {OK} THEN finish_reason END",
+    "et": "CASE WHEN status = 'error' THEN error_type END",
 }
-"""Requests per status (the view reads a missing status as ok), empty ok outputs, and the
-output shape's tallies, each over the requests it counts (NULL: not)."""
-_WORKLOAD = {
+"""A request's outcome: its status (the view reads a missing status as ok), whether it is an
+ok request with an empty output, the finish reason of an ok request and the error type of an
+errored one; every tally ``_Tallies`` holds is a sum of counts of these."""
+_TOKENS = {
     "prompt_tokens": "CAST(prompt_tokens AS DOUBLE)",
     "output_tokens": "CAST(output_tokens AS DOUBLE)",
 }
@@ -181,26 +199,49 @@ values each)."""
 
 
 def _tallies(run: Run) -> _Tallies:
-    """``_Tallies`` of a run, in two scans: one of grouping sets, and the prefix-cache share's
-    value counts apart (a value for each distinct pair of prompt and cached tokens: millions in a
-    large run, which as one more grouping set would carry every other key's column too, hundreds
-    of MB)."""
-    keys = {f"k{i}": sql for i, sql in enumerate([*_OUTCOMES.values(), *_WORKLOAD.values()])}
-    tables = grouping_sets(
-        run.engine, f"FROM records WHERE {run.where}", keys, [(k,) for k in keys]
+    """``_Tallies`` of a run, in two scans: one counting the requests by outcome
+    (``_OUTCOME_KEYS``, a handful of groups) and by each token count, as grouping sets (plain
+    counts, which DuckDB takes with less CPU than a ``histogram`` of each tally, and Spark
+    alike); and the prefix-cache share's value counts apart (a value for each distinct pair of
+    prompt and cached tokens: millions in a large run, whose rows as one more grouping set would
+    carry every other key's column too, the outcomes' strings among them)."""
+    keys = {**_OUTCOME_KEYS, **{f"v{i}": sql for i, sql in enumerate(_TOKENS.values())}}
+    names = list(keys)
+    sets = [list(_OUTCOME_KEYS), *([k] for k in names[len(_OUTCOME_KEYS) :])]
+    got = run.engine.query(
+        f"SELECT {', '.join(names)}, grouping_id({', '.join(names)}) AS g, count(*) AS n "
+        "FROM (SELECT "
+        + ", ".join(f"{sql} AS {k}" for k, sql in keys.items())
+        + f" FROM records WHERE {run.where}) AS t GROUP BY GROUPING SETS ("
+        + ", ".join("(" + ", ".join(s) + ")" for s in sets)
+        + ")"
     )
-    named = dict(zip([*_OUTCOMES, *_WORKLOAD], zip(keys, tables, strict=True), strict=True))
-    counted = {
-        name: {str(v): int(n) for v, n in zip(t[key], t["n"], strict=True)}
-        for name, (key, t) in ((o, named[o]) for o in _OUTCOMES)
+    g = got["g"].to_numpy(np.int64)
+
+    def rows(s: Sequence[str]) -> Any:
+        # a set's rows: the bits of the keys it groups by clear, the first key's bit highest
+        return got[g == sum(1 << (len(names) - 1 - i) for i, k in enumerate(names) if k not in s)]
+
+    counted: dict[str, dict[str, int]] = {
+        o: {} for o in ("all", "finish_reason", "error_type", "status")
     }
+    empty = 0
+    for st, z, fr, et, n in rows(sets[0])[[*_OUTCOME_KEYS, "n"]].itertuples(index=False):
+        n = int(n)
+        for name, key in (("all", st), ("finish_reason", fr), ("error_type", et)):
+            if not _missing(key):
+                counted[name][str(key)] = counted[name].get(str(key), 0) + n
+        if not _missing(st) and st not in ("ok", "error"):
+            counted["status"][str(st)] = counted["status"].get(str(st), 0) + n
+        if not _missing(z) and bool(z):
+            empty += n
     values = {}
-    for name in _WORKLOAD:
-        key, t = named[name]
-        t = t.sort_values(key)
-        values[name] = (t[key].to_numpy(np.float64), t["n"].to_numpy(np.int64))
+    for name, key in zip(_TOKENS, names[len(_OUTCOME_KEYS) :], strict=True):
+        t = rows([key])
+        values[name] = _ascending(t[key].to_numpy(np.float64), t["n"].to_numpy(np.int64))
     values["prefix_cache_share"] = run.counts(_CACHE_SHARE, "TRUE")
-    return _Tallies(counted.pop("all"), counted.pop("empty").get("empty", 0), counted, values)
+    tallies = {name: dict(sorted(c.items())) for name, c in counted.items()}
+    return _Tallies(tallies.pop("all"), empty, tallies, values)
 
 
 def _shape(t: _Tallies) -> ShapeCounts:
@@ -240,11 +281,14 @@ Histogram = tuple[I64, I64, I64]
 
 
 def _histograms(run: Run, exprs: Sequence[str], code: str) -> list[Histogram]:
-    """Each metric's counts per (stratum, bucket) over the run's ok requests, in one scan."""
-    keys = {"s": code, **{f"b{i}": bucket_sql(e, BUCKET_RATIO) for i, e in enumerate(exprs)}}
+    """Each metric's counts per (stratum, bucket) over the run's ok requests, in one scan. Each
+    metric's value is taken once a row, in a subquery, and its bucket from that column (the value
+    written three times into its bucket's ``CASE`` cost DuckDB 3 % more CPU over 37 M rows)."""
+    values = ", ".join(f"{e} AS x{i}" for i, e in enumerate(exprs))
+    keys = {"s": code, **{f"b{i}": bucket_sql(f"x{i}", BUCKET_RATIO) for i in range(len(exprs))}}
     tables = grouping_sets(
         run.engine,
-        f"FROM records WHERE ({run.where}) AND {OK}",
+        f"FROM (SELECT *, {values} FROM records WHERE ({run.where}) AND {OK}) AS u",
         keys,
         [("s", f"b{i}") for i in range(len(exprs))],
     )
@@ -495,8 +539,10 @@ def _compare(
 def _models(engine: Engine) -> list[str]:
     """The run's models, from the query that also checks every row where the engine's are not
     checked yet (``records.engine.folded``)."""
-    got = engine.query(f"SELECT {MODEL} AS m{check_columns(engine)} FROM records GROUP BY 1")
-    return sorted(str(m) for m in checked(engine, got)["m"])
+    got = engine.query(f"SELECT model AS m{check_columns(engine)} FROM records GROUP BY 1")
+    # grouped on the stored column (half the CPU of grouping on ``MODEL``); a record naming no
+    # model counts under ``UNNAMED``, as ``MODEL`` has it
+    return sorted({UNNAMED if _missing(m) else str(m) for m in checked(engine, got)["m"]})
 
 
 def compare_in_engines(

@@ -14,7 +14,7 @@ import pytest
 
 import fleetwatch.fleet.compare.ordered as ordered
 from fleetwatch.fleet.by_model import ByModel
-from fleetwatch.fleet.compare import compare_runs_by_model
+from fleetwatch.fleet.compare import compare_runs_by_model, engine
 from fleetwatch.fleet.compare.engine import NEEDS, compare_in_engines
 from fleetwatch.fleet.compare.ordered import merged
 from fleetwatch.fleet.compare.statistics import bootstrap_quantiles, inverted_cdf_index
@@ -22,6 +22,7 @@ from fleetwatch.records.dataset import read_dataset
 from fleetwatch.records.engine.scan import open_scan
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.fleet.test_by_model import two_models
+from tests.fleet.test_compare_shape import _with_shape
 from tests.records.plugin_tree import write_tree
 from tests.rounding import rounded
 
@@ -69,6 +70,50 @@ def test_two_models_are_compared_apart(tmp_path: Path) -> None:
     got, expect = _both(before, after)
     assert got == expect
     assert isinstance(ByModel, type) and len(got["models"]) == 2
+
+
+def test_the_tallies_grouping_sets_count_each_tally_and_workload_value(tmp_path: Path) -> None:
+    """The tallies' grouping sets count what each tally counted apart counts:
+    requests per status, empty ok outputs, finish reasons of ok requests, error types of errored
+    ones, the other statuses, and each distinct token count and prefix-cache share."""
+    frame = _with_shape(synthetic_fleet(4, 300, seed=5, error_rate={0: 0.2}), 3, 0.3)
+    rng = np.random.default_rng(5)
+    status = frame["status"].astype(str).to_numpy()
+    status[rng.random(len(frame)) < 0.05] = "aborted"
+    frame["status"] = pd.Categorical(status)
+    ok = status == "ok"
+    frame.loc[ok & (rng.random(len(frame)) < 0.1), "output_tokens"] = 0
+    frame.loc[ok & (rng.random(len(frame)) < 0.1), "finish_reason"] = None
+    frame.loc[(status == "error") & (rng.random(len(frame)) < 0.3), "error_type"] = None
+    frame.loc[rng.random(len(frame)) < 0.1, "cached_prompt_tokens"] = 0
+    path = write_tree(tmp_path / "run", frame).root
+    read = read_dataset([path]).frame
+    with open_scan([path], columns=NEEDS) as scan:
+        got = engine._tallies(engine.Run(scan.engine))
+    st = read["status"].astype(str)
+
+    def tally(values: pd.Series) -> dict[str, int]:
+        return {str(k): int(n) for k, n in sorted(values.value_counts(dropna=True).items())}
+
+    ok_rows = (st == "ok").to_numpy()
+    assert got.statuses == tally(st) and set(got.statuses) == {"ok", "error", "aborted"}
+    assert got.empty == int((ok_rows & (read["output_tokens"] == 0).to_numpy()).sum()) > 0
+    assert got.tallies["finish_reason"] == tally(read["finish_reason"][ok_rows])
+    assert got.tallies["error_type"] == tally(read["error_type"][(st == "error").to_numpy()])
+    assert got.tallies["status"] == {"aborted": int((st == "aborted").sum())}
+    share = np.where(
+        read["prompt_tokens"] > 0,
+        read["cached_prompt_tokens"] / np.maximum(read["prompt_tokens"], 1),
+        0.0,
+    )
+    for name, values in (
+        ("prompt_tokens", read["prompt_tokens"].to_numpy(np.float64)),
+        ("output_tokens", read["output_tokens"].to_numpy(np.float64)),
+        ("prefix_cache_share", share.astype(np.float64)),
+    ):
+        v, n = np.unique(values, return_counts=True)
+        assert np.array_equal(got.values[name][0], v), name
+        assert np.array_equal(got.values[name][1], n), name
 
 
 def _stream(values: list[float], rows: int) -> Any:
