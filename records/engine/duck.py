@@ -136,10 +136,13 @@ class DuckEngine:
         self._scans: list[tuple[list[Path], set[str], bool]] = []
         self._footers: Footers | None = None
         if parquet:
-            defaulted = {c for c in wanted if default_sql(c) is not None}
-            self._footers = read_footers(
-                parquet, CHECKED_KEY.encode(), {*defaulted, *FINGERPRINTED, *LABELS}
-            )
+            # the statistics of the columns read: those the checks read (``vouched``), those
+            # with a default (``_without_nulls``), the labels (``_pinned``) and the replica
+            # (``_holding``)
+            stats = {
+                c for c in wanted if c in FINGERPRINTED or c in LABELS or default_sql(c) is not None
+            }
+            self._footers = read_footers(parquet, CHECKED_KEY.encode(), stats)
             groups = (
                 self._parquet_groups(parquet) if self._footers is None else self._footers.groups()
             )
@@ -391,10 +394,11 @@ class DuckEngine:
     def vouched(self) -> int | None:
         """The dataset's rows when it is Parquet files only, each stamped checked when written
         (``CHECKED_KEY``) and its footer still saying what the stamp says: as many rows, and
-        for each column the checks read (``FINGERPRINTED``), as many nulls and the same least
-        and greatest value, every required column held with no null; None otherwise (and where
-        the footers were not read). The first and last finish are kept for
-        ``finished_range``."""
+        for each column the checks read (``FINGERPRINTED``) that the engine reads, as many
+        nulls and the same least and greatest value (a column it does not read is neither
+        checked nor used, so a change to it changes nothing the engine says), every required
+        column held with no null; None otherwise (and where the footers were not read). The
+        first and last finish are kept for ``finished_range``."""
         from fleetwatch.core.records.write import read_stamp
 
         if self._vouched is not False:
@@ -403,6 +407,7 @@ class DuckEngine:
         if self._parts or self._footers is None or not self._footers.files:
             return None  # JSON lines or object storage: checked on reading
         lows, highs = [], []
+        read = set(self.columns)
         for f in self._footers.files:
             stamp = read_stamp(f.stamp)
             if stamp is None or f.rows != stamp.rows:
@@ -410,7 +415,7 @@ class DuckEngine:
             if not all(c in stamp.columns and stamp.columns[c][0] == 0 for c in REQUIRED):
                 return None
             for column, said in stamp.columns.items():
-                if not _footer_says(f.stats.get(column), said, stamp.rows):
+                if column in read and not _footer_says(f.stats.get(column), said, stamp.rows):
                     return None
             lows.append(stamp.columns["finished_s"][1])
             highs.append(stamp.columns["finished_s"][2])

@@ -292,6 +292,26 @@ def test_a_value_changed_in_a_stamped_file_is_checked_again(
     assert re.search(r"field 'finished_s': is 1e\+07 s after arrival_s", err.err), err.err
 
 
+def test_a_change_to_a_column_the_engine_does_not_read_leaves_the_rows_vouched_for(
+    compacted: Path, tmp_path: Path
+) -> None:
+    """The footers are compared with the stamp for the columns the engine reads: an engine
+    reading the changed column checks every row again, one that does not read it reads no
+    value of it, and its rows are still those the stamp vouches for."""
+
+    def more(table: pa.Table) -> pa.Table:  # a prompt past the old greatest, as many rows
+        tokens = table.column("prompt_tokens").to_pylist()
+        tokens[0] = max(tokens) + 1000
+        at = table.column_names.index("prompt_tokens")
+        return table.set_column(at, "prompt_tokens", pa.array(tokens, pa.int64()))
+
+    root = _one_file(compacted, tmp_path, more)
+    with DuckEngine(_files(root), columns=["model", "status", "prompt_tokens"]) as engine:
+        assert engine.vouched() is None
+    with DuckEngine(_files(root), columns=["model", "status"]) as engine:
+        assert engine.vouched() == pq.read_metadata(_files(root)[0]).num_rows
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_stamped_file_without_a_required_column_is_named_as_ever(
     compacted: Path, spec: Path, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
