@@ -525,6 +525,8 @@ def _footer_says(stats: ColumnStats | None, said: tuple[int, Any, Any], rows: in
     ends = (stats.low, stats.high)
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ends):
         return False
+    if all(isinstance(v, int) for v in (*ends, said[1], said[2])):  # counts: exactly
+        return bool(stats.low == said[1] and stats.high == said[2])
     return bool(float(stats.low) == float(said[1]) and float(stats.high) == float(said[2]))
 
 

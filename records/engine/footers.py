@@ -4,12 +4,13 @@ stamp (``core.records.write.CHECKED_KEY``) and the statistics the engine takes f
 DuckDB reads footers again for each metadata function (``parquet_schema``,
 ``parquet_kv_metadata``, ``parquet_metadata``: 0.2 to 0.8 s of CPU each for 2,800 files, none
 of them cached for the next); pyarrow reads one in about 0.15 ms with all of these in it. A file
-pyarrow cannot read gives ``None`` for the dataset, and the engine reads it through DuckDB as
-before, which names the file at fault.
+pyarrow cannot read (or whose statistics it cannot decode) gives ``None`` for the dataset, and
+the engine reads it through DuckDB as before, which names the file at fault.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,11 @@ __all__ = ["ColumnStats", "Footer", "Footers", "read_footers"]
 
 
 _COMPARED = 64
-"""Distinct schemas a file's is compared with; a dataset of more is read matching columns by
-name anyway (``duck._MAX_SCHEMAS``), so a file beyond them is counted a schema of its own."""
+"""Distinct schemas a file's is compared with. A dataset of more is read by one scan matching
+columns by name anyway (``duck._MAX_SCHEMAS``, fewer than these), so a file of a schema beyond
+them is a group of its own, and only its columns' names are kept."""
+_ALONE = -1
+"""``Footer.shape`` of a file whose schema was not compared (``_COMPARED``)."""
 
 
 class ColumnStats(NamedTuple):
@@ -29,11 +33,12 @@ class ColumnStats(NamedTuple):
     nulls: int | None
     """Nulls in the file; None where a row group does not count them."""
     low: Any
-    """The least value of the row groups that state one (a float, an integer or a string)."""
+    """The least value of the row groups that state one, as pyarrow gives it (a float, an
+    integer or a string for the record columns; bytes, a decimal or a date for others)."""
     high: Any
     """The greatest."""
     bounded: bool
-    """Whether every row group states its least and greatest value."""
+    """Whether every row group states its least and greatest value (a NaN states none)."""
     doubles: bool
     """Whether the column is stored as doubles (a float32's statistics are rounded)."""
 
@@ -45,32 +50,47 @@ class Footer:
     path: Path
     rows: int
     shape: int
-    """The file's schema: its index in ``Footers.shapes``."""
+    """The file's schema: its index in ``Footers.shapes``, or ``_ALONE``."""
     stamp: bytes | None
     """The value under the key asked for, if any."""
     stats: dict[str, ColumnStats]
     """Of the columns asked for that the file holds as top-level leaves."""
+    names: tuple[str, ...] = ()
+    """The file's top-level columns, where its schema is ``_ALONE``."""
 
 
 @dataclass(frozen=True, slots=True)
 class Footers:
     """A dataset's footers, and its distinct schemas (pyarrow's ``ParquetSchema``: names,
-    types, nesting and order, compared whole), in order of first appearance."""
+    types, nesting and order, compared whole), in order of first appearance: each kept with
+    the footer of its first file (a schema holds its file's metadata), at most ``_COMPARED``
+    and one."""
 
     files: list[Footer]
     shapes: list[Any]
 
     def groups(self) -> list[list[Path]]:
-        """The files grouped by their schema, in order of first appearance."""
+        """The files grouped by their schema, in order of first appearance (a file of a schema
+        not compared a group of its own)."""
         out: list[list[Path]] = [[] for _ in self.shapes]
         for f in self.files:
-            out[f.shape].append(f.path)
+            if f.shape == _ALONE:
+                out.append([f.path])
+            else:
+                out[f.shape].append(f.path)
         return out
 
     def names(self, files: Iterable[Path]) -> set[str]:
         """The top-level columns any of ``files`` holds."""
-        held = {f.shape for f in self.files if f.path in set(files)}
-        return {n for at in held for n in self.shapes[at].to_arrow_schema().names}
+        wanted = set(files)
+        mine = [f for f in self.files if f.path in wanted]
+        held = {f.shape for f in mine if f.shape != _ALONE}
+        out = {n for at in held for n in self.shapes[at].to_arrow_schema().names}
+        return out.union(*(f.names for f in mine if f.shape == _ALONE))
+
+
+def _unstated(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _stats(groups: list[Any], at: int, doubles: bool) -> ColumnStats:
@@ -85,7 +105,7 @@ def _stats(groups: list[Any], at: int, doubles: bool) -> ColumnStats:
             continue
         if nulls is not None:
             nulls = nulls + s.null_count if s.has_null_count else None
-        if not s.has_min_max:
+        if not s.has_min_max or _unstated(s.min) or _unstated(s.max):
             bounded = False
             continue
         low = s.min if low is None or s.min < low else low
@@ -95,38 +115,43 @@ def _stats(groups: list[Any], at: int, doubles: bool) -> ColumnStats:
 
 def read_footers(files: Sequence[Path], key: bytes, columns: Iterable[str]) -> Footers | None:
     """Each file's footer, with the statistics of ``columns`` and the key-value metadata under
-    ``key``; None where pyarrow cannot read one of them. Only the distinct schemas are kept,
-    not each file's metadata."""
+    ``key``; None where pyarrow cannot read one of them or decode its statistics (a string
+    column's least value that is not UTF-8, say)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     wanted = set(columns)
     out = []
     shapes: list[Any] = []
-    asked: list[
-        list[tuple[str, int, bool]]
-    ] = []  # a schema's columns asked for: name, index, doubles
+    asked: dict[int, list[tuple[str, int, bool]]] = {}  # a schema's columns asked for
     for path in files:
         try:
             with pa.OSFile(str(path)) as source:  # a file, not a path: no filesystem to find
                 md = pq.read_metadata(source)
-        except (OSError, pa.ArrowException, ValueError):
-            return None
-        schema = md.schema
-        seen = shapes if len(shapes) <= _COMPARED else ()  # beyond: each file its own
-        shape = next((at for at, s in enumerate(seen) if s.equals(schema)), len(shapes))
-        if shape == len(shapes):
-            shapes.append(schema)
-            leaves = [schema.column(at) for at in range(md.num_columns)]
-            asked.append(
-                [  # a nested column's leaf path has a dot: never asked for
+            schema = md.schema
+            seen = shapes if len(shapes) < _COMPARED else ()
+            shape = next((at for at, s in enumerate(seen) if s.equals(schema)), None)
+            if shape is None and len(shapes) < _COMPARED:
+                shape = len(shapes)
+                shapes.append(schema)
+            leaves = asked.get(shape) if shape is not None else None
+            if leaves is None:
+                columns_of = [schema.column(at) for at in range(md.num_columns)]
+                leaves = [  # a nested column's leaf path has a dot: never asked for
                     (c.path, at, c.physical_type == "DOUBLE")
-                    for at, c in enumerate(leaves)
+                    for at, c in enumerate(columns_of)
                     if c.path in wanted
                 ]
-            )
-        groups = [md.row_group(g) for g in range(md.num_row_groups)]
-        stats = {name: _stats(groups, at, doubles) for name, at, doubles in asked[shape]}
-        kv = md.metadata
-        out.append(Footer(path, md.num_rows, shape, None if kv is None else kv.get(key), stats))
+                if shape is not None:
+                    asked[shape] = leaves
+            groups = [md.row_group(g) for g in range(md.num_row_groups)]
+            stats = {name: _stats(groups, at, doubles) for name, at, doubles in leaves}
+            kv = md.metadata
+            stamp = None if kv is None else kv.get(key)
+            names = () if shape is not None else tuple(schema.to_arrow_schema().names)
+        except (OSError, ValueError, pa.ArrowException):  # UnicodeDecodeError among them
+            return None
+        out.append(
+            Footer(path, md.num_rows, _ALONE if shape is None else shape, stamp, stats, names)
+        )
     return Footers(out, shapes)

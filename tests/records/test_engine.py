@@ -316,16 +316,19 @@ def test_quantiles_of_several_values_share_one_fetch_and_are_numpys(
     assert len(fetches) == 1
 
 
-@pytest.mark.parametrize("schemas", [16, 1, None])
+@pytest.mark.parametrize(("schemas", "compared"), [(16, 64), (1, 64), (None, 64), (16, 1), (1, 1)])
 def test_parquet_files_of_other_schemas_read_alike(
-    tmp_path: Path, schemas: int | None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, schemas: int | None, compared: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Files written by other versions (a column left out, columns in another order) are each
     read by their own names, whether each layout has its scan (up to ``_MAX_SCHEMAS``) or one
     scan matches names in every file (past it, or when the files' schemas are not told apart:
-    neither pyarrow nor DuckDB read them)."""
+    neither pyarrow nor DuckDB read them), and whether a file's schema was compared with the
+    others' or, past ``footers._COMPARED``, taken as its own."""
     import fleetwatch.records.engine.duck as duck
+    import fleetwatch.records.engine.footers as footers
 
+    monkeypatch.setattr(footers, "_COMPARED", compared)
     if schemas is None:
         monkeypatch.setattr(duck, "read_footers", lambda *args: None)
         monkeypatch.setattr(duck.DuckEngine, "_parquet_groups", lambda self, files: None)
@@ -435,6 +438,39 @@ def test_a_parquet_file_pyarrow_cannot_read_is_named_as_ever(tmp_path: Path) -> 
     with pytest.raises(RecordError) as info:
         DuckEngine(sorted(tmp_path.glob("*.parquet")))
     assert "b.parquet" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_parquet_file_whose_statistics_are_not_utf8_is_named_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A string column whose values (and so its statistics) are not UTF-8: the footers are left
+    to DuckDB, whose reading names the file; one line, exit 2."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fleetwatch.cli import main
+
+    rows = 30
+    bad = pa.array([b"\xffr1"] * rows, type=pa.binary()).view(pa.string())
+    table = pa.table(
+        {
+            "request_id": [f"q{i}" for i in range(rows)],
+            "replica": bad,
+            "model": ["m"] * rows,
+            "status": ["ok"] * rows,
+            "arrival_s": [float(i) for i in range(rows)],
+            "scheduled_s": [i + 0.1 for i in range(rows)],
+            "first_token_s": [i + 0.2 for i in range(rows)],
+            "finished_s": [i + 0.5 for i in range(rows)],
+            "prompt_tokens": [10] * rows,
+            "output_tokens": [5] * rows,
+        }
+    )
+    path = tmp_path / "utf.parquet"
+    pq.write_table(table, path)
+    assert main(["fleet", "outliers", str(path), "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "utf.parquet" in err and len(err.splitlines()) == 1, err
 
 
 def test_a_null_in_a_parquet_column_with_a_default_reads_as_the_default(tmp_path: Path) -> None:
