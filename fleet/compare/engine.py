@@ -79,10 +79,9 @@ from fleetwatch.fleet.compare.workload import (
 )
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.records.engine import Engine
-from fleetwatch.records.engine.folded import check_columns, checked
+from fleetwatch.records.engine.folded import models
 from fleetwatch.records.engine.reductions import (
     DERIVED,
-    UNNAMED,
     bucket_sql,
     bucket_values,
     grouping_sets,
@@ -536,15 +535,6 @@ def _compare(
     )
 
 
-def _models(engine: Engine) -> list[str]:
-    """The run's models, from the query that also checks every row where the engine's are not
-    checked yet (``records.engine.folded``)."""
-    got = engine.query(f"SELECT model AS m{check_columns(engine)} FROM records GROUP BY 1")
-    # grouped on the stored column (half the CPU of grouping on ``MODEL``); a record naming no
-    # model counts under ``UNNAMED``, as ``MODEL`` has it
-    return sorted({UNNAMED if _missing(m) else str(m) for m in checked(engine, got)["m"]})
-
-
 def compare_in_engines(
     before: Engine,
     after: Engine,
@@ -579,7 +569,7 @@ def compare_in_engines(
         "rate_ratio": rate_ratio,
         "exact_rows": exact_rows,
     }
-    mb, ma = _models(before), _models(after)
+    mb, ma = models(before), models(after)
     if not mb or not ma:
         label = "before" if not mb else "after"
         raise AnalysisError(f"{label}: no usable records (need arrival_s and at least one row)")

@@ -36,9 +36,8 @@ from fleetwatch.fleet.tail.sums import (
     worst_replica,
 )
 from fleetwatch.records.engine import Engine
-from fleetwatch.records.engine.folded import check_columns, checked
+from fleetwatch.records.engine.folded import models
 from fleetwatch.records.engine.reductions import (
-    MODEL,
     bucket_sql,
     exact_quantile,
     exact_quantiles,
@@ -388,8 +387,7 @@ def tail_in_engine(
     """``attribute_tail_by_model`` over an engine's ``records``: each model's tail apart, the
     one report of a dataset of one model."""
     check_options(percentile, target)
-    found = engine.query(f"SELECT {MODEL} AS m{check_columns(engine)} FROM records GROUP BY 1")
-    models = sorted(str(m) for m in checked(engine, found)["m"])
+    names = models(engine)
     runs: list[tuple[str, Callable[[], TailReport]]] = [
         (
             m,
@@ -403,7 +401,7 @@ def tail_in_engine(
                 chunk_rows,
             ),
         )
-        for m in models
+        for m in names
     ]
     if not runs:
         raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got 0")

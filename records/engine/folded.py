@@ -20,7 +20,7 @@ from fleetwatch.records.engine import REQUIRED, Engine, implausible
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CHECK_COLUMNS", "check_columns", "checked"]
+__all__ = ["CHECK_COLUMNS", "check_columns", "checked", "models"]
 
 CHECK_COLUMNS = ("fw_rows", "fw_missing", "fw_odd")
 """The columns ``check_columns`` adds to a query's result (``checked`` takes them off)."""
@@ -56,3 +56,17 @@ def checked(engine: Engine, frame: pd.DataFrame) -> pd.DataFrame:
     else:
         engine.counted = (rows, rows)
     return frame.drop(columns=list(CHECK_COLUMNS))
+
+
+def models(engine: Engine) -> list[str]:
+    """The dataset's models, sorted, a record naming none under ``reductions.UNNAMED`` (as
+    ``reductions.MODEL`` counts it), from a query that also checks the rows where the engine's
+    are not checked yet. Grouped on the stored column: half the CPU of grouping on ``MODEL``,
+    whose ``coalesce`` is computed a row where a dictionary-coded column's values are compared
+    once each."""
+    from fleetwatch.records.engine.reductions import UNNAMED
+
+    got = checked(
+        engine, engine.query(f"SELECT model AS m{check_columns(engine)} FROM records GROUP BY 1")
+    )
+    return sorted({UNNAMED if m is None or m != m else str(m) for m in got["m"]})

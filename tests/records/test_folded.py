@@ -158,3 +158,27 @@ def test_the_check_columns_leave_the_result(tree: PluginTree) -> None:
         assert set(CHECK_COLUMNS) <= set(got.columns)
         kept = checked(scan.engine, got)
     assert list(kept.columns) == ["replica", "n"] and int(kept["n"].sum()) == tree.rows
+
+
+def test_models_are_listed_as_model_counts_them_with_the_rows_checked(tmp_path: Path) -> None:
+    """The models from the stored column, a record naming none (or naming the unnamed model)
+    under ``UNNAMED`` once, sorted; the same query counts the rows."""
+    from fleetwatch.records.engine.folded import models
+    from fleetwatch.records.engine.reductions import MODEL, UNNAMED
+
+    path = tmp_path / "m.jsonl"
+    rows = [("b", "x"), ("a", "y"), (None, "z"), (UNNAMED, "w"), ("b", "v")]
+    path.write_text(
+        "".join(
+            f'{{"request_id": "{rid}", "replica": "r", '
+            + ("" if m is None else f'"model": "{m}", ')
+            + '"arrival_s": 1.0, "finished_s": 2.0}\n'
+            for m, rid in rows
+        )
+    )
+    with open_scan([path], fold_check=True) as scan:
+        assert scan.engine.counted is None
+        got = models(scan.engine)
+        assert scan.engine.counted == (len(rows), len(rows))
+        direct = scan.engine.query(f"SELECT DISTINCT {MODEL} AS m FROM records")
+    assert got == sorted(str(m) for m in direct["m"]) == sorted(["a", "b", UNNAMED])
