@@ -207,25 +207,14 @@ def _tallies(run: Run) -> _Tallies:
     keys = {**_OUTCOME_KEYS, **{f"v{i}": sql for i, sql in enumerate(_TOKENS.values())}}
     names = list(keys)
     sets = [list(_OUTCOME_KEYS), *([k] for k in names[len(_OUTCOME_KEYS) :])]
-    got = run.engine.query(
-        f"SELECT {', '.join(names)}, grouping_id({', '.join(names)}) AS g, count(*) AS n "
-        "FROM (SELECT "
-        + ", ".join(f"{sql} AS {k}" for k, sql in keys.items())
-        + f" FROM records WHERE {run.where}) AS t GROUP BY GROUPING SETS ("
-        + ", ".join("(" + ", ".join(s) + ")" for s in sets)
-        + ")"
-    )
-    g = got["g"].to_numpy(np.int64)
-
-    def rows(s: Sequence[str]) -> Any:
-        # a set's rows: the bits of the keys it groups by clear, the first key's bit highest
-        return got[g == sum(1 << (len(names) - 1 - i) for i, k in enumerate(names) if k not in s)]
-
+    tables = grouping_sets(
+        run.engine, f"FROM records WHERE {run.where}", keys, sets, nulls=True
+    )  # an outcome's NULL is a value: an ok request has no error type
     counted: dict[str, dict[str, int]] = {
         o: {} for o in ("all", "finish_reason", "error_type", "status")
     }
     empty = 0
-    for st, z, fr, et, n in rows(sets[0])[[*_OUTCOME_KEYS, "n"]].itertuples(index=False):
+    for st, z, fr, et, n in tables[0].itertuples(index=False):
         n = int(n)
         for name, key in (("all", st), ("finish_reason", fr), ("error_type", et)):
             if not _missing(key):
@@ -235,8 +224,7 @@ def _tallies(run: Run) -> _Tallies:
         if not _missing(z) and bool(z):
             empty += n
     values = {}
-    for name, key in zip(_TOKENS, names[len(_OUTCOME_KEYS) :], strict=True):
-        t = rows([key])
+    for name, key, t in zip(_TOKENS, names[len(_OUTCOME_KEYS) :], tables[1:], strict=True):
         values[name] = _ascending(t[key].to_numpy(np.float64), t["n"].to_numpy(np.int64))
     values["prefix_cache_share"] = run.counts(_CACHE_SHARE, "TRUE")
     tallies = {name: dict(sorted(c.items())) for name, c in counted.items()}

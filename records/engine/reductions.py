@@ -83,13 +83,19 @@ def bucket_values(buckets: Any, ratio: float = RATIO) -> np.ndarray[Any, np.dtyp
 
 
 def grouping_sets(
-    engine: Any, source: str, keys: dict[str, str], sets: Sequence[Sequence[str]]
+    engine: Any,
+    source: str,
+    keys: dict[str, str],
+    sets: Sequence[Sequence[str]],
+    *,
+    nulls: bool = False,
 ) -> list[Any]:
     """One scan of ``source`` (``FROM … WHERE …``) counted by each of ``sets`` (tuples of names
     of ``keys``: name -> SQL) as grouping sets: per set a frame of its keys and ``n``, the rows
-    whose keys are all non-NULL (a NULL key leaves a row out of that set's counts)."""
+    whose keys are all non-NULL (a NULL key leaves a row out of that set's counts), or with
+    ``nulls`` every row (NULL a value of its own)."""
     names = list(keys)
-    if sets and getattr(engine, "name", "") == "duckdb":
+    if sets and not nulls and getattr(engine, "name", "") == "duckdb":
         common = [k for k in names if all(k in s for s in sets) and k != sets[0][-1]]
         alone = [[k for k in s if k not in common] for s in sets]
         if all(len(a) == 1 for a in alone) and len({a[0] for a in alone}) == len(sets):
@@ -108,7 +114,7 @@ def grouping_sets(
         # a set's rows: the bits of the keys it groups by clear, the first key's bit highest
         mark = sum(1 << (len(names) - 1 - i) for i, k in enumerate(names) if k not in s)
         keep = g == mark
-        for k in s:
+        for k in s if not nulls else ():
             keep &= got[k].notna().to_numpy()
         out.append(got.loc[keep, [*s, "n"]].reset_index(drop=True))
     return out

@@ -364,6 +364,16 @@ def test_parquet_files_of_other_schemas_read_alike(
         assert by_file[name]["arrival_s"].tolist() == [1.0, 2.0]
 
 
+def _one_replica_a_file(whole: pd.DataFrame, root: Path) -> list[Path]:
+    """``whole``'s records written as the project writes them (stamped), a file a replica."""
+    from fleetwatch.records import write_records
+
+    root.mkdir()
+    for i, (_, rows) in enumerate(whole.groupby("replica", observed=True)):
+        write_records(root / f"part-{i}.parquet", rows.reset_index(drop=True))
+    return resolve([root])
+
+
 def test_each_parquet_footer_is_read_once_for_the_engine_s_life(
     tree: PluginTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -371,14 +381,8 @@ def test_each_parquet_footer_is_read_once_for_the_engine_s_life(
     one read of each footer when the engine opens, whatever the queries after."""
     import pyarrow as pa
 
-    from fleetwatch.records import write_records
-
     whole = read_dataset([tree.whole]).frame
-    root = tmp_path / "stamped"
-    root.mkdir()
-    for i, (_, rows) in enumerate(whole.groupby("replica", observed=True)):
-        write_records(root / f"part-{i}.parquet", rows.reset_index(drop=True))
-    files = resolve([root])
+    files = _one_replica_a_file(whole, tmp_path / "one-each")
     read = []
     real = pa.OSFile
     monkeypatch.setattr(pa, "OSFile", lambda path, *a: read.append(Path(path)) or real(path, *a))
@@ -398,14 +402,8 @@ def test_labels_pinned_by_the_footers_take_the_categories_a_scan_finds(
     """Where every Parquet file holds one replica (and one model), their categories come from
     the footers, with no scan: the same categories, in the same order, as the scan's; a file of
     two replicas, a filter or JSON lines leave them to the scan."""
-    from fleetwatch.records import write_records
-
     whole = read_dataset([tree.whole]).frame
-    root = tmp_path / "one-each"
-    root.mkdir()
-    for i, (_, rows) in enumerate(whole.groupby("replica", observed=True)):
-        write_records(root / f"part-{i}.parquet", rows.reset_index(drop=True))
-    files = resolve([root])
+    files = _one_replica_a_file(whole, tmp_path / "one-each")
 
     def categories(engine: DuckEngine) -> dict[str, list[str]]:
         got = pd.concat(list(engine.frames(["replica", "model", "status"], rows=1 << 10)))
