@@ -40,6 +40,7 @@ from fleetwatch.records.filters import sql_string
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
+    import pyarrow as pa
 
     from fleetwatch.records.filters import RecordFilter
     from fleetwatch.records.remote import Remote
@@ -313,6 +314,16 @@ class DuckEngine:
             reader = self.con.sql(sql).to_arrow_reader(rows)
             for batch in reader:
                 yield batch.to_pandas()
+        except duckdb.Error as exc:
+            raise _record_error(exc, self.files, search=False) from None
+
+    def arrow_batches(self, sql: str, rows: int) -> Iterator[pa.RecordBatch]:
+        """The result of ``sql`` as Arrow record batches of about ``rows`` rows (memory: one
+        batch; no conversion to pandas, for a caller that works on the columns' arrays)."""
+        import duckdb
+
+        try:
+            yield from self.con.sql(sql).to_arrow_reader(rows)
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
 

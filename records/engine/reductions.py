@@ -89,12 +89,17 @@ def grouping_sets(
     sets: Sequence[Sequence[str]],
     *,
     nulls: bool = False,
+    integers: bool = False,
 ) -> list[Any]:
     """One scan of ``source`` (``FROM … WHERE …``) counted by each of ``sets`` (tuples of names
     of ``keys``: name -> SQL) as grouping sets: per set a frame of its keys and ``n``, the rows
     whose keys are all non-NULL (a NULL key leaves a row out of that set's counts), or with
-    ``nulls`` every row (NULL a value of its own)."""
+    ``nulls`` every row (NULL a value of its own). ``integers``: every key is ``BIGINT`` SQL
+    (bucket numbers, codes), so an engine streaming Arrow batches (DuckDB) has the keys counted
+    here (``_counted``), each set's rows sorted by its keys."""
     names = list(keys)
+    if sets and integers and not nulls and hasattr(engine, "arrow_batches"):
+        return _counted(engine, source, keys, sets)
     if sets and not nulls and getattr(engine, "name", "") == "duckdb":
         common = [k for k in names if all(k in s for s in sets) and k != sets[0][-1]]
         alone = [[k for k in s if k not in common] for s in sets]
@@ -160,6 +165,132 @@ def _histograms(
         frame = frame.sort_values([*common, k], kind="stable").reset_index(drop=True)
         out.append(frame[[*s, "n"]])
     return out
+
+
+_BATCH = 1 << 18
+"""Rows of keys ``_counted`` brings at once (8 bytes a key)."""
+_DENSE = 1 << 22
+"""The most cells a batch's keys may span for ``_counted`` to count them with one
+``numpy.bincount`` (beyond: by a sort of the packed keys)."""
+
+
+def _counted(
+    engine: Any, source: str, keys: dict[str, str], sets: Sequence[Sequence[str]]
+) -> list[Any]:
+    """``grouping_sets`` of integer keys, counted in this process: the engine computes each
+    row's keys and streams them as Arrow batches, and each set's counts are ``bincount`` over its
+    keys packed into one number (``_packed``). Over 37 M rows and six bucket keys, half the CPU
+    of DuckDB's ``histogram`` or grouping sets, whose hashing costs more than the scan; the same
+    exact counts, each set's rows sorted by its keys."""
+    import pandas as pd
+    import pyarrow.compute as pc
+
+    names = list(keys)
+    inner = ", ".join(f"CAST({sql} AS BIGINT) AS {k}" for k, sql in keys.items())
+    parts: list[list[_Counts]] = [[] for _ in sets]
+    pending = [0 for _ in sets]
+    for batch in engine.arrow_batches(f"SELECT {inner} {source}", _BATCH):
+        cols: dict[str, np.ndarray[Any, Any]] = {}
+        valid: dict[str, np.ndarray[Any, Any] | None] = {}
+        for k, col in zip(names, batch.columns, strict=True):
+            valid[k] = None
+            if col.null_count:
+                valid[k] = pc.is_valid(col).to_numpy(zero_copy_only=False)
+                col = pc.fill_null(col, 0)
+            cols[k] = col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        for at, s in enumerate(sets):
+            keep: np.ndarray[Any, Any] | None = None
+            for k in s:
+                v = valid[k]
+                if v is not None:
+                    keep = v if keep is None else keep & v
+            arrays = [cols[k] if keep is None else cols[k][keep] for k in s]
+            if len(arrays[0]):
+                parts[at].append(_packed(arrays))
+                pending[at] += len(parts[at][-1][1])
+                if pending[at] > _BATCH:  # the batches' counts added up: memory stays bounded
+                    parts[at] = [_summed(parts[at])]
+                    pending[at] = len(parts[at][0][1])
+    out = []
+    for s, got in zip(sets, parts, strict=True):
+        keys_of, n = _summed(got) if got else ([np.zeros(0, np.int64) for _ in s], np.zeros(0))
+        frame = pd.DataFrame({**dict(zip(s, keys_of, strict=True)), "n": n})
+        out.append(frame.astype(np.int64))
+    return out
+
+
+_Counts = tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]
+"""Distinct rows of integer keys (an array a key) and how many times each occurs."""
+
+
+def _summed(got: Sequence[_Counts]) -> _Counts:
+    """The counts of ``got`` (each ``_Counts`` of the same keys) added up: each distinct row
+    once, rows sorted by the keys, the first key first."""
+    arrays = [np.concatenate([g[0][i] for g in got]) for i in range(len(got[0][0]))]
+    n = np.concatenate([g[1] for g in got])
+    if len(got) > 1:
+        order = np.lexsort(arrays[::-1])
+        arrays, n = [a[order] for a in arrays], n[order]
+        change = np.zeros(len(n), dtype=bool)
+        change[:1] = True
+        for a in arrays:
+            change[1:] |= a[1:] != a[:-1]
+        starts = np.flatnonzero(change)
+        arrays, n = [a[starts] for a in arrays], np.add.reduceat(n, starts)
+    return arrays, n.astype(np.int64)
+
+
+def _packed(
+    arrays: Sequence[np.ndarray[Any, Any]],
+) -> tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
+    """The distinct rows of ``arrays`` (integer keys, one array each) sorted, and their counts.
+    The keys are packed into one number, each key's span its own digit, and counted by
+    ``bincount`` where the spans' product is at most ``_DENSE``; a key's ``ZERO_BUCKET`` values
+    are counted as one below its least other value, so a bucket key of values at or below zero
+    spans its own buckets, not a million more. Where the spans are wider, the packed keys (or
+    the rows themselves) are sorted."""
+    lows: list[int] = []
+    spans: list[int] = []
+    zeros: list[int | None] = []
+    shifted = []
+    for a in arrays:
+        z = a == ZERO_BUCKET
+        if z.any() and not z.all():
+            low = int(a[~z].min()) - 1
+            a = np.where(z, low, a)
+            zeros.append(low)
+        else:
+            low = int(a.min())
+            zeros.append(None)
+        lows.append(low)
+        spans.append(int(a.max()) - low + 1)
+        shifted.append(a - low)
+    total = math.prod(spans)
+    if total < 2**62:  # one number a row: counted by a bincount, or by a sort where wide
+        packed = shifted[0]
+        for a, span in zip(shifted[1:], spans[1:], strict=True):
+            packed = packed * span + a
+        if total <= _DENSE:
+            counts = np.bincount(packed)
+            cells = np.flatnonzero(counts)
+            n = counts[cells]
+        else:
+            cells, n = np.unique(packed, return_counts=True)
+        keys = []
+        for span in reversed(spans):
+            keys.append(cells % span)
+            cells = cells // span
+        keys.reverse()
+    else:
+        rows, n = np.unique(np.stack(shifted, axis=1), axis=0, return_counts=True)
+        keys = [rows[:, i] for i in range(len(arrays))]
+    out = []
+    for k, low, zero in zip(keys, lows, zeros, strict=True):
+        k = k.astype(np.int64) + low
+        if zero is not None:
+            k[k == zero] = ZERO_BUCKET
+        out.append(k)
+    return out, n.astype(np.int64)
 
 
 def weighted_quantile(values: Any, counts: Any, q: Any) -> np.ndarray[Any, np.dtype[np.float64]]:

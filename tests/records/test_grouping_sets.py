@@ -1,5 +1,6 @@
 """``grouping_sets`` in DuckDB, where each set is the common keys and one of its own, counts by
-histograms: the same exact counts, rows with a NULL key left out alike, as the grouping sets every
+histograms, and where every key is an integer, in this process from the keys streamed as Arrow
+batches: the same exact counts, rows with a NULL key left out alike, as the grouping sets every
 engine runs (forced here through the same connection under another engine's name)."""
 
 from __future__ import annotations
@@ -7,10 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from fleetwatch.records.engine import reductions
 from fleetwatch.records.engine.duck import DuckEngine
-from fleetwatch.records.engine.reductions import bucket_sql, grouping_sets
+from fleetwatch.records.engine.reductions import ZERO_BUCKET, bucket_sql, grouping_sets
 from tests.records.plugin_tree import plugin_tree
 
 KEYS = {
@@ -82,3 +85,71 @@ class _Spied:
     def query(self, sql: str) -> Any:
         assert "histogram(" in sql and "GROUPING SETS" not in sql
         return self.engine.query(sql)
+
+
+INTEGER_KEYS = {
+    "s": "CAST(CASE WHEN prompt_tokens > 500 THEN 1 WHEN prompt_tokens > 100 THEN 0 END AS BIGINT)",
+    "b0": bucket_sql("(first_token_s - arrival_s)", 1.0005),
+    "b1": bucket_sql("(first_token_s - arrival_s - 0.05)", 1.0005),  # some at or below zero
+    "w": "CAST(output_tokens AS BIGINT) * 400000000000000 - 7",  # with o: past 2 ** 62
+    "o": "CAST(output_tokens AS BIGINT)",
+}
+
+
+@pytest.mark.parametrize(
+    ("keys", "sets", "dense"),
+    [
+        (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], reductions._DENSE),
+        (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], 1),  # every batch by a sort
+        (("b1", "w", "o"), [("b1",), ("w", "o"), ("o", "b1")], reductions._DENSE),
+    ],
+    ids=["strata-and-zeros", "sorted", "wide-keys"],
+)
+def test_integer_keys_counted_here_count_what_grouping_sets_count(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    keys: tuple[str, ...],
+    sets: list[tuple[str, ...]],
+    dense: int,
+) -> None:
+    """Counted in batches of 100 rows (the counts of one key in many batches added up, and past
+    ``_BATCH`` pending rows merged on the way), NULL keys left out, ``ZERO_BUCKET`` kept apart
+    from the buckets above it, keys wider than a ``bincount`` counted by a sort: each set's
+    rows, sorted by its keys, equal the grouping sets' counts."""
+    monkeypatch.setattr(reductions, "_BATCH", 100)
+    monkeypatch.setattr(reductions, "_DENSE", dense)
+    tree = plugin_tree(tmp_path / "fleet")
+    chosen = {k: INTEGER_KEYS[k] for k in keys}
+    with DuckEngine(sorted(p for p in tree.root.rglob("records-*"))) as engine:
+        streamed = _Streamed(engine)
+        for where in ("TRUE", "FALSE"):
+            source = f"FROM records WHERE {where}"
+            got_all = grouping_sets(streamed, source, chosen, sets, integers=True)
+            want_all = grouping_sets(_Portable(engine), source, chosen, sets)
+            for s, got, want in zip(sets, got_all, want_all, strict=True):
+                want = want.sort_values(list(s)).reset_index(drop=True)
+                assert list(got.columns) == [*s, "n"]
+                assert all(got[c].dtype == np.int64 for c in got.columns)
+                assert len(got) == len(want) and (where == "FALSE" or len(got) > 1)
+                for c in (*s, "n"):
+                    assert got[c].tolist() == want[c].astype(np.int64).tolist(), c
+                if where == "TRUE" and "b1" in s:  # the zero bucket was there to keep apart
+                    assert ZERO_BUCKET in got["b1"].tolist() and got["b1"].nunique() > 2
+        assert streamed.streamed == 2
+
+
+class _Streamed:
+    """DuckDB, counting how often the keys were streamed (no query of grouping sets)."""
+
+    name = "duckdb"
+
+    def __init__(self, engine: DuckEngine) -> None:
+        self.engine = engine
+        self.streamed = 0
+
+    def query(self, sql: str) -> Any:
+        raise AssertionError(f"counted in the engine: {sql}")
+
+    def arrow_batches(self, sql: str, rows: int) -> Any:
+        self.streamed += 1
+        return self.engine.arrow_batches(sql, rows)
