@@ -18,6 +18,7 @@ found by ``check`` and named.
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -395,6 +396,34 @@ class DuckEngine:
                 return None
             values.add(s.low)
         return sorted(values) or None
+
+    def spans(self) -> dict[tuple[str, str], tuple[float, float]] | None:
+        """Per (model, replica) the first ``arrival_s`` and the last ``finished_s`` of its rows,
+        from the footers' statistics, where they say them exactly: Parquet files only, no
+        filter, each file holding one model and one replica with no null (a compacted
+        dataset's files) and stating both times' least and greatest value as doubles; None
+        otherwise (a query finds them)."""
+        if self._parts or self.where is not None or self._footers is None:
+            return None
+        out: dict[tuple[str, str], tuple[float, float]] = {}
+        for f in self._footers.files:
+            if not f.rows:
+                continue
+            m, r = f.stats.get("model"), f.stats.get("replica")
+            a, z = f.stats.get("arrival_s"), f.stats.get("finished_s")
+            if m is None or r is None or a is None or z is None:
+                return None
+            if any(c.nulls != 0 or not c.bounded for c in (m, r, a, z)):
+                return None
+            if not (isinstance(m.low, str) and m.low == m.high):
+                return None
+            if not (isinstance(r.low, str) and r.low == r.high):
+                return None
+            if not (a.doubles and z.doubles):
+                return None
+            first, last = out.get((m.low, r.low), (math.inf, -math.inf))
+            out[(m.low, r.low)] = (min(first, float(a.low)), max(last, float(z.high)))
+        return out or None
 
     def scalar(self, sql: str) -> Any:
         """The one value ``sql`` returns."""

@@ -171,3 +171,100 @@ def test_cells_by_merged_prompt_buckets_equal_the_cells_keyed_by_model(tmp_path:
             cells = merged[(merged["model"] == model) & (merged["signal"] == signal)]
             got = cells.groupby("pb")["n"].sum().reindex(range(len(want)), fill_value=0)
             assert got.tolist() == want.tolist(), (model, signal)
+
+
+class _Timeless:
+    """An engine whose footers say no span (as Spark's, or JSON lines'): the summary reads the
+    times."""
+
+    def __init__(self, engine: object) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name: str) -> object:
+        if name == "spans":
+            raise AttributeError(name)
+        return getattr(self._engine, name)
+
+
+@pytest.mark.parametrize("lacking", [False, True], ids=["every-time", "ok-lacking-a-time"])
+def test_spans_from_the_footers_give_the_tables_of_a_summary_reading_the_times(
+    tmp_path: Path, lacking: bool
+) -> None:
+    """A dataset of a file a replica (as ``records compact`` writes it): the summary reads no
+    time, each replica's first arrival and last finish come from the footers, and where an ok
+    request lacks its first token (so its ttft) the cells' counts tell it, and the prompt sizes
+    and cells are counted again per signal: every table equal to the one of a summary that
+    reads the times."""
+    from fleetwatch.fleet.outliers.sources import engine as reduced
+    from fleetwatch.records import write_records
+    from fleetwatch.records.engine.duck import DuckEngine
+
+    whole = two_models(seed=4)
+    if lacking:  # ok requests of two replicas without a first token: no ttft, no tpot
+        at = whole.index[(whole["status"] == "ok")][[3, 700]]
+        whole.loc[at, "first_token_s"] = np.nan
+    root = tmp_path / "compacted"
+    root.mkdir()
+    for i, (_, rows) in enumerate(whole.groupby("replica", observed=True)):
+        write_records(root / f"part-{i}.parquet", rows.reset_index(drop=True))
+    files = sorted(root.glob("*.parquet"))
+    queries: list[str] = []
+    again: list[bool] = []
+    real_lack = reduced._lack_times
+    with DuckEngine(files, columns=NEEDS) as engine:
+        spans = engine.spans()
+        assert spans is not None and len(spans) == whole["replica"].nunique()
+        for (model, replica), (first, last) in spans.items():
+            mine = whole[(whole["model"] == model) & (whole["replica"] == replica)]
+            assert (first, last) == (mine["arrival_s"].min(), mine["finished_s"].max())
+        real_query = engine.query
+
+        def spied(sql: str) -> pd.DataFrame:
+            queries.append(sql)
+            return real_query(sql)
+
+        engine.query = spied  # type: ignore[method-assign]
+
+        def lack(summary: pd.DataFrame, cells: pd.DataFrame) -> bool:
+            again.append(real_lack(summary, cells))
+            return again[-1]
+
+        reduced._lack_times = lack  # type: ignore[assignment]
+        try:
+            got = dict(tables_from_engine(engine))
+        finally:
+            reduced._lack_times = real_lack  # type: ignore[assignment]
+        assert "arrival_s" not in queries[0] and "first_token_s" not in queries[0]
+        sizes = [q for q in queries if "coalesce(cached_prompt_tokens, 0)) AS u" in q]
+        assert len(sizes) == (2 if lacking else 1)
+        want = dict(tables_from_engine(_Timeless(engine)))  # type: ignore[arg-type]
+    assert again == [lacking]
+    assert set(got) == set(want) == {SMALL, BIG}
+    for model in got:
+        for part in ("values", "stderr", "matched", "workload"):
+            pd.testing.assert_frame_equal(getattr(got[model], part), getattr(want[model], part))
+        pd.testing.assert_frame_equal(got[model].samples, want[model].samples)
+    if lacking:
+        assert got[SMALL].values["ttft"].notna().all()
+
+
+def test_spans_are_said_only_where_the_footers_say_them_exactly(tmp_path: Path) -> None:
+    """No span where a file holds two replicas, where a filter keeps some rows only, or where
+    JSON lines are in the dataset: their first and last times are a query's."""
+    from fleetwatch.records import write_records
+    from fleetwatch.records.engine.duck import DuckEngine
+    from fleetwatch.records.filters import RecordFilter
+
+    whole = synthetic_fleet(3, 40, seed=5)
+    both = tmp_path / "both.parquet"
+    write_records(both, whole)
+    with DuckEngine([both]) as engine:
+        assert engine.spans() is None
+    tree = write_tree(tmp_path / "tree", whole)
+    with DuckEngine(sorted(tree.root.rglob("records-*"))) as engine:
+        assert engine.spans() is None  # JSON lines beside the Parquet segments
+    parquet = sorted(tree.root.rglob("*.parquet"))
+    with DuckEngine(parquet) as engine:
+        assert engine.spans() is not None
+    with DuckEngine(parquet, where=RecordFilter(since_s=float(whole["finished_s"].median()))) as e:
+        assert e.spans() is None

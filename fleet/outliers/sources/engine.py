@@ -4,8 +4,9 @@ The engine (DuckDB in process, or Spark) reduces the dataset to three small tabl
 rows: per replica its counts and sums (volume, errors, tokens, active span); per model and signal
 the distribution of uncached prompt tokens (for the like-with-like buckets' edges); and per
 replica, signal, prompt bucket and latency bucket the count of ok requests (2 % latency buckets,
-``records.engine.reductions``), one scan each. The third reads no model where each replica
-serves one: its prompt buckets are the models' edges merged, each replica's cells put in its
+``records.engine.reductions``), one scan each. The first reads no time where the footers say
+each replica's first arrival and last finish (``Engine.spans``). The third reads no model where
+each replica serves one: its prompt buckets are the models' edges merged, each replica's cells put in its
 model's buckets here. Everything ``table_from_records`` computes from every request is
 computed here from those counts: the quantiles and their sampling errors (within 1 % of the
 sample's), the like-with-like ratios, and each replica's requests for the rank test, given as
@@ -65,31 +66,40 @@ _HAS = {
 }
 """SQL true of the requests whose ``DERIVED`` duration of each signal is not NULL."""
 _TIMES = ("first_token_s", "arrival_s", "finished_s")
+_FEW_TOKENS = f"WHEN {_OK} AND (output_tokens IS NULL OR output_tokens < 2) THEN 1"
 _LACKING = (
     f"CASE WHEN {_OK} AND ({' OR '.join(f'{c} IS NULL' for c in _TIMES)}) THEN 2 "
-    f"WHEN {_OK} AND (output_tokens IS NULL OR output_tokens < 2) THEN 1 ELSE 0 END"
+    f"{_FEW_TOKENS} ELSE 0 END"
 )
 """SQL: how a request may lack a signal's duration: 2 an ok one lacking a time, 1 an ok one of
 too few output tokens for a tpot (its times all there), 0 otherwise (``_uncached_counts``)."""
 
 
-def _summary(engine: Engine) -> pd.DataFrame:
+def _summary(engine: Engine, *, times: bool = True) -> pd.DataFrame:
     """Per model and replica the counts and sums, the typed errors' counts (a column
     ``_TYPED`` + type each) and how its ok requests may lack a signal's duration (``lacking``,
     the most of ``_LACKING``);
     the first scan, so it also counts and checks every record where the engine's are not
     checked yet (``records.engine.folded``). One ``GROUP BY`` of the model, replica and error
-    type (a failed request's; NULL for the others): the error types cost no scan of their own."""
+    type (a failed request's; NULL for the others): the error types cost no scan of their own.
+
+    Without ``times`` no time is read (the three time columns are a third of the scan's CPU):
+    no first arrival and last finish (the footers say them, ``Engine.spans``), and ``lacking``
+    at most 1, from the output tokens alone (whether an ok request lacks a time is then told by
+    the cells' counts, ``_lack_times``)."""
     ok = f"CASE WHEN {_OK} THEN 1 ELSE 0 END"
+    lacking = _LACKING if times else f"CASE {_FEW_TOKENS} ELSE 0 END"
+    ends = "min(arrival_s) AS first_s, max(finished_s) AS last_s," if times else ""
     got = engine.query(
         f"""SELECT model, replica,
             CASE WHEN status = 'error' THEN error_type END AS error_type,
             count(*) AS n,
+            sum({ok}) AS n_ok,
             sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS n_error,
             sum(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS n_truncated_share,
             sum(CASE WHEN {_OK} AND output_tokens = 0 THEN 1 ELSE 0 END) AS n_empty_share,
-            max({_LACKING}) AS lacking,
-            min(arrival_s) AS first_s, max(finished_s) AS last_s,
+            max({lacking}) AS lacking,
+            {ends}
             sum(CAST(output_tokens AS DOUBLE) * {ok}) AS out_ok,
             sum(CAST(output_tokens AS DOUBLE)) AS out_sum,
             sum(CAST(output_tokens AS DOUBLE) * CAST(output_tokens AS DOUBLE)) AS out_sq,
@@ -126,6 +136,20 @@ def _unnamed(frame: pd.DataFrame) -> pd.DataFrame:
     dictionary-encoded column row by row), a record naming no model counted under the model
     ``MODEL`` names it (a model so named is then two groups: the caller adds them up)."""
     return frame.assign(model=frame["model"].astype(object).where(frame["model"].notna(), UNNAMED))
+
+
+def _lack_times(summary: pd.DataFrame, cells: pd.DataFrame) -> bool:
+    """Whether an ok request lacks a time, from counts alone: a replica's cells of its ttft or
+    its e2e (a request's duration of either is NULL only where a time it takes is) count fewer
+    requests than its ok ones."""
+    keys = [summary["model"].astype(str), summary["replica"].astype(str)]
+    ok = summary["n_ok"].groupby(keys).sum()
+    for name in ("ttft", "e2e"):
+        mine = cells[cells["signal"] == name]
+        got = mine["n"].groupby([mine["model"].astype(str), mine["replica"].astype(str)]).sum()
+        if bool((got.reindex(ok.index, fill_value=0) < ok).any()):
+            return True
+    return False
 
 
 def _error_types(summary: pd.DataFrame) -> pd.DataFrame:
@@ -558,24 +582,32 @@ def tables_from_engine(
     """One ``FleetTable`` per model of the engine's ``records``, models sorted by name."""
     if not 0.0 < quantile < 1.0:
         raise AnalysisError(f"quantile must be in (0, 1), got {quantile}")
-    summary = _summary(engine)
+    spans = engine.spans() if hasattr(engine, "spans") else None
+    summary = _summary(engine, times=spans is None)
     if summary.empty:
         raise AnalysisError(f"{where}: no records")
     if summary["replica"].isna().any():
         raise AnalysisError(f"{where}: records lack column(s) replica")
-    edges = _edges(_uncached_counts(engine, int(summary["lacking"].max())), buckets)
+    if spans is not None:
+        pairs = zip(summary["model"], summary["replica"], strict=True)
+        ends = [spans.get((str(m), str(r))) for m, r in pairs]
+        if any(e is None for e in ends):  # a replica the footers do not name: read the times
+            spans, summary = None, _summary(engine)
+        else:
+            summary["first_s"] = [float(e[0]) for e in ends if e is not None]
+            summary["last_s"] = [float(e[1]) for e in ends if e is not None]
     names = summary["replica"].astype(str)
     served = summary.assign(replica=names).drop_duplicates(["replica", "model"])
     owners = None
     if not served["replica"].duplicated().any():  # each replica serves one model
         owners = dict(zip(served["replica"], served["model"].astype(str), strict=True))
-    cells = _cells(
-        engine,
-        edges,
-        summary["model"].unique().tolist(),
-        names.unique().tolist(),
-        owners=owners,
-    )
+    models, replicas = summary["model"].unique().tolist(), names.unique().tolist()
+    lacking = int(summary["lacking"].max())
+    edges = _edges(_uncached_counts(engine, lacking), buckets)
+    cells = _cells(engine, edges, models, replicas, owners=owners)
+    if spans is not None and lacking < 2 and _lack_times(summary, cells):
+        edges = _edges(_uncached_counts(engine, 2), buckets)  # the sizes of each signal's own
+        cells = _cells(engine, edges, models, replicas, owners=owners)
     errors = _error_types(summary)
     out = []
     for model in sorted(summary["model"].astype(str).unique()):
