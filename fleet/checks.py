@@ -46,12 +46,12 @@ def check_outlier_inputs(
     if metrics_dir is not None:
         input_dir(metrics_dir)
     if records is not None:
-        from fleetwatch.records.dataset import resolve
+        from fleetwatch.records.dataset import check_paths
         from fleetwatch.records.remote import is_url
 
         local = [p for p in records if not is_url(p)]
         if local:
-            resolve(local)  # object storage is listed when the engine opens it
+            check_paths(local)  # object storage is listed when the engine opens it
     if fingerprints is not None:
         input_file(fingerprints)
     if not 0 < quantile < 1:

@@ -34,6 +34,7 @@ __all__ = [
     "DATASET_SUFFIXES",
     "MAX_LINE_BYTES",
     "Dataset",
+    "check_paths",
     "count_rows",
     "data_bytes",
     "describe",
@@ -58,10 +59,11 @@ def _unfinished(path: Path) -> bool:
     return path.name.startswith(".") or path.suffix.lower() == ".tmp"
 
 
-def _in_directory(top: Path) -> list[Path]:
+def _in_directory(top: Path, *, first: bool = False) -> list[Path]:
     """The record files under ``top``, sorted: not in a hidden folder, not unfinished, symlinked
     folders not followed (as ``Path.rglob``). One ``scandir`` a folder: a fleet's folder holds
-    tens of thousands of files, and a ``stat`` each would cost seconds."""
+    tens of thousands of files, and a ``stat`` each would cost seconds. ``first``: the first
+    one found only (whether there is any)."""
     found: list[Path] = []
     stack = [os.fspath(top)]
     while stack:
@@ -75,6 +77,8 @@ def _in_directory(top: Path) -> list[Path]:
                 suffix = os.path.splitext(name)[1].lower()
                 if suffix in DATASET_SUFFIXES and not name.startswith(".") and entry.is_file():
                     found.append(Path(entry.path))
+                    if first:
+                        return found
     return sorted(found)
 
 
@@ -93,10 +97,10 @@ def _matching(pattern: str) -> list[Path]:
     return found
 
 
-def _expand(arg: str, allow_empty: bool) -> list[Path]:
+def _expand(arg: str, allow_empty: bool, first: bool = False) -> list[Path]:
     p = Path(arg)
     if p.is_dir():
-        files = _in_directory(p)
+        files = _in_directory(p, first=first)
         if not files and not allow_empty:
             raise RecordError(
                 "is a directory holding no record files (*.jsonl, *.parquet)", path=arg
@@ -125,15 +129,8 @@ def resolve(paths: Sequence[str | os.PathLike[str]], *, allow_empty: bool = Fals
         raise RecordError("no record paths given")
     seen: set[object] = set()
     out: list[Path] = []
-    from fleetwatch.records.remote import is_url, location
-
     for arg in paths:
-        if is_url(arg):
-            raise RecordError(
-                "object storage is read through the query engine (--engine duckdb), not here",
-                path=location(arg).split("?", 1)[0],
-            )
-        for p in _expand(os.fspath(arg), allow_empty):
+        for p in _expand(_local(arg), allow_empty):
             try:
                 st = p.stat()
                 key: object = (st.st_dev, st.st_ino)  # the file, however named (links too)
@@ -143,6 +140,28 @@ def resolve(paths: Sequence[str | os.PathLike[str]], *, allow_empty: bool = Fals
                 seen.add(key)
                 out.append(p)
     return out
+
+
+def check_paths(paths: Sequence[str | os.PathLike[str]]) -> None:
+    """``RecordError`` where ``resolve`` would refuse ``paths`` (the same line), without listing
+    each directory whole: its first record file is enough (a fleet's folder holds tens of
+    thousands, which the engine lists once when it opens them)."""
+    if not paths:
+        raise RecordError("no record paths given")
+    for arg in paths:
+        _expand(_local(arg), False, first=True)
+
+
+def _local(arg: str | os.PathLike[str]) -> str:
+    """``arg`` as a local path; ``RecordError`` for an object-storage URL."""
+    from fleetwatch.records.remote import is_url, location
+
+    if is_url(arg):
+        raise RecordError(
+            "object storage is read through the query engine (--engine duckdb), not here",
+            path=location(arg).split("?", 1)[0],
+        )
+    return os.fspath(arg)
 
 
 def describe(paths: Sequence[str | os.PathLike[str]], files: Sequence[Path] = ()) -> str:

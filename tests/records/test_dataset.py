@@ -10,7 +10,14 @@ import pandas as pd
 import pytest
 
 from fleetwatch.records import RecordError, read_records, write_records
-from fleetwatch.records.dataset import count_rows, data_bytes, describe, read_dataset, resolve
+from fleetwatch.records.dataset import (
+    check_paths,
+    count_rows,
+    data_bytes,
+    describe,
+    read_dataset,
+    resolve,
+)
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.records.plugin_tree import PluginTree, plugin_tree
 
@@ -115,10 +122,26 @@ def test_a_path_naming_no_records_is_one_error_naming_it(
     (tmp_path / "only-foreign" / "x.csv").write_text("a,b\n")
     (tmp_path / "notes.txt").write_text("hi")
     (tmp_path / ".seg.jsonl.ab12.tmp").write_text("{")
-    with pytest.raises(RecordError) as info:
-        resolve([tmp_path / arg])
-    assert needle in str(info.value) and "\n" not in str(info.value)
-    assert str(info.value).startswith(str(tmp_path / arg))
+    for check in (resolve, check_paths):  # the checks before a command reads say the same
+        with pytest.raises(RecordError) as info:
+            check([tmp_path / arg])
+        assert needle in str(info.value) and "\n" not in str(info.value)
+        assert str(info.value).startswith(str(tmp_path / arg))
+
+
+def test_checking_paths_lists_no_directory_whole(
+    tree: PluginTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory holding record files passes the check at its first one: the engine lists
+    it once, when it opens it."""
+    import os
+
+    folders = {p.parent for p in resolve([tree.root])}
+    opened: list[str] = []
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: opened.append(path) or real(path))
+    check_paths([tree.root, tree.whole])
+    assert len(opened) == 2 < len(folders)  # the top folder, and one holding a record file
 
 
 def _bad_tree(tmp_path: Path) -> tuple[Path, int]:
