@@ -82,12 +82,12 @@ def _in_directory(top: Path, *, first: bool = False) -> list[Path]:
     return sorted(found)
 
 
-def _matching(pattern: str) -> list[Path]:
+def _matching(pattern: str, first: bool = False) -> list[Path]:
     found: list[Path] = []
     for name in sorted(glob.glob(pattern, recursive=True)):
         p = Path(name)
         if p.is_dir():
-            found.extend(_in_directory(p))
+            found.extend(_in_directory(p, first=first))
         elif (
             p.is_file()
             and p.suffix.lower() in JSONL_SUFFIXES + PARQUET_SUFFIXES
@@ -111,7 +111,7 @@ def _expand(arg: str, allow_empty: bool, first: bool = False) -> list[Path]:
             raise RecordError("unknown record format: use .jsonl or .parquet", path=arg)
         return [p]
     if _MAGIC & set(arg):
-        files = _matching(arg)
+        files = _matching(arg, first)
         if not files and not allow_empty:
             raise RecordError("no record files (*.jsonl, *.parquet) match this pattern", path=arg)
         return files

@@ -179,8 +179,8 @@ def _counted(
 ) -> list[Any]:
     """``grouping_sets`` of integer keys, counted in this process: the engine computes each
     row's keys and streams them as Arrow batches, and each set's counts are ``bincount`` over its
-    keys packed into one number (``_packed``). Over 37 M rows and six bucket keys, half the CPU
-    of DuckDB's ``histogram`` or grouping sets, whose hashing costs more than the scan; the same
+    keys packed into one number (``_packed``). Over 37 M rows and six bucket keys, a third less
+    CPU than DuckDB's ``histogram`` or grouping sets, whose hashing costs more than the scan; the same
     exact counts, each set's rows sorted by its keys."""
     import pandas as pd
     import pyarrow.compute as pc
@@ -189,6 +189,7 @@ def _counted(
     inner = ", ".join(f"CAST({sql} AS BIGINT) AS {k}" for k, sql in keys.items())
     parts: list[list[_Counts]] = [[] for _ in sets]
     pending = [0 for _ in sets]
+    merged = [0 for _ in sets]
     for batch in engine.arrow_batches(f"SELECT {inner} {source}", _BATCH):
         cols: dict[str, np.ndarray[Any, Any]] = {}
         valid: dict[str, np.ndarray[Any, Any] | None] = {}
@@ -208,9 +209,9 @@ def _counted(
             if len(arrays[0]):
                 parts[at].append(_packed(arrays))
                 pending[at] += len(parts[at][-1][1])
-                if pending[at] > _BATCH:  # the batches' counts added up: memory stays bounded
-                    parts[at] = [_summed(parts[at])]
-                    pending[at] = len(parts[at][0][1])
+                if pending[at] > max(_BATCH, 2 * merged[at]):  # memory bounded, each row
+                    parts[at] = [_summed(parts[at])]  # merged a bounded number of times
+                    pending[at] = merged[at] = len(parts[at][0][1])
     out = []
     for s, got in zip(sets, parts, strict=True):
         keys_of, n = _summed(got) if got else ([np.zeros(0, np.int64) for _ in s], np.zeros(0))
@@ -240,50 +241,47 @@ def _summed(got: Sequence[_Counts]) -> _Counts:
     return arrays, n.astype(np.int64)
 
 
-def _packed(
-    arrays: Sequence[np.ndarray[Any, Any]],
-) -> tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
+def _packed(arrays: Sequence[np.ndarray[Any, Any]]) -> _Counts:
     """The distinct rows of ``arrays`` (integer keys, one array each) sorted, and their counts.
     The keys are packed into one number, each key's span its own digit, and counted by
     ``bincount`` where the spans' product is at most ``_DENSE``; a key's ``ZERO_BUCKET`` values
-    are counted as one below its least other value, so a bucket key of values at or below zero
-    spans its own buckets, not a million more. Where the spans are wider, the packed keys (or
-    the rows themselves) are sorted."""
+    are counted as one below its least other value where none is below them (so a bucket key of
+    values at or below zero spans its own buckets, not a million more, in the same order). Where
+    the spans are wider the packed keys are sorted, and where they would not fit a number, the
+    rows themselves."""
     lows: list[int] = []
     spans: list[int] = []
     zeros: list[int | None] = []
-    shifted = []
     for a in arrays:
         z = a == ZERO_BUCKET
-        if z.any() and not z.all():
-            low = int(a[~z].min()) - 1
-            a = np.where(z, low, a)
-            zeros.append(low)
+        rest = a[~z]
+        if len(rest) < len(a) and len(rest) and int(rest.min()) > ZERO_BUCKET + 1:
+            lows.append(int(rest.min()) - 1)
+            zeros.append(lows[-1])
+            spans.append(int(rest.max()) - lows[-1] + 1)
         else:
-            low = int(a.min())
+            lows.append(int(a.min()))
             zeros.append(None)
-        lows.append(low)
-        spans.append(int(a.max()) - low + 1)
-        shifted.append(a - low)
+            spans.append(int(a.max()) - lows[-1] + 1)
     total = math.prod(spans)
-    if total < 2**62:  # one number a row: counted by a bincount, or by a sort where wide
-        packed = shifted[0]
-        for a, span in zip(shifted[1:], spans[1:], strict=True):
-            packed = packed * span + a
-        if total <= _DENSE:
-            counts = np.bincount(packed)
-            cells = np.flatnonzero(counts)
-            n = counts[cells]
-        else:
-            cells, n = np.unique(packed, return_counts=True)
-        keys = []
-        for span in reversed(spans):
-            keys.append(cells % span)
-            cells = cells // span
-        keys.reverse()
+    if total >= 2**62:  # no number holds the packed keys: the rows sorted as they are
+        rows, n = np.unique(np.stack(arrays, axis=1), axis=0, return_counts=True)
+        return [rows[:, i].astype(np.int64) for i in range(len(arrays))], n.astype(np.int64)
+    packed = np.zeros(len(arrays[0]), dtype=np.int64)
+    for a, low, zero, span in zip(arrays, lows, zeros, spans, strict=True):
+        digit = a - low if zero is None else np.where(a == ZERO_BUCKET, 0, a - low)
+        packed = packed * span + digit
+    if total <= _DENSE:
+        counts = np.bincount(packed)
+        cells = np.flatnonzero(counts)
+        n = counts[cells]
     else:
-        rows, n = np.unique(np.stack(shifted, axis=1), axis=0, return_counts=True)
-        keys = [rows[:, i] for i in range(len(arrays))]
+        cells, n = np.unique(packed, return_counts=True)
+    keys = []
+    for span in reversed(spans):
+        keys.append(cells % span)
+        cells = cells // span
+    keys.reverse()
     out = []
     for k, low, zero in zip(keys, lows, zeros, strict=True):
         k = k.astype(np.int64) + low

@@ -93,17 +93,32 @@ INTEGER_KEYS = {
     "b1": bucket_sql("(first_token_s - arrival_s - 0.05)", 1.0005),  # some at or below zero
     "w": "CAST(output_tokens AS BIGINT) * 400000000000000 - 7",  # with o: past 2 ** 62
     "o": "CAST(output_tokens AS BIGINT)",
+    "c": (  # values below ZERO_BUCKET, at it and above it
+        "CAST(CASE WHEN output_tokens % 3 = 0 THEN -1000000 WHEN output_tokens % 3 = 1 "
+        "THEN -2000000 - output_tokens ELSE output_tokens END AS BIGINT)"
+    ),
+    "none": "CAST(NULL AS BIGINT)",  # NULL in every row: its sets count nothing
+    "x": (  # spanning all of BIGINT, ZERO_BUCKET beside its least value
+        "CASE output_tokens % 4 WHEN 0 THEN 9223372036854775807 WHEN 1 THEN "
+        "CAST(-9223372036854775808 AS BIGINT) WHEN 2 THEN -1000000 "
+        "ELSE CAST(output_tokens AS BIGINT) END"
+    ),
 }
 
 
+_ODD = ("c", "none", "x"), [("c",), ("c", "none"), ("x",), ("x", "c")]
+
+
 @pytest.mark.parametrize(
-    ("keys", "sets", "dense"),
+    ("keys", "sets", "dense", "batch"),
     [
-        (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], reductions._DENSE),
-        (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], 1),  # every batch by a sort
-        (("b1", "w", "o"), [("b1",), ("w", "o"), ("o", "b1")], reductions._DENSE),
+        (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], reductions._DENSE, 100),
+        (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], 1, 100),  # every batch by a sort
+        (("b1", "w", "o"), [("b1",), ("w", "o"), ("o", "b1")], reductions._DENSE, 100),
+        (*_ODD, reductions._DENSE, 100),
+        (*_ODD, reductions._DENSE, 1 << 20),  # one batch: its order is the result's
     ],
-    ids=["strata-and-zeros", "sorted", "wide-keys"],
+    ids=["strata-and-zeros", "sorted", "wide-keys", "odd-keys", "odd-keys-one-batch"],
 )
 def test_integer_keys_counted_here_count_what_grouping_sets_count(
     tmp_path: Path,
@@ -111,12 +126,14 @@ def test_integer_keys_counted_here_count_what_grouping_sets_count(
     keys: tuple[str, ...],
     sets: list[tuple[str, ...]],
     dense: int,
+    batch: int,
 ) -> None:
-    """Counted in batches of 100 rows (the counts of one key in many batches added up, and past
-    ``_BATCH`` pending rows merged on the way), NULL keys left out, ``ZERO_BUCKET`` kept apart
-    from the buckets above it, keys wider than a ``bincount`` counted by a sort: each set's
-    rows, sorted by its keys, equal the grouping sets' counts."""
-    monkeypatch.setattr(reductions, "_BATCH", 100)
+    """Counted in batches of ``batch`` rows (the counts of one key in many batches added up,
+    and past ``_BATCH`` pending rows merged on the way), NULL keys left out, ``ZERO_BUCKET``
+    kept apart from the buckets above it and in order with values below it, keys wider than a
+    ``bincount`` counted by a sort, keys spanning all of BIGINT: each set's rows, sorted by its
+    keys, equal the grouping sets' counts."""
+    monkeypatch.setattr(reductions, "_BATCH", batch)
     monkeypatch.setattr(reductions, "_DENSE", dense)
     tree = plugin_tree(tmp_path / "fleet")
     chosen = {k: INTEGER_KEYS[k] for k in keys}
@@ -127,10 +144,11 @@ def test_integer_keys_counted_here_count_what_grouping_sets_count(
             got_all = grouping_sets(streamed, source, chosen, sets, integers=True)
             want_all = grouping_sets(_Portable(engine), source, chosen, sets)
             for s, got, want in zip(sets, got_all, want_all, strict=True):
-                want = want.sort_values(list(s)).reset_index(drop=True)
+                want = want.sort_values(list(s), kind="stable").reset_index(drop=True)
                 assert list(got.columns) == [*s, "n"]
                 assert all(got[c].dtype == np.int64 for c in got.columns)
-                assert len(got) == len(want) and (where == "FALSE" or len(got) > 1)
+                assert len(got) == len(want)
+                assert len(got) > 1 or where == "FALSE" or "none" in s
                 for c in (*s, "n"):
                     assert got[c].tolist() == want[c].astype(np.int64).tolist(), c
                 if where == "TRUE" and "b1" in s:  # the zero bucket was there to keep apart
