@@ -26,8 +26,8 @@ runs of 50 M requests, against 13.5 s for one query of their percentiles), so ea
 become exact counts on fine fixed buckets: one scan a run counts every (metric, stratum,
 ``BUCKET_RATIO`` bucket) as grouping sets, plain GROUP BY counts that Spark computes (DuckDB
 streams each row's stratum and buckets here, where they are counted: a third less CPU than its
-hashing; the same counts, ``reductions.grouping_sets``), and the same pass reads the two tables, each bucket one tied value at its geometric
-middle. Every figure comes from those counts: a percentile (and each bootstrap replicate) is within
+hashing; the same counts, ``reductions.grouping_sets``), and the same pass reads the two
+tables, each bucket one tied value at its geometric middle. Every figure comes from those counts: a percentile (and each bootstrap replicate) is within
 ``BUCKET_ERROR`` (0.025 %) of the records' own (a value of zero or less, which only a clock
 step can make of a duration, is counted as 0); the quantile test, Mann–Whitney (a bucket's values
 tied at their mid-rank), the like-for-like percentiles and the e2e tail threshold the component

@@ -6,8 +6,8 @@ the distribution of uncached prompt tokens (for the like-with-like buckets' edge
 replica, signal, prompt bucket and latency bucket the count of ok requests (2 % latency buckets,
 ``records.engine.reductions``), one scan each. The first reads no time where the footers say
 each replica's first arrival and last finish (``Engine.spans``). The third reads no model where
-each replica serves one: its prompt buckets are the models' edges merged, each replica's cells put in its
-model's buckets here. Everything ``table_from_records`` computes from every request is
+each replica serves one: its prompt buckets are the models' edges merged, each replica's cells
+put in its model's buckets here. Everything ``table_from_records`` computes from every request is
 computed here from those counts: the quantiles and their sampling errors (within 1 % of the
 sample's), the like-with-like ratios, and each replica's requests for the rank test, given as
 weighted samples (one row per latency bucket; requests in one bucket tie).
