@@ -389,12 +389,10 @@ class DuckEngine:
             return None
         values = set()
         for f in self._footers.files:
-            s = f.stats.get(column)
-            if s is None or s.nulls != 0 or not s.bounded or s.low != s.high:
+            value = _one_value(f.stats.get(column))
+            if value is None:
                 return None
-            if not isinstance(s.low, str):
-                return None
-            values.add(s.low)
+            values.add(value)
         return sorted(values) or None
 
     def spans(self) -> dict[tuple[str, str], tuple[float, float]] | None:
@@ -409,20 +407,14 @@ class DuckEngine:
         for f in self._footers.files:
             if not f.rows:
                 continue
-            m, r = f.stats.get("model"), f.stats.get("replica")
+            m, r = _one_value(f.stats.get("model")), _one_value(f.stats.get("replica"))
             a, z = f.stats.get("arrival_s"), f.stats.get("finished_s")
             if m is None or r is None or a is None or z is None:
                 return None
-            if any(c.nulls != 0 or not c.bounded for c in (m, r, a, z)):
+            if not all(c.nulls == 0 and c.bounded and c.doubles for c in (a, z)):
                 return None
-            if not (isinstance(m.low, str) and m.low == m.high):
-                return None
-            if not (isinstance(r.low, str) and r.low == r.high):
-                return None
-            if not (a.doubles and z.doubles):
-                return None
-            first, last = out.get((m.low, r.low), (math.inf, -math.inf))
-            out[(m.low, r.low)] = (min(first, float(a.low)), max(last, float(z.high)))
+            first, last = out.get((m, r), (math.inf, -math.inf))
+            out[(m, r)] = (min(first, float(a.low)), max(last, float(z.high)))
         return out or None
 
     def scalar(self, sql: str) -> Any:
@@ -546,6 +538,14 @@ class DuckEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _one_value(stats: ColumnStats | None) -> str | None:
+    """The one string a file's column holds, by its statistics (no null, least and greatest
+    value the same); None where they do not say one."""
+    if stats is None or stats.nulls != 0 or not stats.bounded or stats.low != stats.high:
+        return None
+    return stats.low if isinstance(stats.low, str) else None
 
 
 def _footer_says(stats: ColumnStats | None, said: tuple[int, Any, Any], rows: int) -> bool:

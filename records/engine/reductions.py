@@ -34,6 +34,7 @@ __all__ = [
     "model_is",
     "order_statistics",
     "order_statistics_of",
+    "run_starts",
     "weighted_quantile",
 ]
 
@@ -220,6 +221,17 @@ def _counted(
     return out
 
 
+def run_starts(*keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The first row of each run of equal ``keys`` (rows sorted by them)."""
+    if not len(keys[0]):
+        return np.zeros(0, dtype=np.int64)
+    change = np.zeros(len(keys[0]), dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
+
+
 _Counts = tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]
 """Distinct rows of integer keys (an array a key) and how many times each occurs."""
 
@@ -232,11 +244,7 @@ def _summed(got: Sequence[_Counts]) -> _Counts:
     if len(got) > 1:
         order = np.lexsort(arrays[::-1])
         arrays, n = [a[order] for a in arrays], n[order]
-        change = np.zeros(len(n), dtype=bool)
-        change[:1] = True
-        for a in arrays:
-            change[1:] |= a[1:] != a[:-1]
-        starts = np.flatnonzero(change)
+        starts = run_starts(*arrays)
         arrays, n = [a[starts] for a in arrays], np.add.reduceat(n, starts)
     return arrays, n.astype(np.int64)
 

@@ -7,10 +7,8 @@ replica, signal, prompt bucket and latency bucket the count of ok requests (2 % 
 ``records.engine.reductions``), one scan each. The first reads no time where the footers say
 each replica's first arrival and last finish (``Engine.spans``). The third reads no model where
 each replica serves one: its prompt buckets are the models' edges merged, each replica's cells
-put in its model's buckets here. Everything ``table_from_records`` computes from every request is
-computed here from those counts: the quantiles and their sampling errors (within 1 % of the
-sample's), the like-with-like ratios, and each replica's requests for the rank test, given as
-weighted samples (one row per latency bucket; requests in one bucket tie).
+put in its model's buckets here. Each model's table is computed from those counts
+(``sources.counted``).
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ import numpy as np
 import pandas as pd
 
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, most_common
-from fleetwatch.fleet.outliers.stats.shares import share_with_se
+from fleetwatch.fleet.outliers.sources.counted import LATENCY, rows_of, table_from_counts
 from fleetwatch.fleet.outliers.table import FleetTable
 from fleetwatch.records.engine import Engine
 from fleetwatch.records.engine.folded import check_columns, checked
@@ -33,14 +30,13 @@ from fleetwatch.records.engine.reductions import (
     UNNAMED,
     bucket_sql,
     bucket_values,
-    lerp,
     model_is,
+    run_starts,
     weighted_quantile,
 )
 
 __all__ = ["NEEDS", "tables_from_engine"]
 
-_LATENCY = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 NEEDS = (
     "model",
     "replica",
@@ -191,7 +187,7 @@ def _uncached_counts(engine: Engine, lacking: int = 2) -> pd.DataFrame:
     )
     got = _unnamed(got)
     parts = []
-    for name in _LATENCY:
+    for name in LATENCY:
         mine = got[got[f"has_{name}"] == 1] if name in flags else got
         part = mine.groupby(["model", "u"], sort=True, observed=True)["n"].sum().reset_index()
         part.insert(1, "signal", name)
@@ -303,28 +299,28 @@ def _cells(
     if owners is not None:
         index = {m: i for i, m in enumerate(names["model"])}
         of_replica = np.array([index[owners[r]] for r in names["replica"]], dtype=np.int64)
-        merged = {name: _merged(edges, names["model"], name) for name in _LATENCY}
-        mbs = {name: _searched("u", merged[name][0]) for name in _LATENCY}
+        merged = {name: _merged(edges, names["model"], name) for name in LATENCY}
+        mbs = {name: _searched("u", merged[name][0]) for name in LATENCY}
         top = max(len(m) for m, _ in merged.values())
     else:
         width = 1 + max((len(e) for e in edges.values()), default=0)
-        mbs = {name: _model_bucket(edges, names["model"], name, width) for name in _LATENCY}
+        mbs = {name: _model_bucket(edges, names["model"], name, width) for name in LATENCY}
         top = len(names["model"]) * width
     shared = {expr: f"mb{i}" for i, expr in enumerate(dict.fromkeys(mbs.values()))}
-    durations = ", ".join(f"{DERIVED[col]} AS x_{name}" for name, col in _LATENCY.items())
+    durations = ", ".join(f"{DERIVED[col]} AS x_{name}" for name, col in LATENCY.items())
     inner = ", ".join(
         [f"{expr} AS {alias}" for expr, alias in shared.items()]
-        + [f"{bucket_sql(f'x_{name}')} AS b_{name}" for name in _LATENCY]
+        + [f"{bucket_sql(f'x_{name}')} AS b_{name}" for name in LATENCY]
     )
     if top < _NARROW:  # 32-bit keys: less to hash and to hold per row than 64-bit ones
         key = "CAST({mb} * {span} + b_{name} AS INTEGER) AS k_{name}"
     else:
         key = "CAST({mb} AS BIGINT) * {span} + b_{name} AS k_{name}"
-    keys = ", ".join(key.format(mb=shared[mbs[name]], span=_SPAN, name=name) for name in _LATENCY)
+    keys = ", ".join(key.format(mb=shared[mbs[name]], span=_SPAN, name=name) for name in LATENCY)
     read = "replica" if owners is not None else "model, replica"
-    sets = ", ".join(f"(replica, k_{name})" for name in _LATENCY)
-    marks = ", ".join(f"grouping(k_{name}) AS g_{name}" for name in _LATENCY)
-    cols = ", ".join(f"k_{name}" for name in _LATENCY)
+    sets = ", ".join(f"(replica, k_{name})" for name in LATENCY)
+    marks = ", ".join(f"grouping(k_{name}) AS g_{name}" for name in LATENCY)
+    cols = ", ".join(f"k_{name}" for name in LATENCY)
     sql = f"""SELECT replica, {marks}, {cols}, count(*) AS n
             FROM (SELECT replica, {keys} FROM (SELECT replica, {inner} FROM (
                 SELECT {read}, {_UNCACHED} AS u, {durations} FROM records WHERE {_OK}
@@ -342,7 +338,7 @@ def _cells(
         replica = pd.Categorical(got["replica"].astype(object), categories=names["replica"])
         if bool(pd.isna(replica).any()):
             raise AnalysisError("a cell's replica is not in the summary")
-        for name in _LATENCY:
+        for name in LATENCY:
             mine = ((got[f"g_{name}"] == 0) & got[f"k_{name}"].notna()).to_numpy()
             k = got[f"k_{name}"].to_numpy()[mine].astype(np.int64)
             mb = (k + half) // _SPAN
@@ -374,7 +370,7 @@ def _cells(
     cells = cells.reset_index(drop=True)  # summed in this order: the same on every run
     if owners is not None:  # one cell of each run of equal keys (merged buckets), added up
         runs = [cells[c].cat.codes if c in names else cells[c] for c in order]
-        starts = _starts(*(k.to_numpy() for k in runs))
+        starts = run_starts(*(k.to_numpy() for k in runs))
         if len(starts) < len(cells):
             n = np.add.reduceat(cells["n"].to_numpy(), starts)
             cells = cells.iloc[starts].reset_index(drop=True)
@@ -382,192 +378,6 @@ def _cells(
     cells = cells.astype({"model": object, "replica": object})
     cells["v"] = bucket_values(cells["b"].to_numpy())
     return cells
-
-
-def _group_quantiles(
-    v: np.ndarray[Any, Any],
-    c: np.ndarray[Any, Any],
-    starts: np.ndarray[Any, Any],
-    qs: np.ndarray[Any, Any],
-) -> np.ndarray[Any, np.dtype[np.float64]]:
-    """``weighted_quantile(v, c, qs[g])`` of each group ``g`` at once: the rows sorted by group
-    and by value within one, a group's first row at ``starts[g]``, every count at least 1.
-    The same numbers to the bit: the counts' running sum over all rows less the sum before a
-    group is the group's own running sum (whole numbers, exact in doubles)."""
-    if not len(starts):  # no group: a model with no value of this signal
-        return np.zeros((0, qs.shape[1]))
-    upto = np.cumsum(c, dtype=np.float64)
-    ends = np.append(starts[1:], len(v))
-    base = np.concatenate([[0.0], upto])[starts][:, None]
-    n = upto[ends - 1][:, None] - base
-    h = (n - 1.0) * qs
-    lo = np.floor(h)
-    i_lo = np.searchsorted(upto, base + lo, side="right")
-    i_hi = np.searchsorted(upto, base + np.minimum(lo + 1.0, n - 1.0), side="right")
-    out: np.ndarray[Any, np.dtype[np.float64]] = lerp(v[i_lo], v[i_hi], h - lo)
-    return out
-
-
-def _starts(*keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The first row of each run of equal ``keys`` (rows sorted by them)."""
-    if not len(keys[0]):
-        return np.zeros(0, dtype=np.int64)
-    change = np.zeros(len(keys[0]), dtype=bool)
-    change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    return np.flatnonzero(change)
-
-
-def _quantiles_with_se(
-    v: np.ndarray[Any, Any], c: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], q: float
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """As ``records._quantile_with_se``, on bucket values with counts, per group (rows as
-    ``_group_quantiles`` takes them): the estimates and their standard errors."""
-    n = np.add.reduceat(c, starts) if len(starts) else np.zeros(0)
-    z = 1.959964
-    with np.errstate(divide="ignore", invalid="ignore"):
-        half = z * np.sqrt(q * (1.0 - q) / n)
-    qs = np.stack([np.full(len(n), q), np.maximum(0.0, q - half), np.minimum(1.0, q + half)], 1)
-    est, lo, hi = _group_quantiles(v, c, starts, qs).T
-    se = np.where(n == 1, math.nan, (hi - lo) / (2.0 * z))
-    return est, se
-
-
-def _matched(
-    cells: pd.DataFrame, volume: pd.Index, min_bucket: int, min_coverage: float = 0.5
-) -> pd.Series:
-    """``matched_ratios`` on the cells of one signal (sorted as ``_cells`` sorts them): per
-    (replica, prompt bucket) medians over the fleet's per bucket, weighted by the replica's
-    requests."""
-    reps, pbs = cells["replica"].to_numpy(), cells["pb"].to_numpy()
-    v, c = cells["v"].to_numpy(np.float64), cells["n"].to_numpy(np.float64)
-    starts = _starts(reps, pbs)
-    half = np.full((len(starts), 1), 0.5)
-    meds = _group_quantiles(v, c, starts, half)[:, 0] if len(starts) else np.zeros(0)
-    owns = np.add.reduceat(c, starts) if len(starts) else np.zeros(0)
-    order = np.lexsort((v, pbs))
-    by_pb = _starts(pbs[order])
-    fleet_meds = _group_quantiles(v[order], c[order], by_pb, np.full((len(by_pb), 1), 0.5))
-    fleet = (
-        {
-            int(pbs[order][i]): (float(m), float(n))
-            for i, m, n in zip(
-                by_pb, fleet_meds[:, 0], np.add.reduceat(c[order], by_pb), strict=True
-            )
-        }
-        if len(by_pb)
-        else {}
-    )
-    w: dict[str, float] = {}
-    wr: dict[str, float] = {}
-    total: dict[str, float] = {}
-    for i, m, own in zip(starts, meds.tolist(), owns.tolist(), strict=True):
-        rep, pb = str(reps[i]), int(pbs[i])
-        fm, fn = fleet[pb]
-        ok = own >= min_bucket and fn - own >= min_bucket and fm > 0
-        total[rep] = total.get(rep, 0.0) + own
-        w[rep] = w.get(rep, 0.0) + (own if ok else 0.0)
-        wr[rep] = wr.get(rep, 0.0) + (m / fm * own if ok else 0.0)
-    out = pd.Series(
-        {
-            r: (wr[r] / w[r] if w[r] > 0 and w[r] >= min_coverage * total[r] else math.nan)
-            for r in total
-        },
-        dtype="float64",
-    )
-    return out.reindex(volume)
-
-
-def _rows_of(cells: pd.DataFrame, column: str, value: str) -> pd.DataFrame:
-    """The rows of ``cells`` (sorted by ``column``, as ``_cells`` sorts them) whose ``column``
-    is ``value``: a slice found by bisection, not a comparison a row."""
-    values = cells[column].to_numpy()
-    lo = int(np.searchsorted(values, value, side="left"))
-    hi = int(np.searchsorted(values, value, side="right"))
-    return cells.iloc[lo:hi]
-
-
-def _table(
-    model: str,
-    summary: pd.DataFrame,
-    cells: pd.DataFrame,
-    *,
-    errors: pd.DataFrame | None = None,
-    quantile: float,
-    min_bucket: int,
-    fingerprint: pd.DataFrame | None,
-    where: str,
-) -> FleetTable:
-    s = summary.assign(replica=summary["replica"].astype(str)).set_index("replica").sort_index()
-    index = s.index
-    volume = s["n"].astype("float64")
-    values = pd.DataFrame(index=index)
-    stderr = pd.DataFrame(index=index)
-    per_replica = cells.groupby(["signal", "replica", "b"], sort=False, as_index=False).agg(
-        n=("n", "sum"), v=("v", "first")
-    )
-    for name in _LATENCY:
-        own = per_replica[per_replica["signal"] == name]
-        own = own.assign(replica=own["replica"].astype(str))
-        own = own.sort_values(["replica", "b"], kind="stable")
-        reps = own["replica"].to_numpy()
-        starts = _starts(reps)
-        est, se = _quantiles_with_se(
-            own["v"].to_numpy(np.float64), own["n"].to_numpy(np.float64), starts, quantile
-        )
-        values[name] = pd.Series(est, index=reps[starts], dtype="float64")
-        stderr[name] = pd.Series(se, index=reps[starts], dtype="float64")
-    shares = {"error_rate": s["n_error"].astype("float64")}
-    if errors is not None and errors["error_type"].nunique() >= 2:  # as records._error_type_shares
-        totals = errors.groupby("error_type")["n"].sum()
-        for kind in most_common({str(k): float(n) for k, n in totals.items()}):
-            mine = errors[errors["error_type"] == kind].set_index("replica")["n"]
-            shares[f"{ERROR_TYPE_PREFIX}{kind}"] = mine.reindex(index).fillna(0.0).astype("float64")
-    for name in ("truncated_share", "empty_share"):  # as records._output_shares
-        if s[f"n_{name}"].sum() > 0:
-            shares[name] = s[f"n_{name}"].astype("float64")
-    for name, hits in shares.items():
-        values[name], stderr[name] = share_with_se(hits, volume)
-    span = (s["last_s"] - s["first_s"]).where(lambda x: x > 0)
-    values["throughput"] = s["out_ok"] / span
-    mean_out = s["out_sum"] / s["n"]
-    var_out = (s["out_sq"] / s["n"] - mean_out**2).clip(lower=0.0)
-    cv2 = (var_out / mean_out.pow(2)).fillna(0.0)
-    stderr["throughput"] = values["throughput"] * np.sqrt((1.0 + cv2) / volume)
-    workload = pd.DataFrame(
-        {
-            "mean_prompt_tokens": s["prompt_sum"] / s["n"],
-            "cache_hit_rate": s["cached_sum"] / s["prompt_sum"].where(lambda x: x > 0),
-            "mean_output_tokens": mean_out,
-            "request_rate": volume / span,
-        },
-        index=index,
-    )
-    matched = pd.DataFrame(
-        {name: _matched(_rows_of(cells, "signal", name), index, min_bucket) for name in _LATENCY},
-        index=index,
-    )
-    samples = pd.DataFrame({"replica": per_replica["replica"].astype(str).to_numpy()})
-    for name in _LATENCY:
-        samples[name] = np.where(per_replica["signal"] == name, per_replica["v"], np.nan)
-    samples["weight"] = per_replica["n"].to_numpy(np.float64)
-    return FleetTable(
-        values=values,
-        volume=volume,
-        stderr=stderr,
-        matched=matched,
-        workload=workload,
-        fingerprint=fingerprint,
-        host=None,
-        samples=samples,
-        counted=frozenset(shares),
-        source=where,
-        notes=(
-            f"model {model}: latency quantiles from 2 % buckets of every ok request "
-            "(within 1 % of the exact sample quantile)",
-        ),
-    )
 
 
 def tables_from_engine(
@@ -614,10 +424,10 @@ def tables_from_engine(
         out.append(
             (
                 model,
-                _table(
+                table_from_counts(
                     model,
                     summary[summary["model"] == model],
-                    _rows_of(cells, "model", model),
+                    rows_of(cells, "model", model),
                     errors=errors[errors["model"] == model],
                     quantile=quantile,
                     min_bucket=min_bucket,
