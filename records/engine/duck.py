@@ -319,14 +319,54 @@ class DuckEngine:
             raise _record_error(exc, self.files, search=False) from None
 
     def arrow_batches(self, sql: str, rows: int) -> Iterator[pa.RecordBatch]:
-        """The result of ``sql`` as Arrow record batches of about ``rows`` rows (memory: one
-        batch; no conversion to pandas, for a caller that works on the columns' arrays)."""
+        """The result of ``sql`` as Arrow record batches of at least ``rows`` rows but the last
+        (memory: one batch; no conversion to pandas, for a caller that works on the columns'
+        arrays). Scanning in parallel, DuckDB hands a batch a file (tens of thousands of rows
+        from a compacted dataset's): they are put together here, so a caller's work a batch
+        is paid a few hundred times over a hundred million rows, not thousands."""
         import duckdb
 
+        held: list[pa.RecordBatch] = []
+        count = 0
         try:
-            yield from self.con.sql(sql).to_arrow_reader(rows)
+            for batch in self.con.sql(sql).to_arrow_reader(rows):
+                held.append(batch)
+                count += batch.num_rows
+                if count >= rows:
+                    yield _joined(held)
+                    held, count = [], 0
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
+        if held:
+            yield _joined(held)
+
+    def by_file(self, column: str) -> tuple[str, list[str | None]] | None:
+        """Where every Parquet file's rows hold one value of ``column`` (its footer's statistics
+        say one value and no null: a compacted dataset's files, one replica each): the
+        ``records`` view as a source with each row's file as a number, ``fw_file`` (a
+        ``FROM`` item), and each file's value by that number (None for a file of no rows). So
+        a row's label is an integer read with no string, for counting in this process. None
+        where the dataset holds JSON lines or object storage, or files of several schemas."""
+        if self._parts or len(self._scans) != 1 or self._footers is None:
+            return None
+        group, have, mixed = self._scans[0]
+        said = {f.path: f for f in self._footers.files}
+        values: list[str | None] = []
+        for path in group:
+            footer = said.get(path)
+            value = None if footer is None else _one_value(footer.stats.get(column))
+            if value is None and (footer is None or footer.rows):
+                return None
+            values.append(value)
+        cols = ", ".join(self._filled(c, c in have) for c in self.columns)
+        union = "union_by_name=true, " if mixed else ""
+        rows = (
+            f"(SELECT {cols}, file_index AS fw_file FROM read_parquet({_list(group)}, "
+            f"{union}hive_partitioning=false))"
+        )
+        cond = "TRUE" if self.where is None else self.where.sql()
+        source = f"(SELECT {', '.join(self.columns)}, fw_file FROM {rows} AS filled WHERE {cond})"
+        return f"{source} AS records", values
 
     def frames(
         self,
@@ -538,6 +578,17 @@ class DuckEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """``batches`` (of one schema, at least one) as one batch."""
+    import pyarrow as pa
+
+    table = pa.Table.from_batches(batches)
+    if len(batches) == 1 or not table.num_rows:
+        return batches[0]
+    table = table.combine_chunks()  # a chunk a column
+    return pa.RecordBatch.from_arrays([c.chunk(0) for c in table.columns], schema=table.schema)
 
 
 def _one_value(stats: ColumnStats | None) -> str | None:

@@ -18,7 +18,7 @@ from fleetwatch.records.engine.reductions import RELATIVE_ERROR
 from fleetwatch.records.engine.scan import open_scan
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.fleet.test_by_model import BIG, SMALL, two_models
-from tests.records.plugin_tree import write_tree
+from tests.records.plugin_tree import compacted, write_tree
 
 
 def _outliers(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
@@ -173,17 +173,61 @@ def test_cells_by_merged_prompt_buckets_equal_the_cells_keyed_by_model(tmp_path:
             assert got.tolist() == want.tolist(), (model, signal)
 
 
-class _Timeless:
-    """An engine whose footers say no span (as Spark's, or JSON lines'): the summary reads the
-    times."""
+class _Lacking:
+    """An engine lacking some of DuckDB's capabilities (``names``), as Spark's or a dataset of
+    JSON lines: ``spans`` (the summary then reads the times), ``by_file`` (the cells are then
+    the grouping sets of the replica's name)."""
 
-    def __init__(self, engine: object) -> None:
+    def __init__(self, engine: object, *names: str) -> None:
         self._engine = engine
+        self._names = names
 
     def __getattr__(self, name: str) -> object:
-        if name == "spans":
+        if name in self._names:
             raise AttributeError(name)
         return getattr(self._engine, name)
+
+
+def test_cells_counted_from_each_files_replica_equal_the_grouping_sets_of_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compacted dataset (two Parquet files a replica): the cells' keys are streamed as
+    integers, each row's replica its file's, and counted here (in batches of 100 rows, so
+    counts of many batches add up): the same cells, row for row, as the grouping sets over the
+    replica's name; and the same tables."""
+    from fleetwatch.fleet.outliers.sources import engine as reduced
+    from fleetwatch.records.engine import reductions
+    from fleetwatch.records.engine.duck import DuckEngine
+
+    monkeypatch.setattr(reductions, "_BATCH", 100)
+    whole = two_models(seed=6)
+    files = compacted(tmp_path / "compacted", whole)
+    streamed: list[str] = []
+    with DuckEngine(files, columns=NEEDS) as engine:
+        real = engine.arrow_batches
+
+        def spied(sql: str, rows: int) -> object:
+            streamed.append(sql)
+            return real(sql, rows)
+
+        engine.arrow_batches = spied  # type: ignore[method-assign]
+        summary = reduced._summary(engine)
+        models = summary["model"].unique().tolist()
+        replicas = summary["replica"].astype(str).unique().tolist()
+        owners = dict(zip(summary["replica"].astype(str), summary["model"], strict=True))
+        edges = reduced._edges(reduced._uncached_counts(engine), 8)
+        coded = reduced._cells(engine, edges, models, replicas, owners=owners)
+        assert len(streamed) == 1 and "fw_file" in streamed[0]
+        named = reduced._cells(_Lacking(engine, "by_file"), edges, models, replicas, owners=owners)  # type: ignore[arg-type]
+        assert len(streamed) == 1
+        pd.testing.assert_frame_equal(coded, named)
+        assert len(coded) > 100 and set(coded["replica"]) == set(replicas)
+        got = dict(tables_from_engine(engine))
+        want = dict(tables_from_engine(_Lacking(engine, "by_file")))  # type: ignore[arg-type]
+    assert set(got) == set(want) == {SMALL, BIG}
+    for model in got:
+        for part in ("values", "stderr", "matched", "workload", "samples"):
+            pd.testing.assert_frame_equal(getattr(got[model], part), getattr(want[model], part))
 
 
 @pytest.mark.parametrize("lacking", [False, True], ids=["every-time", "ok-lacking-a-time"])
@@ -196,18 +240,13 @@ def test_spans_from_the_footers_give_the_tables_of_a_summary_reading_the_times(
     and cells are counted again per signal: every table equal to the one of a summary that
     reads the times."""
     from fleetwatch.fleet.outliers.sources import engine as reduced
-    from fleetwatch.records import write_records
     from fleetwatch.records.engine.duck import DuckEngine
 
     whole = two_models(seed=4)
     if lacking:  # ok requests of two replicas without a first token: no ttft, no tpot
         at = whole.index[(whole["status"] == "ok")][[3, 700]]
         whole.loc[at, "first_token_s"] = np.nan
-    root = tmp_path / "compacted"
-    root.mkdir()
-    for i, (_, rows) in enumerate(whole.groupby("replica", observed=True)):
-        write_records(root / f"part-{i}.parquet", rows.reset_index(drop=True))
-    files = sorted(root.glob("*.parquet"))
+    files = compacted(tmp_path / "compacted", whole, parts=1)
     queries: list[str] = []
     again: list[bool] = []
     real_lack = reduced._lack_times
@@ -237,7 +276,7 @@ def test_spans_from_the_footers_give_the_tables_of_a_summary_reading_the_times(
         assert "arrival_s" not in queries[0] and "first_token_s" not in queries[0]
         sizes = [q for q in queries if "coalesce(cached_prompt_tokens, 0)) AS u" in q]
         assert len(sizes) == (2 if lacking else 1)
-        want = dict(tables_from_engine(_Timeless(engine)))  # type: ignore[arg-type]
+        want = dict(tables_from_engine(_Lacking(engine, "spans")))  # type: ignore[arg-type]
     assert again == [lacking]
     assert set(got) == set(want) == {SMALL, BIG}
     for model in got:

@@ -51,3 +51,15 @@ def plugin_tree(root: Path, *, slow: int | None = 2, seed: int = 7) -> PluginTre
     """Six replicas of 240 requests; replica ``slow`` 1.6x slower (None: all healthy)."""
     slowdown = {slow: 1.6} if slow is not None else None
     return write_tree(root, synthetic_fleet(6, 240, seed=seed, slowdown=slowdown))
+
+
+def compacted(root: Path, frame: pd.DataFrame, *, parts: int = 2) -> list[Path]:
+    """``frame`` as ``records compact`` leaves a replica's rows: Parquet files of one replica
+    each, ``parts`` a replica (its rows in order, split evenly); the files, sorted."""
+    root.mkdir(parents=True)
+    for i, (_, rows) in enumerate(frame.groupby("replica", observed=True)):
+        cut = [len(rows) * k // parts for k in range(parts + 1)]
+        for k in range(parts):
+            part = rows.iloc[cut[k] : cut[k + 1]].reset_index(drop=True)
+            write_records(root / f"part-{i}-{k}.parquet", part)
+    return sorted(root.glob("*.parquet"))

@@ -26,7 +26,7 @@ from fleetwatch.records.engine.reductions import (
 )
 from fleetwatch.records.engine.scan import open_scan
 from fleetwatch.records.filters import RecordFilter
-from tests.records.plugin_tree import PluginTree, plugin_tree
+from tests.records.plugin_tree import PluginTree, compacted, plugin_tree
 
 
 @pytest.fixture(scope="module")
@@ -366,11 +366,7 @@ def test_parquet_files_of_other_schemas_read_alike(
 
 def _one_replica_a_file(whole: pd.DataFrame, root: Path) -> list[Path]:
     """``whole``'s records written as the project writes them (stamped), a file a replica."""
-    from fleetwatch.records import write_records
-
-    root.mkdir()
-    for i, (_, rows) in enumerate(whole.groupby("replica", observed=True)):
-        write_records(root / f"part-{i}.parquet", rows.reset_index(drop=True))
+    compacted(root, whole, parts=1)
     return resolve([root])
 
 
@@ -504,3 +500,38 @@ def test_a_null_in_a_parquet_column_with_a_default_reads_as_the_default(tmp_path
                 got = engine.query("SELECT status, output_tokens FROM records")
                 assert sorted(zip(got["status"], got["output_tokens"], strict=True)) == sorted(want)
             assert ({"status", "output_tokens"} <= engine._full) is full
+
+
+def test_each_files_one_replica_is_said_by_its_number_and_batches_hold_the_rows_asked(
+    tmp_path: Path,
+) -> None:
+    """A dataset of files of one replica each, two files a replica: ``by_file`` numbers every
+    row's file, and the number's value is the row's own replica, whatever the filter keeps; no
+    number where a file holds two replicas or JSON lines are in the dataset. Batches streamed
+    in parallel are put together to the rows asked (but the last), every row once."""
+    from fleetwatch.records import write_records
+    from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
+
+    whole = synthetic_fleet(4, 300, seed=3)
+    files = compacted(tmp_path / "compacted", whole)
+    since = float(whole["arrival_s"].median())
+    for where in (None, RecordFilter(since_s=since)):
+        with DuckEngine(files, where=where, threads=2) as engine:
+            coded = engine.by_file("replica")
+            assert coded is not None
+            source, values = coded
+            assert sorted(set(values)) == sorted(whole["replica"].astype(str).unique())
+            got = engine.query(f"SELECT replica, fw_file FROM {source}")
+            assert len(got) == int(engine.query("SELECT count(*) AS n FROM records")["n"][0])
+            named = [values[i] for i in got["fw_file"]]
+            assert named == got["replica"].astype(str).tolist()
+            batches = list(engine.arrow_batches(f"SELECT fw_file FROM {source}", 500))
+            assert sum(b.num_rows for b in batches) == len(got)
+            assert all(b.num_rows >= 500 for b in batches[:-1]) and len(batches) > 1
+    both = tmp_path / "both.parquet"
+    write_records(both, whole)
+    with DuckEngine([both]) as engine:
+        assert engine.by_file("replica") is None
+    tree = plugin_tree(tmp_path / "tree")
+    with DuckEngine(sorted(tree.root.rglob("records-*"))) as engine:
+        assert engine.by_file("replica") is None  # JSON lines beside the Parquet segments

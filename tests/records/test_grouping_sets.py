@@ -114,11 +114,19 @@ _ODD = ("c", "none", "x"), [("c",), ("c", "none"), ("x",), ("x", "c")]
     [
         (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], reductions._DENSE, 100),
         (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], 1, 100),  # every batch by a sort
+        (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], 30_000, 100),  # a grid, then sorted
         (("b1", "w", "o"), [("b1",), ("w", "o"), ("o", "b1")], reductions._DENSE, 100),
         (*_ODD, reductions._DENSE, 100),
         (*_ODD, reductions._DENSE, 1 << 20),  # one batch: its order is the result's
     ],
-    ids=["strata-and-zeros", "sorted", "wide-keys", "odd-keys", "odd-keys-one-batch"],
+    ids=[
+        "strata-and-zeros",
+        "sorted",
+        "grid-then-sorted",
+        "wide-keys",
+        "odd-keys",
+        "odd-keys-one-batch",
+    ],
 )
 def test_integer_keys_counted_here_count_what_grouping_sets_count(
     tmp_path: Path,
@@ -128,8 +136,9 @@ def test_integer_keys_counted_here_count_what_grouping_sets_count(
     dense: int,
     batch: int,
 ) -> None:
-    """Counted in batches of ``batch`` rows (the counts of one key in many batches added up,
-    and past ``_BATCH`` pending rows merged on the way), NULL keys left out, ``ZERO_BUCKET``
+    """Counted in batches of ``batch`` rows (the counts of one key in many batches added up:
+    in a grid widened as batches widen the keys' spans, and past ``_DENSE`` cells by a sort,
+    past ``_BATCH`` pending rows merged on the way), NULL keys left out, ``ZERO_BUCKET``
     kept apart from the buckets above it and in order with values below it, keys wider than a
     ``bincount`` counted by a sort, keys spanning all of BIGINT: each set's rows, sorted by its
     keys, equal the grouping sets' counts."""

@@ -30,6 +30,7 @@ from fleetwatch.records.engine.reductions import (
     UNNAMED,
     bucket_sql,
     bucket_values,
+    counted,
     model_is,
     run_starts,
     weighted_quantile,
@@ -294,7 +295,10 @@ def _cells(
 
     The result (about a million rows at 200 replicas) is brought a batch at a time, its replicas
     as codes of ``replicas`` (the summary's): a string object a row would cost more memory than
-    the engine's own work."""
+    the engine's own work. Where each Parquet file holds one replica too (a compacted dataset,
+    ``Engine.by_file``), no grouping sets: the keys are streamed as integers, the replica its
+    file's number, and counted in this process (``_by_file``; a quarter less CPU over 100 M
+    rows)."""
     names = {"model": sorted(models), "replica": sorted(replicas)}
     if owners is not None:
         index = {m: i for i, m in enumerate(names["model"])}
@@ -334,7 +338,29 @@ def _cells(
         )
     ]
     half = _SPAN // 2
-    for got in engine.batches(sql, _CELL_BATCH):
+    coded = None
+    if owners is not None and hasattr(engine, "by_file") and hasattr(engine, "arrow_batches"):
+        coded = engine.by_file("replica")
+    if owners is not None and coded is not None:
+        of_signal = {name: shared[mbs[name]] for name in LATENCY}
+        counts = _by_file(engine, coded, names["replica"], shared, of_signal, durations)
+        for name, got in zip(LATENCY, counts, strict=True):
+            r = got["r"].to_numpy()
+            mb = got[of_signal[name]].to_numpy()
+            model = of_replica[r]
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "model": pd.Categorical.from_codes(model, pd.Index(names["model"])),
+                        "replica": pd.Categorical.from_codes(r, pd.Index(names["replica"])),
+                        "signal": name,
+                        "pb": merged[name][1][model, mb],
+                        "b": got[f"b_{name}"].to_numpy(),
+                        "n": got["n"].to_numpy(),
+                    }
+                )
+            )
+    for got in () if coded is not None else engine.batches(sql, _CELL_BATCH):
         replica = pd.Categorical(got["replica"].astype(object), categories=names["replica"])
         if bool(pd.isna(replica).any()):
             raise AnalysisError("a cell's replica is not in the summary")
@@ -378,6 +404,37 @@ def _cells(
     cells = cells.astype({"model": object, "replica": object})
     cells["v"] = bucket_values(cells["b"].to_numpy())
     return cells
+
+
+def _by_file(
+    engine: Any,
+    coded: tuple[str, list[str | None]],
+    replicas: Sequence[str],
+    shared: Mapping[str, str],
+    of_signal: Mapping[str, str],
+    durations: str,
+) -> list[pd.DataFrame]:
+    """The cells of each signal (``LATENCY``'s order) as a frame of the replica's code in
+    ``replicas`` (``r``), the merged prompt bucket (column ``of_signal[signal]``, its SQL the
+    key of ``shared`` naming it), the
+    latency bucket (``b_`` + signal) and ``n``, counted in this process (``counted``) from the
+    keys streamed as integers: each row's replica its file's (``Engine.by_file``), no string
+    read or hashed."""
+    source, values = coded
+    index = {r: i for i, r in enumerate(replicas)}
+    code = np.array([-1 if v is None else index.get(v, -1) for v in values], dtype=np.int64)
+    keys = {
+        "r": "fw_file",
+        **{alias: expr for expr, alias in shared.items()},
+        **{f"b_{name}": bucket_sql(f"x_{name}") for name in LATENCY},
+    }
+    sets = [("r", of_signal[name], f"b_{name}") for name in LATENCY]
+    rows = f"FROM (SELECT fw_file, {_UNCACHED} AS u, {durations} FROM {source} WHERE {_OK}) AS t0"
+    got = counted(engine, rows, keys, sets, {"r": code})
+    for frame in got:
+        if len(frame) and int(frame["r"].min()) < 0:
+            raise AnalysisError("a cell's replica is not in the summary")
+    return got
 
 
 def tables_from_engine(
