@@ -28,13 +28,10 @@ from fleetwatch.fleet.tail.attribute import check_options, tail_report
 from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target, decompose, ok_requests
 from fleetwatch.fleet.tail.examples import Candidates, from_candidates
 from fleetwatch.fleet.tail.report import TailReport
-from fleetwatch.fleet.tail.sums import (
-    Plan,
-    TailSums,
-    check_spread,
-    long_threshold,
-    worst_replica,
-)
+from fleetwatch.fleet.tail.sql import FINE, OK, UNCACHED, base, exprs
+from fleetwatch.fleet.tail.sql import per_token as tokens
+from fleetwatch.fleet.tail.streamed import streamed_plan
+from fleetwatch.fleet.tail.sums import Plan, TailSums, check_spread, counted_plan
 from fleetwatch.records.engine import Engine
 from fleetwatch.records.engine.folded import models
 from fleetwatch.records.engine.reductions import (
@@ -78,9 +75,6 @@ _FETCH = tuple(c for c in NEEDS if c not in ("request_id", "model", "status", "t
 """The columns a group brings (the model and the outcome pick the rows; the ids are read only
 for the requests listed, ``fleet.tail.examples``: ids as strings would cost more than all the
 rest)."""
-_UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
-
-
 ROW_ORDER = (
     "replica",
     "arrival_s",
@@ -92,36 +86,6 @@ ROW_ORDER = (
 )
 """The order of a group's rows (floats are summed in it) where an engine's rows are not in the
 files' order: the same on every run and engine."""
-
-
-def _exprs(target: Target) -> dict[str, str]:
-    """SQL for the target latency and the adjusted components, as ``cohorts.decompose``."""
-    stall = "coalesce(preemption_stall_s, 0.0)"
-    prefill = "(first_token_s - scheduled_s)"
-    decode = "(finished_s - first_token_s)"
-    if target == "e2e":
-        stall_decode = f"least({stall}, {decode})"
-        stall_prefill = f"least({stall} - {stall_decode}, {prefill})"
-        return {
-            "y": "(finished_s - arrival_s)",
-            "prefill": f"({prefill} - {stall_prefill})",
-            "decode": f"({decode} - {stall_decode})",
-        }
-    stall_prefill = f"least({stall}, {prefill})"
-    return {"y": "(first_token_s - arrival_s)", "prefill": f"({prefill} - {stall_prefill})"}
-
-
-_OK = "status = 'ok' AND scheduled_s IS NOT NULL AND first_token_s IS NOT NULL"
-"""SQL true of a completed request (``cohorts.ok_index``)."""
-
-
-def _base(model: str) -> str:
-    return f"FROM records WHERE {model_is(model)} AND {_OK}"
-
-
-FINE = 1.0005
-"""The first pass's histograms of the body's per-token medians: buckets 0.05 % wide, so the
-bucket holding a median of tens of millions of requests is fetched whole (no narrowing)."""
 
 
 def _sets(
@@ -246,12 +210,15 @@ def plan_in_engine(
     histogram and the uncached tokens' counts in one; the tail's threshold, its counts per
     replica and the body's per-token histograms (0.05 % buckets: ``FINE``) in the other
     (``_split``; the threshold fetched first where its buckets hold too many requests)."""
-    base = _base(model)
-    ex = _exprs(target)
+    streamed = streamed_plan(engine, model, percentile, target, long_prompt_quantile)
+    if streamed is not None:
+        return streamed
+    rows = base(model)
+    ex = exprs(target)
     first = _sets(
         engine,
-        base,
-        {"r": "replica", "b": bucket_sql("v_y"), "u": _UNCACHED},
+        rows,
+        {"r": "replica", "b": bucket_sql("v_y"), "u": UNCACHED},
         ", min(arrival_s) AS a0",
         {"v_y": ex["y"]},
     )
@@ -262,23 +229,16 @@ def plan_in_engine(
         raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {n}")
     u = first["u"]
     q_long, q_mid = weighted_quantile(u["u"], u["n"], [long_prompt_quantile, 0.5])
-    per_token = {
-        "pp": f"({ex['prefill']} / greatest(CAST({_UNCACHED} AS DOUBLE), 1.0))",
-        **(
-            {"po": f"({ex['decode']} / greatest(CAST(output_tokens - 1 AS DOUBLE), 1.0))"}
-            if target == "e2e"
-            else {}
-        ),
-    }
+    per_token = tokens(target)
     values = {"v_y": ex["y"], **{f"v_{k}": v for k, v in per_token.items()}}
     hist = first["b"][["b", "n"]]
-    split = _split(engine, base, ex["y"], values, hist, n, percentile / 100.0)
+    split = _split(engine, rows, ex["y"], values, hist, n, percentile / 100.0)
     if split is None:
-        threshold = exact_quantile(engine, ex["y"], base, percentile / 100.0, n, hist=hist)
+        threshold = exact_quantile(engine, ex["y"], rows, percentile / 100.0, n, hist=hist)
         tail = f"v_y >= {threshold!r}"
         second = _sets(
             engine,
-            base,
+            rows,
             {
                 "rt": f"CASE WHEN {tail} THEN replica END",
                 **{
@@ -294,7 +254,7 @@ def plan_in_engine(
         threshold, tails, bodies = split
     n_tail = int(tails["n"].sum())
     check_spread(n_tail, n, percentile, target)
-    body = f"{base} AND {ex['y']} < {threshold!r}"
+    body = f"{rows} AND {ex['y']} < {threshold!r}"
     found = exact_quantiles(
         engine,
         body,
@@ -303,17 +263,15 @@ def plan_in_engine(
     medians = dict(zip(per_token, found, strict=True))
     names = [str(r) for r in per["replica"]]
     counts_tail = tails.set_index(tails["replica"].astype(str))["n"].reindex(names).fillna(0)
-    plan = Plan(
-        target=target,
-        percentile=percentile,
-        threshold=threshold,
-        long_threshold=long_threshold(float(q_long), float(q_mid)),
-        per_prompt=medians["pp"],
-        per_out=medians.get("po", 0.0),
-        worst=worst_replica(per["n"].to_numpy(np.float64), counts_tail.to_numpy(np.float64), names),
-        origin=float(per["a0"].min()),
+    return counted_plan(
+        target,
+        percentile,
+        threshold,
+        (float(q_long), float(q_mid)),
+        medians,
+        (names, per["n"].to_numpy(np.float64), counts_tail.to_numpy(np.float64)),
+        float(per["a0"].min()),
     )
-    return plan, dict(zip(names, per["n"].astype(int).tolist(), strict=True))
 
 
 def _chunks(counts: dict[str, int], rows: int) -> Iterator[list[str]]:
@@ -343,7 +301,7 @@ def _groups(
     alone = tuple(c for c in _FETCH if c != "replica")
     for group in _chunks(counts, rows):
         names = ", ".join(sql_string(r) for r in group)
-        where = f"{model_is(model)} AND replica IN ({names}) AND {_OK}"
+        where = f"{model_is(model)} AND replica IN ({names}) AND {OK}"
         columns = alone if len(group) == 1 else _FETCH  # a replica alone is named here
         frame = pd.concat(
             list(engine.frames(columns, where, order=order, rows=_BATCH_ROWS, replicas=group)),
@@ -371,8 +329,8 @@ def _model_report(
         req = ok_requests(frame.reset_index(drop=True), minimum=0)
         sums.add(req)
         candidates.add(req, decompose(req, target)[0])
-    where = f"{model_is(model)} AND {_OK}"
-    listed = from_candidates(engine, where, _exprs(target)["y"], _UNCACHED, plan, candidates)
+    where = f"{model_is(model)} AND {OK}"
+    listed = from_candidates(engine, where, exprs(target)["y"], UNCACHED, plan, candidates)
     return tail_report(plan, sums, listed)
 
 

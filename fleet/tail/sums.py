@@ -31,6 +31,7 @@ __all__ = [
     "REPLICA",
     "Plan",
     "TailSums",
+    "counted_plan",
     "interference",
     "plan_from_requests",
     "worst_replica",
@@ -162,6 +163,33 @@ def plan_from_requests(
         worst=worst_replica(counts_all, counts_tail, req.replicas),
         origin=float(np.min(req.arrival)),
     )
+
+
+def counted_plan(
+    target: Target,
+    percentile: float,
+    threshold: float,
+    sizes: tuple[float, float],
+    medians: dict[str, float],
+    counts: tuple[list[str], F64, F64],
+    origin: float,
+) -> tuple[Plan, dict[str, int]]:
+    """The first pass's plan from a query engine's counts and order statistics (``sizes``: the
+    uncached tokens' long-prompt quantile and median; ``medians``: the body's per token,
+    ``pp`` and for e2e ``po``; ``counts``: the replicas of an ok request, sorted, with each
+    one's requests and tail requests), and each replica's request count."""
+    names, counts_all, counts_tail = counts
+    plan = Plan(
+        target=target,
+        percentile=percentile,
+        threshold=threshold,
+        long_threshold=long_threshold(*sizes),
+        per_prompt=medians["pp"],
+        per_out=medians.get("po", 0.0),
+        worst=worst_replica(counts_all, counts_tail, names),
+        origin=origin,
+    )
+    return plan, dict(zip(names, counts_all.astype(int).tolist(), strict=True))
 
 
 def _zeros() -> F64:

@@ -27,6 +27,7 @@ __all__ = [
     "RELATIVE_ERROR",
     "UNNAMED",
     "ZERO_BUCKET",
+    "Tally",
     "bucket_sql",
     "bucket_values",
     "counted",
@@ -197,7 +198,7 @@ def counted(
     """Per set of ``sets`` (tuples of names of ``keys``: name -> ``BIGINT`` SQL over ``source``,
     ``FROM … WHERE …``) a frame of its keys and ``n``, the rows whose keys are all non-NULL,
     sorted by the keys: the engine (one streaming Arrow batches) computes each row's keys and
-    streams them, and each set is counted here (``_Tally``). ``maps``: a key's values are
+    streams them, and each set is counted here (``Tally``). ``maps``: a key's values are
     positions in an array, each row's key that array's value there (a file's number read as
     the code of the one label value its rows hold)."""
     import pandas as pd
@@ -206,7 +207,7 @@ def counted(
     names = list(keys)
     maps = maps or {}
     inner = ", ".join(f"CAST({sql} AS BIGINT) AS {k}" for k, sql in keys.items())
-    tallies = [_Tally() for _ in sets]
+    tallies = [Tally() for _ in sets]
     for batch in engine.arrow_batches(f"SELECT {inner} {source}", _BATCH):
         cols: dict[str, np.ndarray[Any, Any]] = {}
         valid: dict[str, np.ndarray[Any, Any] | None] = {}
@@ -235,7 +236,7 @@ def counted(
     return out
 
 
-class _Tally:
+class Tally:
     """One set's counts over batches of its keys' rows. While the keys' spans (each key's least
     to greatest value, and a cell of its own for ``ZERO_BUCKET``) hold at most ``_DENSE`` cells,
     a count per cell, in an array of their shape widened as batches widen the spans: a batch is
@@ -338,6 +339,8 @@ class _Tally:
             self.grid = None
 
     def result(self, width: int) -> _Counts:
+        """The distinct rows of keys counted (an array a key, ``width`` keys), sorted, and the
+        count of each."""
         if self.parts:
             return _summed(self.parts)
         return self._cells(width)

@@ -264,7 +264,7 @@ def _fallbacks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def _listed_and_expected(frame: pd.DataFrame, tmp_path: Path) -> tuple[Any, Any]:
     """The report of ``frame`` written a Parquet file a replica, and the lists one query over
     its whole tail gives."""
-    from fleetwatch.fleet.tail.engine import _UNCACHED, _base, _exprs
+    from fleetwatch.fleet.tail.sql import UNCACHED, base, exprs
 
     root = tmp_path / "fleet"
     root.mkdir()
@@ -273,6 +273,65 @@ def _listed_and_expected(frame: pd.DataFrame, tmp_path: Path) -> tuple[Any, Any]
     with open_scan([root], columns=NEEDS) as scan:
         got = tail_in_engine(scan.engine)
         plan, _ = plan_in_engine(scan.engine, "m", 99.0, "e2e", 0.9)
-        expect = in_engine(scan.engine, _base("m"), _exprs("e2e")["y"], _UNCACHED, plan)
+        expect = in_engine(scan.engine, base("m"), exprs("e2e")["y"], UNCACHED, plan)
     assert not isinstance(got, ByModel)
     return got, expect
+
+
+class _Unnumbered:
+    """An engine that numbers no file's replica (as Spark's, or JSON lines'): the plan is the
+    grouping sets' of three scans."""
+
+    def __init__(self, engine: object) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name: str) -> object:
+        if name == "by_file":
+            raise AttributeError(name)
+        return getattr(self._engine, name)
+
+
+def _zero_prefills(frame: pd.DataFrame) -> pd.DataFrame:
+    """Most requests of ``frame`` scheduled as their first token came: a prefill of no
+    seconds, so the body's median per prompt token is 0 (its bucket the one of values at or
+    below zero)."""
+    out = frame.copy()
+    at = out.index[np.arange(len(out)) % 5 != 0]
+    out.loc[at, "scheduled_s"] = out.loc[at, "first_token_s"]
+    return out
+
+
+@pytest.mark.parametrize("target", ["e2e", "ttft"])
+@pytest.mark.parametrize("shape", ["two-models", "zero-prefills"])
+def test_the_streamed_plan_of_a_compacted_dataset_is_the_grouping_sets_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, shape: str
+) -> None:
+    """Files of one replica each (two a replica): the plan comes from two streamed scans (in
+    batches of 100 rows), its threshold, medians (from the windows the first scan's counts
+    bound), worst replica and origin exactly those of the three scans of grouping sets, each
+    model's; the report the in-memory one. Where the threshold's buckets hold more than the
+    second scan may bring, the grouping sets plan."""
+    from fleetwatch.fleet.tail import streamed
+    from fleetwatch.records.engine.duck import DuckEngine
+    from tests.records.plugin_tree import compacted
+
+    monkeypatch.setattr(streamed, "_BATCH", 100)
+    frame = two_models(seed=5, big={1: 1.8})
+    if shape == "zero-prefills":
+        frame = _zero_prefills(synthetic_fleet(5, 300, seed=8, slowdown={2: 1.6}))
+    files = compacted(tmp_path / "compacted", frame)
+    expect = attribute_tail_by_model(frame, target=target)  # type: ignore[arg-type]
+    with DuckEngine(files, columns=NEEDS) as engine:
+        models = sorted(frame["model"].unique()) if "model" in frame.columns else ["m"]
+        for model in models:
+            got = streamed.streamed_plan(engine, model, 99.0, target, 0.9)  # type: ignore[arg-type]
+            want = plan_in_engine(_Unnumbered(engine), model, 99.0, target, 0.9)  # type: ignore[arg-type]
+            assert got is not None and got == want
+        report = tail_in_engine(engine, target=target)  # type: ignore[arg-type]
+        monkeypatch.setattr(streamed, "_HELD", 0)
+        assert streamed.streamed_plan(engine, models[0], 99.0, target, 0.9) is None  # type: ignore[arg-type]
+        again = tail_in_engine(engine, target=target)  # type: ignore[arg-type]
+    assert rounded(report.to_dict()) == rounded(expect.to_dict())
+    assert rounded(again.to_dict()) == rounded(expect.to_dict())
+    if shape == "zero-prefills":
+        assert got[0].per_prompt == 0.0
