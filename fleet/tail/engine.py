@@ -1,7 +1,8 @@
 """The tail attribution through a query engine, in memory bounded whatever the rows.
 
-The first pass (``plan_in_engine``) is SQL over one model's ok requests, two scans and the
-fetch of the body's medians' buckets: the tail's threshold is read from the second scan's counts
+The first pass (``plan_in_engine``) is SQL over one model's ok requests (on a compacted dataset
+in DuckDB two streamed scans instead, ``fleet.tail.streamed``), two scans and the fetch of the
+body's medians' buckets: the tail's threshold is read from the second scan's counts
 of the requests in its buckets (``_split``), the body's medians per token are exact order
 statistics (``records.engine.reductions``), the long-prefill size an exact quantile of the
 uncached tokens' counts, the over-represented replica from counts per replica. The second pass
@@ -30,7 +31,7 @@ from fleetwatch.fleet.tail.examples import Candidates, from_candidates
 from fleetwatch.fleet.tail.report import TailReport
 from fleetwatch.fleet.tail.sql import FINE, OK, UNCACHED, base, exprs
 from fleetwatch.fleet.tail.sql import per_token as tokens
-from fleetwatch.fleet.tail.streamed import streamed_plan
+from fleetwatch.fleet.tail.streamed import first_counts, streamed_plan
 from fleetwatch.fleet.tail.sums import Plan, TailSums, check_spread, counted_plan
 from fleetwatch.records.engine import Engine
 from fleetwatch.records.engine.folded import models
@@ -209,29 +210,35 @@ def plan_in_engine(
     two scans and the fetch of the medians' buckets: the replicas' counts, the target's
     histogram and the uncached tokens' counts in one; the tail's threshold, its counts per
     replica and the body's per-token histograms (0.05 % buckets: ``FINE``) in the other
-    (``_split``; the threshold fetched first where its buckets hold too many requests)."""
-    streamed = streamed_plan(engine, model, percentile, target, long_prompt_quantile)
-    if streamed is not None:
-        return streamed
+    (``_split``; the threshold fetched first where its buckets hold too many requests). Where
+    the engine numbers each file's replica (a compacted dataset in DuckDB) the first scan is
+    streamed and two scans in all plan (``streamed``); where those cannot, the rest is planned
+    here from the streamed scan's counts."""
+    first = first_counts(engine, model, target)
     rows = base(model)
     ex = exprs(target)
-    first = _sets(
-        engine,
-        rows,
-        {"r": "replica", "b": bucket_sql("v_y"), "u": UNCACHED},
-        ", min(arrival_s) AS a0",
-        {"v_y": ex["y"]},
-    )
-    per = first["r"].rename(columns={"r": "replica"}).sort_values("replica")
-    per = per.reset_index(drop=True)
+    if first is not None:
+        per, hist, u = first.frames()
+    else:
+        got = _sets(
+            engine,
+            rows,
+            {"r": "replica", "b": bucket_sql("v_y"), "u": UNCACHED},
+            ", min(arrival_s) AS a0",
+            {"v_y": ex["y"]},
+        )
+        per, hist, u = got["r"].rename(columns={"r": "replica"}), got["b"][["b", "n"]], got["u"]
+    per = per.sort_values("replica").reset_index(drop=True)
     n = int(per["n"].sum())
     if n < MIN_REQUESTS:
         raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {n}")
-    u = first["u"]
+    if first is not None:
+        streamed = streamed_plan(engine, first, model, percentile, target, long_prompt_quantile)
+        if streamed is not None:
+            return streamed
     q_long, q_mid = weighted_quantile(u["u"], u["n"], [long_prompt_quantile, 0.5])
     per_token = tokens(target)
     values = {"v_y": ex["y"], **{f"v_{k}": v for k, v in per_token.items()}}
-    hist = first["b"][["b", "n"]]
     split = _split(engine, rows, ex["y"], values, hist, n, percentile / 100.0)
     if split is None:
         threshold = exact_quantile(engine, ex["y"], rows, percentile / 100.0, n, hist=hist)

@@ -21,12 +21,13 @@ statistic of the body's values in its window, exact (``numpy.quantile``). The pl
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target
+from fleetwatch.fleet.tail.cohorts import Target
 from fleetwatch.fleet.tail.sql import FINE, UNCACHED, base, exprs, per_token
 from fleetwatch.fleet.tail.sums import Plan, check_spread, counted_plan
 from fleetwatch.records.engine.reductions import (
@@ -38,13 +39,17 @@ from fleetwatch.records.engine.reductions import (
     weighted_quantile,
 )
 
-__all__ = ["streamed_plan"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["FirstCounts", "first_counts", "streamed_plan"]
 
 _BATCH = 1 << 18
 """Rows a streamed batch brings at least (but the last)."""
 _HELD = 1 << 22
-"""Most requests the second scan brings the latency or a per-token value of (each): more, and
-the plan is left to the grouping sets' path."""
+"""Most requests in or above the threshold's buckets, and in a window, whose latencies and
+buckets or per-token values the second scan brings: more, and the plan is left to the
+grouping sets' path (from the same first counts)."""
 
 I64 = np.ndarray[Any, np.dtype[np.int64]]
 F64 = np.ndarray[Any, np.dtype[np.float64]]
@@ -90,12 +95,46 @@ def _located(keys: I64, counts: I64, k: int) -> tuple[int, int]:
     return i, int(upto[i - 1]) if i else 0
 
 
-def streamed_plan(
-    engine: Any, model: str, percentile: float, target: Target, long_prompt_quantile: float
-) -> tuple[Plan, dict[str, int]] | None:
-    """``engine.plan_in_engine`` in two streamed scans; None where the engine numbers no file's
-    replica (or streams no batch), or where the threshold's buckets or a window hold more than
-    ``_HELD`` requests (the grouping sets' path then plans)."""
+@dataclass(frozen=True, slots=True)
+class FirstCounts:
+    """The first scan's counts of one model's completed requests."""
+
+    source: str
+    """The records as a ``FROM`` item numbering each row's file (``Engine.by_file``)."""
+    code: I64
+    """Each file's replica, by file number: its position in ``names``."""
+    names: list[str]
+    """The replicas the files name, sorted."""
+    requests: I64
+    """Each replica's requests (by position in ``names``)."""
+    origin: float
+    """The first arrival."""
+    counts: dict[str, tuple[I64, I64]]
+    """Per key, its values ascending and the requests of each: ``b`` the target latency's 2 %
+    bucket, ``u`` the uncached prompt tokens, ``pp`` (and for e2e ``po``) the per-token
+    seconds' 0.05 % bucket."""
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """The counts as the grouping sets' path holds them: per replica (``replica``, ``n``,
+        ``a0``), per latency bucket (``b``, ``n``) and per uncached size (``u``, ``n``)."""
+        import pandas as pd
+
+        seen = np.flatnonzero(self.requests)
+        per = pd.DataFrame(
+            {
+                "replica": [self.names[i] for i in seen],
+                "n": self.requests[seen],
+                "a0": np.full(len(seen), self.origin),
+            }
+        )
+        (b, b_n), (u, u_n) = self.counts["b"], self.counts["u"]
+        return per, pd.DataFrame({"b": b, "n": b_n}), pd.DataFrame({"u": u, "n": u_n})
+
+
+def first_counts(engine: Any, model: str, target: Target) -> FirstCounts | None:
+    """The first scan, streamed: per replica, 2 % latency bucket, uncached size and 0.05 %
+    per-token bucket, and the first arrival; None where the engine numbers no file's replica or
+    streams no Arrow batches (the grouping sets' path then counts)."""
     if not hasattr(engine, "by_file") or not hasattr(engine, "arrow_batches"):
         return None
     coded = engine.by_file("replica")
@@ -105,13 +144,7 @@ def streamed_plan(
     names = sorted({v for v in values if v is not None})
     index = {r: i for i, r in enumerate(names)}
     code = np.array([-1 if v is None else index[v] for v in values], dtype=np.int64)
-    ex = exprs(target)
     tokens = per_token(target)
-    rows = base(model, source)
-    taken = ", ".join([f"{ex['y']} AS v_y", *(f"{sql} AS v_{k}" for k, sql in tokens.items())])
-    inner = f"(SELECT fw_file, arrival_s, prompt_tokens, cached_prompt_tokens, {taken} {rows}) AS v"
-
-    # the first scan: per replica, 2 % latency bucket, uncached size and per-token bucket
     keys = {
         "b": bucket_sql("v_y"),
         "u": UNCACHED,
@@ -120,43 +153,76 @@ def streamed_plan(
     select = ", ".join(
         ["CAST(fw_file AS BIGINT)", *(f"CAST({sql} AS BIGINT) AS {k}" for k, sql in keys.items())]
     )
-    tallies = {"r": Tally(), **{k: Tally() for k in keys}}
+    tallies = {k: Tally() for k in keys}
+    requests = np.zeros(len(names), dtype=np.int64)
     origin = math.inf
-    for batch in engine.arrow_batches(f"SELECT {select}, arrival_s FROM {inner}", _BATCH):
+    rows = f"{select}, arrival_s FROM {_values(source, model, target)}"
+    for batch in engine.arrow_batches(f"SELECT {rows}", _BATCH):
         if not batch.num_rows:
             continue
         cols = batch.columns
-        tallies["r"].add([code[_ints(cols[0])]])
+        mine = code[_ints(cols[0])]
+        if int(mine.min()) < 0:  # every file of rows names its replica (``by_file``)
+            raise AnalysisError("a request's file names no replica")
+        requests += np.bincount(mine, minlength=len(names))
         for k, col in zip(keys, cols[1 : 1 + len(keys)], strict=True):
             got = _ints(col)
             if len(got):
                 tallies[k].add([got])
         origin = min(origin, float(np.nanmin(_doubles(cols[-1]))))
-    counted = {k: t.result(1) for k, t in tallies.items()}
-    (replicas,), per = counted["r"]
-    n = int(per.sum())
-    if n < MIN_REQUESTS:
-        raise AnalysisError(f"need at least {MIN_REQUESTS} completed requests, got {n}")
-    if replicas.min() < 0:
-        return None  # a row of a file the footers do not name: the grouping sets' path
-    (u,), u_n = counted["u"]
+    counts = {}
+    for k, tally in tallies.items():
+        (values_of,), n = tally.result(1)
+        counts[k] = (values_of, n)
+    return FirstCounts(source, code, names, requests, origin, counts)
+
+
+def _values(source: str, model: str, target: Target) -> str:
+    """A ``FROM`` item of the model's completed requests with their file, times, token counts,
+    target latency (``v_y``) and per-token seconds (``v_pp``, ``v_po``)."""
+    ex = exprs(target)
+    taken = ", ".join(
+        [f"{ex['y']} AS v_y", *(f"{sql} AS v_{k}" for k, sql in per_token(target).items())]
+    )
+    return (
+        f"(SELECT fw_file, arrival_s, prompt_tokens, cached_prompt_tokens, {taken} "
+        f"{base(model, source)}) AS v"
+    )
+
+
+def streamed_plan(
+    engine: Any,
+    first: FirstCounts,
+    model: str,
+    percentile: float,
+    target: Target,
+    long_prompt_quantile: float,
+) -> tuple[Plan, dict[str, int]] | None:
+    """``engine.plan_in_engine`` from the first scan's counts and a second streamed scan; None
+    where the requests in or above the threshold's buckets, or those of a window, are more than
+    ``_HELD``, or where the threshold's bucket is that of values at or below zero (the grouping
+    sets' path then plans from the same first counts)."""
+    tokens = per_token(target)
+    n = int(first.requests.sum())
+    u, u_n = first.counts["u"]
     q_long, q_mid = weighted_quantile(u, u_n, [long_prompt_quantile, 0.5])
+    inner = _values(first.source, model, target)
+    code = first.code
 
     # what the first scan's counts say of the tail and of the windows
-    (b,), b_n = counted["b"]
+    b, b_n = first.counts["b"]
     q = percentile / 100.0
     ranks, t = _ranks(n, q)
     at = [_located(b, b_n, k) for k in ranks]
-    first, below = int(b[at[0][0]]), at[0][1]
+    lowest, below = int(b[at[0][0]]), at[0][1]
     last = int(b[at[-1][0]])
     above = n - int(b_n[b <= last].sum())  # requests above the threshold's buckets
-    held = n - below - above
-    if held > _HELD or first <= ZERO_BUCKET:
+    if n - below > _HELD or lowest <= ZERO_BUCKET:
         return None  # (a threshold at or below zero: no edge keeps its bucket apart)
     least_body, most_body = below, n - above  # the body's size lies between them
     windows: dict[str, tuple[int, int, int]] = {}  # per token: its buckets, requests below
     for k in tokens:
-        (kb,), kn = counted[k]
+        kb, kn = first.counts[k]
         lo_rank = _ranks(max(least_body, 1), 0.5)[0][0]
         hi_rank = min(n - 1, _ranks(most_body, 0.5)[0][-1] + (n - least_body))
         (i_lo, under), (i_hi, _) = _located(kb, kn, lo_rank), _located(kb, kn, hi_rank)
@@ -167,8 +233,8 @@ def streamed_plan(
 
     # the second scan: the latency, replica and per-token buckets of the threshold's buckets
     # and above; each per-token value in its window
-    high = f"v_b >= {first}"
-    edge = RATIO**first * (1.0 - 1e-9)  # below it, a request's bucket is below ``first``
+    high = f"v_b >= {lowest}"
+    edge = RATIO**lowest * (1.0 - 1e-9)  # below it, a request's bucket is below ``lowest``
     cols = [
         f"CASE WHEN {high} THEN CAST(fw_file AS BIGINT) END AS r",
         f"CASE WHEN {high} THEN v_y END AS y",
@@ -185,7 +251,7 @@ def streamed_plan(
             f"CASE WHEN {range_} THEN (CASE WHEN {in_bucket} BETWEEN {lo} AND {hi} THEN v_{k} END) "
             f"END AS {k}_w"
         )
-    bucket = f"(CASE WHEN v_y >= {edge!r} THEN {bucket_sql('v_y')} ELSE {first - 1} END)"
+    bucket = f"(CASE WHEN v_y >= {edge!r} THEN {bucket_sql('v_y')} ELSE {lowest - 1} END)"
     sql = f"SELECT {', '.join(cols)} FROM (SELECT *, {bucket} AS v_b FROM {inner}) AS w"
     parts: dict[str, list[Any]] = {"r": [], "y": [], **{f"{k}_b": [] for k in tokens}}
     body_w: dict[str, list[F64]] = {k: [] for k in tokens}  # window values of the body's
@@ -211,8 +277,8 @@ def streamed_plan(
                 high_w[k].append(w[mine])
     r_high = np.concatenate(parts["r"]) if parts["r"] else np.zeros(0, np.int64)
     y_high = np.concatenate(parts["y"]) if parts["y"] else np.zeros(0)
-    if len(y_high) != n - below:
-        return None  # the edge put a request of the threshold's buckets below: never expected
+    if len(y_high) != n - below:  # cannot be (the edge is below the bucket's least value):
+        return None  # the grouping sets' path then plans
 
     # the threshold, read from the requests of its buckets (all others are above them)
     in_held = np.sort(y_high)[: n - below - above]
@@ -229,11 +295,11 @@ def streamed_plan(
         w_body = np.sort(w_body[~np.isnan(w_body)])
         below_body = under - int(np.count_nonzero(tail & (kb_high < lo)))
         value = _quantile(w_body, below_body, n - n_tail, 0.5)
-        if value is None:
+        if value is None:  # cannot be (the window holds every rank the median may read)
             return None
         medians[k] = value
-    counts_all = np.zeros(len(names))
-    counts_all[replicas] = per
+    names = first.names
+    counts_all = first.requests.astype(np.float64)
     counts_tail = np.bincount(r_high[tail], minlength=len(names)).astype(np.float64)
     seen = np.flatnonzero(counts_all > 0)
     return counted_plan(
@@ -243,5 +309,5 @@ def streamed_plan(
         (float(q_long), float(q_mid)),
         medians,
         ([names[i] for i in seen], counts_all[seen], counts_tail[seen]),
-        origin,
+        first.origin,
     )

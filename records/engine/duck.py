@@ -320,8 +320,8 @@ class DuckEngine:
 
     def arrow_batches(self, sql: str, rows: int) -> Iterator[pa.RecordBatch]:
         """The result of ``sql`` as Arrow record batches of at least ``rows`` rows but the last
-        (memory: one batch; no conversion to pandas, for a caller that works on the columns'
-        arrays). Scanning in parallel, DuckDB hands a batch a file (tens of thousands of rows
+        (memory: about twice ``rows`` rows, the pieces and their joined copy; no conversion to
+        pandas, for a caller that works on the columns' arrays). Scanning in parallel, DuckDB hands a batch a file (tens of thousands of rows
         from a compacted dataset's): they are put together here, so a caller's work a batch
         is paid a few hundred times over a hundred million rows, not thousands."""
         import duckdb
@@ -346,7 +346,8 @@ class DuckEngine:
         ``records`` view as a source with each row's file as a number, ``fw_file`` (a
         ``FROM`` item), and each file's value by that number (None for a file of no rows). So
         a row's label is an integer read with no string, for counting in this process. None
-        where the dataset holds JSON lines or object storage, or files of several schemas."""
+        where the dataset holds JSON lines or object storage, or Parquet files read in more
+        than one scan (files of a few schemas, each read apart)."""
         if self._parts or len(self._scans) != 1 or self._footers is None:
             return None
         group, have, mixed = self._scans[0]

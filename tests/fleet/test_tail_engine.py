@@ -309,8 +309,9 @@ def test_the_streamed_plan_of_a_compacted_dataset_is_the_grouping_sets_plan(
     """Files of one replica each (two a replica): the plan comes from two streamed scans (in
     batches of 100 rows), its threshold, medians (from the windows the first scan's counts
     bound), worst replica and origin exactly those of the three scans of grouping sets, each
-    model's; the report the in-memory one. Where the threshold's buckets hold more than the
-    second scan may bring, the grouping sets plan."""
+    model's; the report the in-memory one. Where the requests in or above the threshold's
+    buckets are more than the second scan may bring, the grouping sets' path plans from the
+    streamed scan's counts (no scan counts them again), the same plan."""
     from fleetwatch.fleet.tail import streamed
     from fleetwatch.records.engine.duck import DuckEngine
     from tests.records.plugin_tree import compacted
@@ -323,13 +324,26 @@ def test_the_streamed_plan_of_a_compacted_dataset_is_the_grouping_sets_plan(
     expect = attribute_tail_by_model(frame, target=target)  # type: ignore[arg-type]
     with DuckEngine(files, columns=NEEDS) as engine:
         models = sorted(frame["model"].unique()) if "model" in frame.columns else ["m"]
+        wants = {}
         for model in models:
-            got = streamed.streamed_plan(engine, model, 99.0, target, 0.9)  # type: ignore[arg-type]
-            want = plan_in_engine(_Unnumbered(engine), model, 99.0, target, 0.9)  # type: ignore[arg-type]
-            assert got is not None and got == want
+            first = streamed.first_counts(engine, model, target)  # type: ignore[arg-type]
+            assert first is not None
+            got = streamed.streamed_plan(engine, first, model, 99.0, target, 0.9)  # type: ignore[arg-type]
+            wants[model] = plan_in_engine(_Unnumbered(engine), model, 99.0, target, 0.9)  # type: ignore[arg-type]
+            assert got is not None and got == wants[model]
         report = tail_in_engine(engine, target=target)  # type: ignore[arg-type]
         monkeypatch.setattr(streamed, "_HELD", 0)
-        assert streamed.streamed_plan(engine, models[0], 99.0, target, 0.9) is None  # type: ignore[arg-type]
+        queries: list[str] = []
+        real = engine.query
+
+        def spied(sql: str) -> pd.DataFrame:
+            queries.append(sql)
+            return real(sql)
+
+        engine.query = spied  # type: ignore[method-assign]
+        for model in models:  # planned from the streamed scan's counts: no scan counts again
+            assert plan_in_engine(engine, model, 99.0, target, 0.9) == wants[model]  # type: ignore[arg-type]
+        assert queries and not any("a0" in q for q in queries)
         again = tail_in_engine(engine, target=target)  # type: ignore[arg-type]
     assert rounded(report.to_dict()) == rounded(expect.to_dict())
     assert rounded(again.to_dict()) == rounded(expect.to_dict())
