@@ -3,7 +3,7 @@ dataset, ``Engine.by_file``): no grouping sets, no string read, and no fetch of 
 buckets.
 
 The engine streams each completed request's keys as integers, its replica its file's number, and
-they are counted here (``reductions.Tally``). The first scan counts the requests per replica,
+they are counted here (``records.engine.counting.Tally``). The first scan counts the requests per replica,
 per 2 % bucket of the target latency, per uncached prompt size and per 0.05 % bucket of each
 per-token value (with the first arrival). Those counts bound the tail before it is known: its
 requests are those of the threshold's buckets or above, so the body holds between ``n`` less
@@ -30,10 +30,10 @@ from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.tail.cohorts import Target
 from fleetwatch.fleet.tail.sql import FINE, UNCACHED, base, exprs, per_token
 from fleetwatch.fleet.tail.sums import Plan, check_spread, counted_plan
+from fleetwatch.records.engine.counting import Tally
 from fleetwatch.records.engine.reductions import (
     RATIO,
     ZERO_BUCKET,
-    Tally,
     bucket_sql,
     lerp,
     weighted_quantile,

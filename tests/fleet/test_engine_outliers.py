@@ -196,10 +196,10 @@ def test_cells_counted_from_each_files_replica_equal_the_grouping_sets_of_its_na
     counts of many batches add up): the same cells, row for row, as the grouping sets over the
     replica's name; and the same tables."""
     from fleetwatch.fleet.outliers.sources import engine as reduced
-    from fleetwatch.records.engine import reductions
+    from fleetwatch.records.engine import counting
     from fleetwatch.records.engine.duck import DuckEngine
 
-    monkeypatch.setattr(reductions, "_BATCH", 100)
+    monkeypatch.setattr(counting, "_BATCH", 100)
     whole = two_models(seed=6)
     files = compacted(tmp_path / "compacted", whole)
     streamed: list[str] = []

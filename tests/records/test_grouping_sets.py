@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fleetwatch.records.engine import reductions
+from fleetwatch.records.engine import counting
 from fleetwatch.records.engine.duck import DuckEngine
 from fleetwatch.records.engine.reductions import ZERO_BUCKET, bucket_sql, grouping_sets
 from tests.records.plugin_tree import plugin_tree
@@ -112,12 +112,12 @@ _ODD = ("c", "none", "x"), [("c",), ("c", "none"), ("x",), ("x", "c")]
 @pytest.mark.parametrize(
     ("keys", "sets", "dense", "batch"),
     [
-        (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], reductions._DENSE, 100),
+        (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], counting._DENSE, 100),
         (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], 1, 100),  # every batch by a sort
         (("s", "b0", "b1"), [("s", "b0"), ("s", "b1")], 30_000, 100),  # a grid, then sorted
-        (("b1", "w", "o"), [("b1",), ("w", "o"), ("o", "b1")], reductions._DENSE, 100),
-        (*_ODD, reductions._DENSE, 100),
-        (*_ODD, reductions._DENSE, 1 << 20),  # one batch: its order is the result's
+        (("b1", "w", "o"), [("b1",), ("w", "o"), ("o", "b1")], counting._DENSE, 100),
+        (*_ODD, counting._DENSE, 100),
+        (*_ODD, counting._DENSE, 1 << 20),  # one batch: its order is the result's
     ],
     ids=[
         "strata-and-zeros",
@@ -142,8 +142,8 @@ def test_integer_keys_counted_here_count_what_grouping_sets_count(
     kept apart from the buckets above it and in order with values below it, keys wider than a
     ``bincount`` counted by a sort, keys spanning all of BIGINT: each set's rows, sorted by its
     keys, equal the grouping sets' counts."""
-    monkeypatch.setattr(reductions, "_BATCH", batch)
-    monkeypatch.setattr(reductions, "_DENSE", dense)
+    monkeypatch.setattr(counting, "_BATCH", batch)
+    monkeypatch.setattr(counting, "_DENSE", dense)
     tree = plugin_tree(tmp_path / "fleet")
     chosen = {k: INTEGER_KEYS[k] for k in keys}
     with DuckEngine(sorted(p for p in tree.root.rglob("records-*"))) as engine:

@@ -17,7 +17,8 @@ import pandas as pd
 from fleetwatch.fleet.outliers.signals import ERROR_TYPE_PREFIX, most_common
 from fleetwatch.fleet.outliers.stats.shares import share_with_se
 from fleetwatch.fleet.outliers.table import FleetTable
-from fleetwatch.records.engine.reductions import lerp, run_starts
+from fleetwatch.records.engine.counting import run_starts
+from fleetwatch.records.engine.reductions import lerp
 
 __all__ = ["LATENCY", "rows_of", "table_from_counts"]
 

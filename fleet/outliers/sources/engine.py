@@ -24,15 +24,14 @@ from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers.sources.counted import LATENCY, rows_of, table_from_counts
 from fleetwatch.fleet.outliers.table import FleetTable
 from fleetwatch.records.engine import Engine
+from fleetwatch.records.engine.counting import counted, run_starts
 from fleetwatch.records.engine.folded import check_columns, checked
 from fleetwatch.records.engine.reductions import (
     DERIVED,
     UNNAMED,
     bucket_sql,
     bucket_values,
-    counted,
     model_is,
-    run_starts,
     weighted_quantile,
 )
 
