@@ -340,52 +340,34 @@ def _cells(
     coded = None
     if owners is not None and hasattr(engine, "by_file") and hasattr(engine, "arrow_batches"):
         coded = engine.by_file("replica")
-    if owners is not None and coded is not None:
+    if coded is not None:
         of_signal = {name: shared[mbs[name]] for name in LATENCY}
         counts = _by_file(engine, coded, names["replica"], shared, of_signal, durations)
         for name, got in zip(LATENCY, counts, strict=True):
             r = got["r"].to_numpy()
-            mb = got[of_signal[name]].to_numpy()
             model = of_replica[r]
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "model": pd.Categorical.from_codes(model, pd.Index(names["model"])),
-                        "replica": pd.Categorical.from_codes(r, pd.Index(names["replica"])),
-                        "signal": name,
-                        "pb": merged[name][1][model, mb],
-                        "b": got[f"b_{name}"].to_numpy(),
-                        "n": got["n"].to_numpy(),
-                    }
-                )
-            )
-    for got in () if coded is not None else engine.batches(sql, _CELL_BATCH):
-        replica = pd.Categorical(got["replica"].astype(object), categories=names["replica"])
-        if bool(pd.isna(replica).any()):
-            raise AnalysisError("a cell's replica is not in the summary")
-        for name in LATENCY:
-            mine = ((got[f"g_{name}"] == 0) & got[f"k_{name}"].notna()).to_numpy()
-            k = got[f"k_{name}"].to_numpy()[mine].astype(np.int64)
-            mb = (k + half) // _SPAN
-            if owners is not None:
-                model = of_replica[replica.codes[mine]]
-                pb = merged[name][1][model, mb]
-            else:
-                model = mb // width
-                if len(model) and (model.min() < 0 or model.max() >= len(names["model"])):
-                    raise AnalysisError("a cell's model is not in the summary")
-                pb = mb - model * width
-            part = pd.DataFrame(
-                {
-                    "model": pd.Categorical.from_codes(model, categories=pd.Index(names["model"])),
-                    "replica": replica[mine],
-                    "signal": name,
-                    "pb": pb,
-                    "b": k - mb * _SPAN,
-                    "n": got["n"].to_numpy()[mine].astype(np.int64),
-                }
-            )
-            parts.append(part)
+            pb = merged[name][1][model, got[of_signal[name]].to_numpy()]
+            replica = pd.Categorical.from_codes(r, pd.Index(names["replica"]))
+            parts.append(_cell_frame(names, name, model, replica, pb, got[f"b_{name}"], got["n"]))
+    else:
+        for got in engine.batches(sql, _CELL_BATCH):
+            replica = pd.Categorical(got["replica"].astype(object), categories=names["replica"])
+            if bool(pd.isna(replica).any()):
+                raise AnalysisError("a cell's replica is not in the summary")
+            for name in LATENCY:
+                mine = ((got[f"g_{name}"] == 0) & got[f"k_{name}"].notna()).to_numpy()
+                k = got[f"k_{name}"].to_numpy()[mine].astype(np.int64)
+                mb = (k + half) // _SPAN
+                if owners is not None:
+                    model = of_replica[replica.codes[mine]]
+                    pb = merged[name][1][model, mb]
+                else:
+                    model = mb // width
+                    if len(model) and (model.min() < 0 or model.max() >= len(names["model"])):
+                        raise AnalysisError("a cell's model is not in the summary")
+                    pb = mb - model * width
+                n = got["n"].to_numpy()[mine].astype(np.int64)
+                parts.append(_cell_frame(names, name, model, replica[mine], pb, k - mb * _SPAN, n))
     cells = pd.concat(parts, ignore_index=True)
     cells["pb"] = cells["pb"].astype(np.int64)
     cells["b"] = cells["b"].astype(np.int64)
@@ -403,6 +385,29 @@ def _cells(
     cells = cells.astype({"model": object, "replica": object})
     cells["v"] = bucket_values(cells["b"].to_numpy())
     return cells
+
+
+def _cell_frame(
+    names: Mapping[str, Sequence[str]],
+    signal: str,
+    model: np.ndarray[Any, Any],
+    replica: Any,
+    pb: Any,
+    b: Any,
+    n: Any,
+) -> pd.DataFrame:
+    """One signal's cells: the model's codes in ``names["model"]``, the replica (categorical
+    of ``names["replica"]``), the prompt bucket, the latency bucket and the count."""
+    return pd.DataFrame(
+        {
+            "model": pd.Categorical.from_codes(model, categories=pd.Index(names["model"])),
+            "replica": replica,
+            "signal": signal,
+            "pb": pb,
+            "b": b,
+            "n": n,
+        }
+    )
 
 
 def _by_file(
