@@ -7,6 +7,7 @@ taken out of decode first, then prefill).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,6 +22,7 @@ __all__ = [
     "Bools",
     "Requests",
     "Target",
+    "arrow_requests",
     "decompose",
     "ok_index",
     "ok_requests",
@@ -88,21 +90,49 @@ def ok_requests(df: pd.DataFrame, *, minimum: int = MIN_REQUESTS) -> Requests:
     if len(idx) < minimum:
         raise AnalysisError(f"need at least {minimum} completed requests, got {len(idx)}")
     rows: Any = slice(None) if len(idx) == len(df) else idx  # every row: no copy to take
-    prompt = _col(df, "prompt_tokens")[rows]
-    cached = np.nan_to_num(_col(df, "cached_prompt_tokens")[rows])
     codes, replicas = _replicas(df, idx)
+    return _built(lambda name: _col(df, name)[rows], codes, replicas)
+
+
+def _built(col: Callable[[str], F64], codes: np.ndarray[Any, Any], replicas: list[str]) -> Requests:
+    """``Requests`` of the columns ``col`` gives (float64, NULL as NaN) and the replicas."""
+    prompt = col("prompt_tokens")
+    cached = np.nan_to_num(col("cached_prompt_tokens"))
     return Requests(
-        arrival=_col(df, "arrival_s")[rows],
-        scheduled=_col(df, "scheduled_s")[rows],
-        first=_col(df, "first_token_s")[rows],
-        finished=_col(df, "finished_s")[rows],
+        arrival=col("arrival_s"),
+        scheduled=col("scheduled_s"),
+        first=col("first_token_s"),
+        finished=col("finished_s"),
         uncached=prompt - cached,
-        out_tokens=_col(df, "output_tokens")[rows],
-        stall=np.nan_to_num(_col(df, "preemption_stall_s")[rows]),
-        preempted=np.nan_to_num(_col(df, "preemptions")[rows]) > 0,
+        out_tokens=col("output_tokens"),
+        stall=np.nan_to_num(col("preemption_stall_s")),
+        preempted=np.nan_to_num(col("preemptions")) > 0,
         codes=codes,
         replicas=replicas,
     )
+
+
+def arrow_requests(table: Any, replicas: Sequence[str] = ()) -> Requests:
+    """``ok_requests`` of an Arrow table whose rows are all completed requests (a query engine
+    kept only those): the columns' arrays as they are, with no frame between. Its replica is
+    its ``replica`` column (dictionary-encoded), else the one of ``replicas``."""
+    n = table.num_rows
+    names = set(table.column_names)
+
+    def col(name: str) -> F64:
+        if name not in names:
+            return np.zeros(n)
+        out: F64 = table.column(name).to_numpy().astype(np.float64, copy=False)
+        return out
+
+    if "replica" in names:
+        column = table.column("replica").combine_chunks()
+        codes, seen = pd.factorize(column.indices.to_numpy(zero_copy_only=False))
+        values = column.dictionary.to_pylist()
+        return _built(col, codes, [str(values[i]) for i in seen])
+    if len(replicas) != 1:
+        raise AnalysisError("requests of one replica need its name")
+    return _built(col, np.zeros(n, dtype=np.int64), [str(replicas[0])])
 
 
 def decompose(req: Requests, target: Target) -> tuple[F64, dict[str, F64]]:

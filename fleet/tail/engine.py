@@ -26,7 +26,14 @@ import numpy as np
 from fleetwatch.fleet.by_model import ByModel, gathered
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.tail.attribute import check_options, tail_report
-from fleetwatch.fleet.tail.cohorts import MIN_REQUESTS, Target, decompose, ok_requests
+from fleetwatch.fleet.tail.cohorts import (
+    MIN_REQUESTS,
+    Requests,
+    Target,
+    arrow_requests,
+    decompose,
+    ok_requests,
+)
 from fleetwatch.fleet.tail.examples import Candidates, from_candidates
 from fleetwatch.fleet.tail.report import TailReport
 from fleetwatch.fleet.tail.sql import FINE, OK, UNCACHED, base, exprs
@@ -295,21 +302,25 @@ def _chunks(counts: dict[str, int], rows: int) -> Iterator[list[str]]:
         yield group
 
 
-def _groups(
-    engine: Engine, model: str, counts: dict[str, int], rows: int
-) -> Iterator[pd.DataFrame]:
+def _groups(engine: Engine, model: str, counts: dict[str, int], rows: int) -> Iterator[Requests]:
     """The model's completed requests a group of whole replicas at a time (``_chunks``), one
     query a group: the engine reads only the files and row groups holding the group's replicas
     (by their statistics), so the groups' queries together read each row about once, and memory
-    is one group. A replica with no ok request (not in ``counts``) is left out."""
+    is one group. A replica with no ok request (not in ``counts``) is left out. Where the engine
+    hands a query's rows as an Arrow table (DuckDB) the arrays are taken from it with no frame
+    between (a fifth of the pass's CPU at 100 M rows)."""
     import pandas as pd
 
     order = () if engine.in_file_order else ROW_ORDER  # sorting costs as much as reading
     alone = tuple(c for c in _FETCH if c != "replica")
+    arrow = getattr(engine, "table", None)
     for group in _chunks(counts, rows):
         names = ", ".join(sql_string(r) for r in group)
         where = f"{model_is(model)} AND replica IN ({names}) AND {OK}"
         columns = alone if len(group) == 1 else _FETCH  # a replica alone is named here
+        if arrow is not None:
+            yield arrow_requests(arrow(columns, where, order=order, replicas=group), group)
+            continue
         frame = pd.concat(
             list(engine.frames(columns, where, order=order, rows=_BATCH_ROWS, replicas=group)),
             ignore_index=True,
@@ -318,7 +329,7 @@ def _groups(
             frame["replica"] = pd.Categorical.from_codes(
                 np.zeros(len(frame), np.int8), pd.Index(group)
             )
-        yield frame
+        yield ok_requests(frame, minimum=0)
 
 
 def _model_report(
@@ -332,8 +343,7 @@ def _model_report(
     plan, counts = plan_in_engine(engine, model, percentile, target, long_prompt_quantile)
     sums = TailSums(plan)
     candidates = Candidates(plan)
-    for frame in _groups(engine, model, counts, chunk_rows):
-        req = ok_requests(frame.reset_index(drop=True), minimum=0)
+    for req in _groups(engine, model, counts, chunk_rows):
         sums.add(req)
         candidates.add(req, decompose(req, target)[0])
     where = f"{model_is(model)} AND {OK}"

@@ -386,6 +386,42 @@ class DuckEngine:
         every file's statistics, more than reading one replica's rows)."""
         import duckdb
 
+        sql = self._frame_sql(columns, where, order, replicas)
+        try:
+            for batch in self.con.sql(sql).to_arrow_reader(rows):
+                yield batch.to_pandas()
+        except duckdb.Error as exc:
+            raise _record_error(exc, self.files, search=False) from None
+
+    def table(
+        self,
+        columns: Sequence[str],
+        where: str | None = None,
+        order: Sequence[str] = (),
+        replicas: Sequence[str] = (),
+    ) -> pa.Table:
+        """``frames``' rows in one Arrow table, no conversion to pandas (the label columns
+        dictionary-encoded): for a caller that bounds the rows by ``where`` and works on the
+        columns' arrays."""
+        import duckdb
+
+        sql = self._frame_sql(columns, where, order, replicas)
+        try:
+            return self.con.sql(sql).to_arrow_table()
+        except duckdb.Error as exc:
+            raise _record_error(exc, self.files, search=False) from None
+
+    def _frame_sql(
+        self,
+        columns: Sequence[str],
+        where: str | None,
+        order: Sequence[str],
+        replicas: Sequence[str],
+    ) -> str:
+        """The query of ``frames`` and ``table``: the label columns cast to an ``ENUM`` of the
+        column's values (made once a column for the engine's life)."""
+        import duckdb
+
         from fleetwatch.records.engine.reductions import DERIVED
 
         labels = [c for c in columns if c in LABELS]
@@ -400,27 +436,23 @@ class DuckEngine:
                     )
                     self.con.execute(f"CREATE TYPE fw_{c} AS ENUM ({values})")
                     self._enums.add(c)
-            select = ", ".join(
-                f"CAST({c} AS fw_{c}) AS {c}"
-                if c in labels
-                else f"{DERIVED[c]} AS {c}"
-                if c in DERIVED
-                else c
-                for c in columns
-            )
-            cond = "" if where is None else f" WHERE {where}"
-            sort = f" ORDER BY {', '.join(order)}" if order else ""
-            source = "records"
-            if replicas and self._scans:
-                keep = self._holding(replicas)
-                source = f"({self._records(f'({self._everything(keep)})')}) AS part"
-            reader = self.con.sql(f"SELECT {select} FROM {source}{cond}{sort}").to_arrow_reader(
-                rows
-            )
-            for batch in reader:
-                yield batch.to_pandas()
         except duckdb.Error as exc:
             raise _record_error(exc, self.files, search=False) from None
+        select = ", ".join(
+            f"CAST({c} AS fw_{c}) AS {c}"
+            if c in labels
+            else f"{DERIVED[c]} AS {c}"
+            if c in DERIVED
+            else c
+            for c in columns
+        )
+        cond = "" if where is None else f" WHERE {where}"
+        sort = f" ORDER BY {', '.join(order)}" if order else ""
+        source = "records"
+        if replicas and self._scans:
+            keep = self._holding(replicas)
+            source = f"({self._records(f'({self._everything(keep)})')}) AS part"
+        return f"SELECT {select} FROM {source}{cond}{sort}"
 
     def _pinned(self, column: str) -> list[str] | None:
         """The values of ``column`` in the dataset, sorted, where the footers say them without

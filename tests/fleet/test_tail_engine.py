@@ -20,6 +20,7 @@ from fleetwatch.records.dataset import read_dataset
 from fleetwatch.records.engine.scan import open_scan
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.fleet.test_by_model import two_models
+from tests.records.lacking import Lacking
 from tests.records.plugin_tree import write_tree
 from tests.rounding import rounded
 
@@ -66,45 +67,66 @@ def test_each_model_is_attributed_apart(tmp_path: Path) -> None:
     assert rounded(got.to_dict()) == rounded(expect.to_dict())
 
 
-def test_no_chunk_holds_more_than_its_rows(
-    one_model: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Memory is one chunk's requests: no group handed to the sums is larger than the chunk (a
-    replica alone may be), every replica is in one group only, and each group is one query
-    (the engine reads its replicas' rows, a batch at a time; never the dataset in one frame);
-    the requests listed are read with their ids by one query more, of a few rows."""
+def _recorded_tail(
+    root: Path, way: str
+) -> tuple[list[int], list[set[str]], list[str], list[int], Any]:
+    """``tail_in_engine`` in chunks of 900 rows, a group's rows brought by ``way`` (``table``,
+    or ``frames`` from an engine lacking ``table``): each group's size and replicas, the
+    queries that brought groups, the rows of the listed requests' query, and the report."""
     import fleetwatch.fleet.tail.engine as tail_engine
 
-    with open_scan([one_model], columns=NEEDS) as scan:
-        sizes: list[int] = []
-        owners: list[set[str]] = []
-        queries: list[int] = []
-        listed: list[int] = []
-        ok = tail_engine.ok_requests
-        frames = scan.engine.frames
+    sizes: list[int] = []
+    owners: list[set[str]] = []
+    queries: list[str] = []
+    listed: list[int] = []
+    with open_scan([root], columns=NEEDS) as scan:
+        engine = scan.engine if way == "table" else Lacking(scan.engine, "table")
+        frames, table, groups = scan.engine.frames, scan.engine.table, tail_engine._groups
 
-        def recorded_group(frame: Any, minimum: int = 0) -> Any:
-            sizes.append(len(frame))
-            owners.append({str(r) for r in frame["replica"]})
-            return ok(frame, minimum=minimum)
-
-        def recorded_query(*args: Any, **kwargs: Any) -> Any:
+        def recorded_frames(*args: Any, **kwargs: Any) -> Any:
             if "request_id" in args[0]:  # the listed requests' ids
                 got = list(frames(*args, **kwargs))
                 listed.append(sum(len(f) for f in got))
                 yield from got
                 return
-            queries.append(1)
+            queries.append("frames")
             yield from frames(*args, **{**kwargs, "rows": 50})  # a group comes in batches
 
-        monkeypatch.setattr(tail_engine, "ok_requests", recorded_group)
-        monkeypatch.setattr(scan.engine, "frames", recorded_query)
-        report = tail_in_engine(scan.engine, chunk_rows=900)
-        assert sum(sizes) == scan.rows and len(sizes) == 3 and max(sizes) <= 900
-        assert len(queries) == 3
+        def recorded_table(*args: Any, **kwargs: Any) -> Any:
+            queries.append("table")
+            return table(*args, **kwargs)
+
+        def recorded_groups(*args: Any) -> Any:
+            for req in groups(*args):
+                sizes.append(len(req))
+                owners.append({req.replicas[c] for c in np.unique(req.codes)})
+                yield req
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(scan.engine, "frames", recorded_frames)
+            patch.setattr(scan.engine, "table", recorded_table)
+            patch.setattr(tail_engine, "_groups", recorded_groups)
+            report = tail_in_engine(engine, chunk_rows=900)  # type: ignore[arg-type]
+        assert sum(sizes) == scan.rows
+    return sizes, owners, queries, listed, report
+
+
+def test_no_chunk_holds_more_than_its_rows(one_model: Path) -> None:
+    """Memory is one chunk's requests: no group handed to the sums is larger than the chunk (a
+    replica alone may be), every replica is in one group only, and each group is one query
+    (the engine reads its replicas' rows: as one Arrow table, or as frames a batch at a time
+    where it hands no table; never the dataset at once); the requests listed are read with
+    their ids by one query more, of a few rows. Both ways give the same report."""
+    reports = []
+    for way in ("table", "frames"):
+        sizes, owners, queries, listed, report = _recorded_tail(one_model, way)
+        assert len(sizes) == 3 and max(sizes) <= 900
+        assert queries == [way] * 3
         assert not isinstance(report, ByModel)
         assert len(listed) == 1 and 0 < listed[0] <= report.n_tail  # the tail's rows only
         assert sum(len(o) for o in owners) == len(set().union(*owners)) == 6
+        reports.append(report.to_dict())
+    assert reports[0] == reports[1]
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "mixed"])
@@ -130,12 +152,11 @@ def test_rows_are_summed_in_one_order_the_same_every_run(
         with open_scan([root], columns=NEEDS) as scan:
             assert scan.engine.in_file_order == (fmt == "parquet")
 
-            def recorded(*args: Any, frames: Any = scan.engine.frames, **kwargs: Any) -> Any:
-                if "request_id" not in args[0]:  # a group, not the listed requests' ids
-                    seen.append(tuple(kwargs.get("order", ())))
-                yield from frames(*args, **kwargs)
+            def recorded(*args: Any, table: Any = scan.engine.table, **kwargs: Any) -> Any:
+                seen.append(tuple(kwargs.get("order", ())))  # a group's query
+                return table(*args, **kwargs)
 
-            monkeypatch.setattr(scan.engine, "frames", recorded)
+            monkeypatch.setattr(scan.engine, "table", recorded)
             runs.append(tail_in_engine(scan.engine, chunk_rows=900).to_dict())  # type: ignore[union-attr]
     assert runs[0] == runs[1]
     assert set(seen) == ({()} if fmt == "parquet" else {ROW_ORDER})
@@ -278,19 +299,6 @@ def _listed_and_expected(frame: pd.DataFrame, tmp_path: Path) -> tuple[Any, Any]
     return got, expect
 
 
-class _Unnumbered:
-    """An engine that numbers no file's replica (as Spark's, or JSON lines'): the plan is the
-    grouping sets' of three scans."""
-
-    def __init__(self, engine: object) -> None:
-        self._engine = engine
-
-    def __getattr__(self, name: str) -> object:
-        if name == "by_file":
-            raise AttributeError(name)
-        return getattr(self._engine, name)
-
-
 def _zero_prefills(frame: pd.DataFrame) -> pd.DataFrame:
     """Most requests of ``frame`` scheduled as their first token came: a prefill of no
     seconds, so the body's median per prompt token is 0 (its bucket the one of values at or
@@ -329,7 +337,7 @@ def test_the_streamed_plan_of_a_compacted_dataset_is_the_grouping_sets_plan(
             first = streamed.first_counts(engine, model, target)  # type: ignore[arg-type]
             assert first is not None
             got = streamed.streamed_plan(engine, first, model, 99.0, target, 0.9)  # type: ignore[arg-type]
-            wants[model] = plan_in_engine(_Unnumbered(engine), model, 99.0, target, 0.9)  # type: ignore[arg-type]
+            wants[model] = plan_in_engine(Lacking(engine, "by_file"), model, 99.0, target, 0.9)  # type: ignore[arg-type]
             assert got is not None and got == wants[model]
         report = tail_in_engine(engine, target=target)  # type: ignore[arg-type]
         monkeypatch.setattr(streamed, "_HELD", 0)
