@@ -280,6 +280,7 @@ def tail(
         )
     else:
         from fleetwatch.fleet.tail.engine import NEEDS, tail_in_engine
+        from fleetwatch.records.engine.duck import DEFERRED
 
         scan, _ = open_and_say(
             records,
@@ -289,6 +290,7 @@ def tail(
             skip_bad=skip_bad,
             columns=NEEDS,
             fold_check=True,
+            defer=DEFERRED,  # the ids: read for the requests listed only
         )
         with scan:
             report = tail_in_engine(scan.engine, percentile=percentile, target=goal)

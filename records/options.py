@@ -131,6 +131,7 @@ def open_and_say(
     skip_bad: bool,
     columns: Sequence[str],
     fold_check: bool = False,
+    defer: Sequence[str] = (),
 ) -> tuple[Scan, str]:
     """``paths`` opened in the query ``engine`` (``records.engine.scan.open_scan``; with
     ``fold_check`` the caller's first query checks the rows, where it can), what the read left
@@ -147,6 +148,7 @@ def open_and_say(
         columns=columns,
         spark_master=spark_master,
         fold_check=fold_check,
+        defer=defer,
     )
     name = describe(paths, scan.files)
     say_what_was_read(scan, name, where)

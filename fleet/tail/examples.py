@@ -276,6 +276,9 @@ def from_candidates(
     rows = candidates.rows
     names = sorted({str(r) for r in rows["replica"]}) if rows else []
     frames: list[pd.DataFrame] = []
+    # a bound a hair below the threshold: the literal's rounding keeps no tail row out (the
+    # exact test is below)
+    bound = plan.threshold - abs(plan.threshold) * 1e-12
     if names:
         terms = []
         for name in names:
@@ -284,10 +287,8 @@ def from_candidates(
             terms.append(
                 f"(replica = {sql_string(name)} AND arrival_s >= {lo!r} AND arrival_s <= {hi!r})"
             )
-        # only the tail's rows (a bound a hair below the threshold: the literal's rounding
-        # keeps no tail row out; the exact test is below), so memory is the candidates'
-        # replicas' share of the tail, never a whole replica
-        bound = plan.threshold - abs(plan.threshold) * 1e-12
+        # only the tail's rows, so memory is the candidates' replicas' share of the tail,
+        # never a whole replica
         cond = f"{where} AND {y} >= {bound!r} AND ({' OR '.join(terms)})"
         frames = list(engine.frames(_IDS, cond, replicas=names))
     got = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(_IDS))
@@ -312,5 +313,7 @@ def from_candidates(
         }
     )
     if not candidates.complete(listed):
-        return in_engine(engine, f"FROM records WHERE {where}", y, uncached, plan)
+        deferred = getattr(engine, "with_deferred", None)  # ids not held: the tail's files
+        source = "records" if deferred is None else deferred(f"{where} AND {y} >= {bound!r}")
+        return in_engine(engine, f"FROM {source} WHERE {where}", y, uncached, plan)
     return candidates.listed(listed[listed["has_id"]].drop(columns="has_id"))

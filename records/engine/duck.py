@@ -5,7 +5,9 @@ reads as NULL); Parquet files by name, a column a file lacks read as NULL. Both 
 types of ``COLUMNS`` so every file reads alike. When the dataset has JSON lines, the columns an
 analysis reads are materialised once into a temporary table (parsing JSON is most of the cost, so
 each reduction does not parse it again); DuckDB spills that table to disk beyond its memory limit,
-so memory stays bounded whatever the rows. Parquet is scanned in place by every query; its
+so memory stays bounded whatever the rows. Columns a caller reads for a handful of rows only (the
+ids, ``DEFERRED``) can be left out of that table and read again from the files holding the rows
+asked for (``with_deferred``). Parquet is scanned in place by every query; its
 footers are read once, when the engine opens (``footers``): each file's schema (files of one
 schema are read by one scan), stamp and statistics (the columns read without a default to fill,
 the replicas a file may hold, whether the files vouch for their rows: ``vouched``).
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
     from fleetwatch.records.filters import RecordFilter
     from fleetwatch.records.remote import Remote
 
-__all__ = ["MEMORY_LIMIT", "DuckEngine"]
+__all__ = ["DEFERRED", "MEMORY_LIMIT", "DuckEngine"]
 
 MEMORY_LIMIT = os.environ.get("FLEETWATCH_DUCKDB_MEMORY", "512MB")
 """DuckDB's own memory limit (it spills past it); the process adds Python and pandas."""
@@ -55,6 +57,13 @@ MEMORY_LIMIT = os.environ.get("FLEETWATCH_DUCKDB_MEMORY", "512MB")
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
+
+DEFERRED = ("request_id", "trace_id")
+"""The ids: columns a caller that reads them for a handful of rows (the requests to look up) asks
+a table of JSON lines not to hold (``DuckEngine(defer=...)``): a string a row, the costliest to
+parse and keep (a fifth of the table's CPU for the tail's columns at 1.2 M rows). They are read
+again, from the files that hold the rows asked for, when a query asks for them
+(``with_deferred``)."""
 
 _MAX_SCHEMAS = 16
 """Parquet schemas read each by a scan of its own; a dataset of more is read by one scan that
@@ -90,6 +99,7 @@ class DuckEngine:
         columns: Sequence[str] | None = None,
         threads: int | None = None,
         remote: Sequence[Remote] = (),
+        defer: Sequence[str] = (),
     ) -> None:
         import duckdb
 
@@ -114,9 +124,13 @@ class DuckEngine:
             if columns is None
             else list(dict.fromkeys([*REQUIRED, *columns, *filtered]))
         )
-        self.columns = tuple(wanted)
         jsonl = [p for p in self.files if p.suffix.lower() not in PARQUET_SUFFIXES]
         parquet = [p for p in self.files if p.suffix.lower() in PARQUET_SUFFIXES]
+        self._jsonl = jsonl
+        self.deferred: tuple[str, ...] = ()
+        if jsonl and not remote:
+            self.deferred = tuple(c for c in wanted if c in defer and c not in filtered)
+        self.columns = tuple(c for c in wanted if c not in self.deferred)
         parts = []
         try:
             if jsonl:  # read first, so a bad JSON-lines file is named before any Parquet file
@@ -127,19 +141,23 @@ class DuckEngine:
                     f"read_json({_list(jsonl)}, format='newline_delimited', columns={spec}, "
                     "maximum_object_size=1048576"
                 )
+                numbered = ", file_index AS fw_json" if self.deferred else ""
                 self.con.execute(
-                    f"CREATE TEMP TABLE scanned AS SELECT {view_columns(wanted)} FROM {self._json})"
+                    f"CREATE TEMP TABLE scanned AS SELECT {view_columns(self.columns)}{numbered} "
+                    f"FROM {self._json})"
                 )
                 self.con.execute("SET preserve_insertion_order = true")
                 # the file of a row is looked up only when a row is at fault (``_file_of``)
-                parts.append("SELECT *, NULL::VARCHAR AS filename FROM scanned")
+                parts.append(
+                    f"SELECT {', '.join(self.columns)}, NULL::VARCHAR AS filename FROM scanned"
+                )
         except duckdb.Error as exc:
             raise _record_error(exc, jsonl) from None
         self._scans: list[tuple[list[Path], set[str], bool]] = []
         self._footers: Footers | None = None
         if parquet:
             # the statistics of the columns read: those the checks read (``vouched``), those
-            # with a default (``_without_nulls``), the labels (``_pinned``) and the replica
+            # with a default (``_without_nulls``), the labels (``pinned``) and the replica
             # (``_holding``)
             stats = {
                 c for c in wanted if c in FINGERPRINTED or c in LABELS or default_sql(c) is not None
@@ -162,7 +180,7 @@ class DuckEngine:
             )
             self.con.register(f"remote_{i}", data)
             self._parts.append(
-                f"SELECT {view_columns(wanted)}, {sql_string(store.name)} AS filename "
+                f"SELECT {view_columns(self.columns)}, {sql_string(store.name)} AS filename "
                 f"FROM remote_{i}"
             )
         self._full = self._without_nulls()
@@ -180,26 +198,45 @@ class DuckEngine:
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW everything AS {self._everything(None)}")
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {self._records('everything')}")
 
-    def _everything(self, keep: set[Path] | None) -> str:
+    def _everything(
+        self,
+        keep: set[Path] | None,
+        columns: Sequence[str] | None = None,
+        jsonl: Sequence[Path] = (),
+    ) -> str:
         """Every row of the dataset (of the Parquet files ``keep`` holds, when given), each
         column cast to its type, a value a file left out read as the record schema's default
         (``view_columns``), with the file it came from. Each part fills its own: a Parquet
         column whose statistics count no null is read as it is (a ``coalesce`` over a
-        dictionary-encoded column costs more than reading it)."""
+        dictionary-encoded column costs more than reading it). ``columns`` (the view's when
+        None) with ``deferred`` ones among them: the JSON lines are the files ``jsonl`` read
+        again, not the table."""
+        columns = self.columns if columns is None else columns
         parts = list(self._parts)
+        if columns != self.columns:
+            spec = "{" + ", ".join(f"{sql_string(c)}: '{COLUMNS[c]}'" for c in columns) + "}"
+            parts = (
+                [
+                    f"SELECT {view_columns(columns)}, NULL::VARCHAR AS filename FROM read_json("
+                    f"{_list(jsonl)}, format='newline_delimited', columns={spec}, "
+                    "maximum_object_size=1048576)"
+                ]
+                if jsonl
+                else []
+            )
         for group, have, mixed in self._scans:
             if keep is not None:
                 group = [p for p in group if p in keep]
                 if not group:
                     continue
-            cols = [self._filled(c, c in have) for c in self.columns]
+            cols = [self._filled(c, c in have) for c in columns]
             union = "union_by_name=true, " if mixed else ""
             parts.append(
                 f"SELECT {', '.join(cols)}, filename FROM read_parquet({_list(group)}, "
                 f"{union}filename=true, hive_partitioning=false)"
             )
         if not parts:
-            nulls = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in self.columns)
+            nulls = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in columns)
             parts.append(f"SELECT {nulls}, NULL::VARCHAR AS filename WHERE FALSE")
         return " UNION ALL ".join(parts)
 
@@ -228,10 +265,35 @@ class DuckEngine:
             and all((s := f.stats.get(c)) is not None and s.nulls == 0 for f in files)
         }
 
-    def _records(self, rows: str) -> str:
+    def _records(self, rows: str, columns: Sequence[str] | None = None) -> str:
         """The ``records`` view over ``rows`` (defaults filled): the filter applied."""
         cond = "TRUE" if self.where is None else self.where.sql()
-        return f"SELECT {', '.join(self.columns)} FROM {rows} AS filled WHERE {cond}"
+        named = ", ".join(self.columns if columns is None else columns)
+        return f"SELECT {named} FROM {rows} AS filled WHERE {cond}"
+
+    def with_deferred(self, where: str, replicas: Sequence[str] = ()) -> str:
+        """A ``FROM`` item of ``records``' rows that ``where`` (SQL over the view's columns)
+        may keep, with the ``deferred`` columns too: the JSON-lines files holding such a row
+        (numbered in the table) read again with every column, the Parquet files (those that
+        may hold ``replicas``, when given) read in place. ``records`` where nothing is
+        deferred."""
+        if not self.deferred:
+            return "records"
+        import duckdb
+
+        cond = "TRUE" if self.where is None else self.where.sql()
+        try:
+            numbers = self.con.execute(
+                f"SELECT DISTINCT fw_json FROM scanned AS filled WHERE ({cond}) AND ({where}) "
+                "ORDER BY 1"
+            ).fetchall()
+        except duckdb.Error as exc:
+            raise _record_error(exc, self.files, search=False) from None
+        jsonl = [self._jsonl[int(n)] for (n,) in numbers]
+        columns = (*self.columns, *self.deferred)
+        keep = self._holding(replicas) if replicas else None
+        rows = self._everything(keep, columns, jsonl)
+        return f"({self._records(f'({rows})', columns)}) AS part"
 
     def _holding(self, replicas: Sequence[str]) -> set[Path]:
         """The Parquet files that may hold a row of one of ``replicas``: by the least and
@@ -428,7 +490,7 @@ class DuckEngine:
         try:
             for c in labels:
                 if c not in self._enums:  # once a column for the engine's life
-                    pinned = self._pinned(c)
+                    pinned = self.pinned(c)
                     values = (
                         f"SELECT DISTINCT {c} FROM records WHERE {c} IS NOT NULL ORDER BY 1"
                         if pinned is None
@@ -449,12 +511,14 @@ class DuckEngine:
         cond = "" if where is None else f" WHERE {where}"
         sort = f" ORDER BY {', '.join(order)}" if order else ""
         source = "records"
-        if replicas and self._scans:
+        if any(c in self.deferred for c in columns):
+            source = self.with_deferred(where or "TRUE", replicas)
+        elif replicas and self._scans:
             keep = self._holding(replicas)
             source = f"({self._records(f'({self._everything(keep)})')}) AS part"
         return f"SELECT {select} FROM {source}{cond}{sort}"
 
-    def _pinned(self, column: str) -> list[str] | None:
+    def pinned(self, column: str) -> list[str] | None:
         """The values of ``column`` in the dataset, sorted, where the footers say them without
         a scan: Parquet files only, no filter, and each file's statistics of the column one
         value and no null (a compacted dataset's files, one replica each); None otherwise."""

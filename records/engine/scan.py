@@ -62,13 +62,15 @@ def open_engine(
     columns: Sequence[str] | None = None,
     spark_master: str | None = None,
     remote: Sequence[Remote] = (),
+    defer: Sequence[str] = (),
 ) -> Engine:
     """The engine ``name`` (``duckdb`` or ``spark``) over ``files`` (and, for DuckDB, the
-    object-storage datasets ``remote``)."""
+    object-storage datasets ``remote``; ``defer``: columns of ``columns`` read only when a
+    query asks for them, ``DuckEngine``)."""
     if name == "duckdb":
         from fleetwatch.records.engine.duck import DuckEngine
 
-        return DuckEngine(files, where=where, columns=columns, remote=remote)
+        return DuckEngine(files, where=where, columns=columns, remote=remote, defer=defer)
     if name == "spark":
         if not spark_master:
             raise RecordError(
@@ -99,6 +101,7 @@ def open_scan(
     columns: Sequence[str] | None = None,
     spark_master: str | None = None,
     fold_check: bool = False,
+    defer: Sequence[str] = (),
 ) -> Scan:
     """``paths`` resolved and opened in ``engine``; a file the engine cannot read, or whose rows
     are not records, is a ``RecordError`` naming it, or with ``skip_bad`` left out and counted.
@@ -128,6 +131,7 @@ def open_scan(
                 columns=columns,
                 spark_master=spark_master,
                 remote=remote,
+                defer=defer,
             )
             if fold_check and where is None and not skip_bad:
                 break

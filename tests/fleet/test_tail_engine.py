@@ -17,6 +17,7 @@ from fleetwatch.fleet.tail.cohorts import decompose, ok_requests
 from fleetwatch.fleet.tail.engine import NEEDS, plan_in_engine, tail_in_engine
 from fleetwatch.fleet.tail.examples import in_engine
 from fleetwatch.records.dataset import read_dataset
+from fleetwatch.records.engine.duck import DEFERRED
 from fleetwatch.records.engine.scan import open_scan
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.fleet.test_by_model import two_models
@@ -162,11 +163,15 @@ def test_rows_are_summed_in_one_order_the_same_every_run(
     assert set(seen) == ({()} if fmt == "parquet" else {ROW_ORDER})
 
 
-def test_the_tail_lists_requests_to_look_up_with_their_trace_ids(tmp_path: Path) -> None:
+@pytest.mark.parametrize("defer", [(), DEFERRED])
+def test_the_tail_lists_requests_to_look_up_with_their_trace_ids(
+    tmp_path: Path, defer: tuple[str, ...]
+) -> None:
     """The report lists the slowest tail requests and, per suspect, the tail requests it points
     at (most uncached prompt tokens, most output tokens, the over-represented replica's slowest),
     each with its request and trace id; the engine lists exactly what the in-memory path lists,
-    and the text names the slowest."""
+    and the text names the slowest. So it does where the JSON lines' table holds no id
+    (``defer``): the ids are read again from the files of the requests listed."""
     from fleetwatch.fleet.tail.examples import EXAMPLES
 
     frame = synthetic_fleet(6, 400, seed=21, slowdown={3: 1.7})
@@ -175,7 +180,8 @@ def test_the_tail_lists_requests_to_look_up_with_their_trace_ids(tmp_path: Path)
     root = write_tree(tmp_path / "fleet", frame).root
     whole = read_dataset([root]).frame
     expect = attribute_tail(whole)
-    with open_scan([root], columns=NEEDS) as scan:
+    with open_scan([root], columns=NEEDS, defer=defer) as scan:
+        assert scan.engine.deferred == defer  # type: ignore[attr-defined]
         got = tail_in_engine(scan.engine)
     assert isinstance(got, type(expect))
     assert got.examples == expect.examples
@@ -208,19 +214,20 @@ def test_the_worst_replica_is_found_past_a_replica_of_no_ok_request_and_ties_go_
     assert tie == "x"
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 def test_requests_without_ids_are_passed_over_as_one_query_over_the_tail_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
 ) -> None:
     """Where the slowest requests carry no id (the record reader refuses such a file; an
     engine reads it), the ones listed are the next with ids: the candidates the second pass
     kept lack ids, so its rows are picked by one query over the whole tail, and the lists are
-    that query's."""
+    that query's; from JSON lines whose table holds no id too (the tail's files read again)."""
     picked = _fallbacks(monkeypatch)
 
     frame = synthetic_fleet(6, 400, seed=21, slowdown={3: 1.7})
     slowest = (frame["finished_s"] - frame["arrival_s"]).rank(ascending=False) <= 15
     frame["request_id"] = frame["request_id"].astype(object).where(~slowest, None)
-    got, expect = _listed_and_expected(frame, tmp_path)
+    got, expect = _listed_and_expected(frame, tmp_path, fmt)
     assert got.examples == expect and picked == [1]
     assert len(got.examples["tail"]) == min(got.n_tail - 15, 10) > 0
     assert "None" not in {r["request_id"] for rows in expect.values() for r in rows}
@@ -282,17 +289,27 @@ def _fallbacks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return picked
 
 
-def _listed_and_expected(frame: pd.DataFrame, tmp_path: Path) -> tuple[Any, Any]:
-    """The report of ``frame`` written a Parquet file a replica, and the lists one query over
-    its whole tail gives."""
+def _listed_and_expected(
+    frame: pd.DataFrame, tmp_path: Path, fmt: str = "parquet"
+) -> tuple[Any, Any]:
+    """The report of ``frame`` written a file a replica (Parquet, or JSON lines read with the
+    ids deferred), and the lists one query over its whole tail gives (the ids held)."""
+    import json
+
     from fleetwatch.fleet.tail.sql import UNCACHED, base, exprs
 
     root = tmp_path / "fleet"
     root.mkdir()
     for replica, rows in frame.groupby("replica", observed=True, sort=True):
-        rows.reset_index(drop=True).to_parquet(root / f"{replica}.parquet")
-    with open_scan([root], columns=NEEDS) as scan:
+        rows = rows.reset_index(drop=True)
+        if fmt == "parquet":
+            rows.to_parquet(root / f"{replica}.parquet")
+            continue
+        records = rows.astype(object).where(rows.notna(), None).to_dict("records")
+        (root / f"{replica}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    with open_scan([root], columns=NEEDS, defer=DEFERRED) as scan:
         got = tail_in_engine(scan.engine)
+    with open_scan([root], columns=NEEDS) as scan:
         plan, _ = plan_in_engine(scan.engine, "m", 99.0, "e2e", 0.9)
         expect = in_engine(scan.engine, base("m"), exprs("e2e")["y"], UNCACHED, plan)
     assert not isinstance(got, ByModel)

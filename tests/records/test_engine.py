@@ -406,19 +406,19 @@ def test_labels_pinned_by_the_footers_take_the_categories_a_scan_finds(
         return {c: [str(v) for v in got[c].cat.categories] for c in ("replica", "model", "status")}
 
     with DuckEngine(files) as engine:
-        assert engine._pinned("replica") == sorted(str(r) for r in whole["replica"].unique())
-        assert engine._pinned("model") is not None
+        assert engine.pinned("replica") == sorted(str(r) for r in whole["replica"].unique())
+        assert engine.pinned("model") is not None
         pinned = categories(engine)
     with DuckEngine(files, where=RecordFilter(replicas=frozenset({"replica-1"}))) as engine:
-        assert engine._pinned("replica") is None
+        assert engine.pinned("replica") is None
     with DuckEngine(files) as engine:
-        monkeypatch.setattr(engine, "_pinned", lambda column: None)
+        monkeypatch.setattr(engine, "pinned", lambda column: None)
         assert categories(engine) == pinned
     shared = tmp_path / "shared"
     shared.mkdir()
     whole.to_parquet(shared / "all.parquet", index=False)
     with DuckEngine([shared / "all.parquet"]) as engine:
-        assert engine._pinned("replica") is None
+        assert engine.pinned("replica") is None
         assert categories(engine)["replica"] == pinned["replica"]
 
 
@@ -535,3 +535,36 @@ def test_each_files_one_replica_is_said_by_its_number_and_batches_hold_the_rows_
     tree = plugin_tree(tmp_path / "tree")
     with DuckEngine(sorted(tree.root.rglob("records-*"))) as engine:
         assert engine.by_file("replica") is None  # JSON lines beside the Parquet segments
+
+
+def test_deferred_ids_are_read_again_from_the_files_of_the_rows_asked_for(
+    tree: PluginTree,
+) -> None:
+    """With the ids deferred, the JSON lines' table holds none: the view has no such column (a
+    query naming one fails, never reads NULL), and a frame asking for them reads them again
+    from the JSON-lines files holding the rows it keeps (and the Parquet files in place): the
+    same rows and ids as an engine holding them."""
+    from fleetwatch.records.engine.duck import DEFERRED
+
+    files = resolve([tree.root])
+    whole = read_dataset([tree.whole]).frame
+    name = str(whole["replica"].iloc[0])
+    cond = f"replica = '{name}' AND finished_s >= {float(whole['finished_s'].median())!r}"
+    asked = ["request_id", "trace_id", "replica", "finished_s"]
+    with DuckEngine(files) as engine:
+        want = pd.concat(list(engine.frames(asked, cond, replicas=[name])))
+    with DuckEngine(files, defer=DEFERRED) as engine:
+        assert engine.deferred == DEFERRED and "request_id" not in engine.columns
+        assert engine.check() == (tree.rows, tree.rows)
+        with pytest.raises(RecordError, match="request_id"):
+            engine.query("SELECT request_id FROM records")
+        got = pd.concat(list(engine.frames(asked, cond, replicas=[name])))
+        source = engine.with_deferred(cond)
+    assert sorted(got["request_id"]) == sorted(want["request_id"]) and len(got) > 0
+    key = ["request_id", "finished_s"]
+    pairs = got[key].sort_values(key).reset_index(drop=True)
+    assert pairs.equals(want[key].sort_values(key).reset_index(drop=True))
+    mine = [p for p in files if p.suffix == ".jsonl" and p.parent.name == name]
+    theirs = [p for p in files if p.suffix == ".jsonl" and p.parent.name != name]
+    assert mine and theirs
+    assert all(str(p) not in source for p in theirs)

@@ -182,3 +182,36 @@ def test_models_are_listed_as_model_counts_them_with_the_rows_checked(tmp_path: 
         assert scan.engine.counted == (len(rows), len(rows))
         direct = scan.engine.query(f"SELECT DISTINCT {MODEL} AS m FROM records")
     assert got == sorted(str(m) for m in direct["m"]) == sorted(["a", "b", UNNAMED])
+
+
+def test_models_of_files_of_one_model_each_are_their_footers_with_no_query(
+    tree: PluginTree, tmp_path: Path
+) -> None:
+    """Files that vouch for their rows, one model and one replica each (a compacted dataset):
+    the models come from the footers, no query read, the same list a query gives; with a
+    filter, or files of two models, a query lists them."""
+    from fleetwatch.records.dataset import read_dataset
+    from fleetwatch.records.engine.folded import models
+    from tests.records.plugin_tree import compacted
+
+    whole = read_dataset([tree.whole]).frame
+    whole["model"] = ["big" if int(str(r)[-1]) % 2 else "small" for r in whole["replica"]]
+    files = compacted(tmp_path / "compacted", whole)
+    queries: list[str] = []
+    with DuckEngine(files) as engine:
+        real = engine.query
+        engine.query = lambda sql: queries.append(sql) or real(sql)  # type: ignore[method-assign]
+        got = models(engine)
+        assert queries == []
+        direct = real("SELECT DISTINCT model FROM records")
+    assert got == sorted(direct["model"]) == ["big", "small"]
+    with DuckEngine(files, where=RecordFilter(models=frozenset({"big"}))) as engine:
+        real = engine.query
+        engine.query = lambda sql: queries.append(sql) or real(sql)  # type: ignore[method-assign]
+        assert models(engine) == ["big"] and len(queries) == 1
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    whole.to_parquet(shared / "all.parquet", index=False)
+    with DuckEngine([shared / "all.parquet"]) as engine:
+        assert engine.pinned("model") is None
+        assert models(engine) == ["big", "small"]
