@@ -121,7 +121,8 @@ def from_requests(
 def in_engine(
     engine: Engine, base: str, y: str, uncached: str, plan: Plan
 ) -> dict[str, list[Example]]:
-    """The cohorts of the ok requests of ``base`` (``FROM records WHERE …``) from one query: each
+    """The cohorts of the ok requests of ``base`` (``FROM records WHERE …``, or ``FROM`` an
+    engine's ``with_deferred`` rows where its table holds no id) from one query: each
     cohort's first ``EXAMPLES`` in its order, over the tail's rows only (DuckDB keeps them once,
     a materialised common table; they are about 1 % of the rows)."""
     materialized = "MATERIALIZED " if engine.name == "duckdb" else ""
@@ -268,7 +269,8 @@ def from_candidates(
     from the files of their replicas (the hours around their arrivals, by the files'
     statistics), the tail's rows only; one query over the tail's rows (``in_engine``) where
     candidates lack ids, or where a candidate's replica and times are another tail request's
-    too."""
+    too (where the engine's table of JSON lines holds no id, that query reads again every
+    file holding a tail row: about as much as opening the dataset)."""
     import pandas as pd
 
     from fleetwatch.records.filters import sql_string

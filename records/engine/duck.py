@@ -13,8 +13,8 @@ schema are read by one scan), stamp and statistics (the columns read without a d
 the replicas a file may hold, whether the files vouch for their rows: ``vouched``).
 
 Errors name the file: a line that is not JSON is DuckDB's own message (it names the file and the
-byte), a file of JSON that is not records (no ``request_id``, ``arrival_s`` or ``finished_s``) is
-found by ``check`` and named.
+byte), a file of JSON that is not records (no ``replica``, ``arrival_s`` or ``finished_s``: ``REQUIRED``)
+is found by ``check`` and named.
 """
 
 from __future__ import annotations
@@ -202,18 +202,21 @@ class DuckEngine:
         self,
         keep: set[Path] | None,
         columns: Sequence[str] | None = None,
-        jsonl: Sequence[Path] = (),
+        jsonl: Sequence[Path] | None = None,
     ) -> str:
         """Every row of the dataset (of the Parquet files ``keep`` holds, when given), each
         column cast to its type, a value a file left out read as the record schema's default
         (``view_columns``), with the file it came from. Each part fills its own: a Parquet
         column whose statistics count no null is read as it is (a ``coalesce`` over a
         dictionary-encoded column costs more than reading it). ``columns`` (the view's when
-        None) with ``deferred`` ones among them: the JSON lines are the files ``jsonl`` read
-        again, not the table."""
+        None; ``deferred`` ones among them only with ``jsonl``): given ``jsonl``, the JSON lines
+        are those files read again, not the table."""
         columns = self.columns if columns is None else columns
         parts = list(self._parts)
-        if columns != self.columns:
+        if jsonl is None:
+            if tuple(columns) != self.columns:
+                raise ValueError("columns other than the view's need the JSON lines to read")
+        else:
             spec = "{" + ", ".join(f"{sql_string(c)}: '{COLUMNS[c]}'" for c in columns) + "}"
             parts = (
                 [
@@ -439,7 +442,8 @@ class DuckEngine:
         rows: int = 1 << 18,
         replicas: Sequence[str] = (),
     ) -> Iterator[pd.DataFrame]:
-        """``records``' ``columns`` (stored or ``DERIVED``) of the rows ``where`` (SQL) keeps, in
+        """``records``' ``columns`` (stored or ``DERIVED``; a ``deferred`` one read again from the
+        files holding the rows, ``with_deferred``) of the rows ``where`` (SQL) keeps, in
         ``order`` (columns; the files' order when none), ``rows`` rows at a time from one
         query (DuckDB sorts out of core), the label columns categorical (a code a row, not a
         string; every batch and every call has the same categories: the column's values, sorted).

@@ -568,3 +568,11 @@ def test_deferred_ids_are_read_again_from_the_files_of_the_rows_asked_for(
     theirs = [p for p in files if p.suffix == ".jsonl" and p.parent.name != name]
     assert mine and theirs
     assert all(str(p) not in source for p in theirs)
+    since = float(whole["finished_s"].quantile(0.75))  # the engine's filter holds too
+    kept = RecordFilter(since_s=since)
+    with DuckEngine(files, where=kept) as engine:
+        want = pd.concat(list(engine.frames(asked, cond, replicas=[name])))
+    with DuckEngine(files, where=kept, defer=DEFERRED) as engine:
+        got = pd.concat(list(engine.frames(asked, cond, replicas=[name])))
+    assert 0 < len(got) < len(pairs) and (got["finished_s"] >= since).all()
+    assert sorted(got["request_id"]) == sorted(want["request_id"])

@@ -215,3 +215,13 @@ def test_models_of_files_of_one_model_each_are_their_footers_with_no_query(
     with DuckEngine([shared / "all.parquet"]) as engine:
         assert engine.pinned("model") is None
         assert models(engine) == ["big", "small"]
+    plain = tmp_path / "plain"  # one model a file, but not stamped checked: the query checks
+    plain.mkdir()
+    for i, (_, rows) in enumerate(whole.groupby("replica", observed=True)):
+        rows.to_parquet(plain / f"part-{i}.parquet", index=False)
+    with DuckEngine(sorted(plain.glob("*.parquet"))) as engine:
+        assert engine.pinned("model") == ["big", "small"] and engine.vouched() is None
+        real = engine.query
+        engine.query = lambda sql: queries.append(sql) or real(sql)  # type: ignore[method-assign]
+        assert models(engine) == ["big", "small"] and len(queries) == 2
+        assert engine.counted == (len(whole), len(whole))

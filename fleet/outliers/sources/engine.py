@@ -78,6 +78,8 @@ def _summary(engine: Engine, *, times: bool = True) -> pd.DataFrame:
     the first scan, so it also counts and checks every record where the engine's are not
     checked yet (``records.engine.folded``). One ``GROUP BY`` of the model, replica and error
     type (a failed request's; NULL for the others): the error types cost no scan of their own.
+    On a compacted dataset the model and replica are each row's file number instead, each
+    file's from its footer (``_files_labels``).
 
     Without ``times`` no time is read (the three time columns are a third of the scan's CPU):
     no first arrival and last finish (the footers say them, ``Engine.spans``), and ``lacking``
