@@ -312,7 +312,7 @@ def _groups(engine: Engine, model: str, counts: dict[str, int], rows: int) -> It
     (by their statistics), so the groups' queries together read each row about once, and memory
     is one group. A replica with no ok request (not in ``counts``) is left out. Where the engine
     hands a query's rows as an Arrow table (DuckDB) the arrays are taken from it with no frame
-    between (a fifth of the pass's CPU at 100 M rows)."""
+    between (about a tenth of the pass's CPU at 100 M rows)."""
     import pandas as pd
 
     order = () if engine.in_file_order else ROW_ORDER  # sorting costs as much as reading
