@@ -113,8 +113,8 @@ def _summary(engine: Engine, *, times: bool = True) -> pd.DataFrame:
     got = checked(engine, got)
     if files is not None:
         number = got.pop("fw_file").to_numpy(np.int64)
-        for i, label in enumerate(("model", "replica"), start=1):
-            got.insert(i - 1, label, np.array(files[i], dtype=object)[number])
+        got.insert(0, "model", np.array(files[1], dtype=object)[number])
+        got.insert(1, "replica", np.array(files[2], dtype=object)[number])
     got = _unnamed(got)
     typed = got[got["error_type"].notna()]
     typed = typed.assign(error_type=_TYPED + typed["error_type"].astype(str))
