@@ -24,7 +24,9 @@ __all__ = [
     "FINGERPRINTED",
     "JSONL_SUFFIXES",
     "PARQUET_SUFFIXES",
+    "TALLIED",
     "Stamp",
+    "Tallies",
     "json_line",
     "parquet_layout",
     "read_stamp",
@@ -62,12 +64,59 @@ FINGERPRINTED: Final = (
 reader trusts the stamp only where the footer's statistics still say the same."""
 
 
+class Tallies(NamedTuple):
+    """What a stamp counts and sums of its file's rows, each column's default in a null's place
+    (as a reader fills it, ``fleetwatch.records.engine.default_sql``): enough for per-replica
+    counts and sums with no scan of a compacted dataset (``fleet outliers``). Written where the
+    file holds every column they read (``TALLIED``)."""
+
+    status: dict[str, int]
+    """Rows per status."""
+    error_types: dict[str, int]
+    """Rows of status ``error`` per error type, those naming one."""
+    length: int
+    """Rows whose finish reason is ``length``."""
+    ok_empty: int
+    """Ok rows of no output token."""
+    ok_short: int
+    """Ok rows of fewer than two output tokens (or none said)."""
+    ok_untimed: int
+    """Ok rows lacking ``arrival_s``, ``first_token_s`` or ``finished_s``."""
+    sums: dict[str, int]
+    """``output_tokens``, ``ok_output_tokens`` (of ok rows), ``output_tokens_squared``,
+    ``prompt_tokens`` and ``cached_prompt_tokens`` summed (a null as 0)."""
+
+
+TALLIED: Final = (
+    "status",
+    "error_type",
+    "finish_reason",
+    "arrival_s",
+    "first_token_s",
+    "finished_s",
+    "prompt_tokens",
+    "output_tokens",
+    "cached_prompt_tokens",
+)
+"""The columns ``Tallies`` read."""
+_SUMS: Final = (
+    "output_tokens",
+    "ok_output_tokens",
+    "output_tokens_squared",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+)
+
+
 class Stamp(NamedTuple):
     """What a ``CHECKED_KEY`` stamp says: the rows checked, and per ``FINGERPRINTED`` column the
-    file holds, its nulls, least and greatest value (None where every value is null)."""
+    file holds, its nulls, least and greatest value (None where every value is null); and the
+    rows' ``Tallies`` where the stamp holds them (None otherwise, or where they are not
+    understood)."""
 
     rows: int
     columns: dict[str, tuple[int, float | str | None, float | str | None]]
+    tallies: Tallies | None = None
 
 
 def parquet_layout(table: Any) -> dict[str, Any]:
@@ -104,11 +153,73 @@ def stamp_checked(table: Any) -> Any:
             col = pc.cast(col, pa.float64())
         ends = pc.min_max(col)
         columns[name] = [col.null_count, ends["min"].as_py(), ends["max"].as_py()]
+    said: dict[str, Any] = {"checks": CHECKS_VERSION, "rows": table.num_rows, "columns": columns}
+    if all(c in table.column_names for c in TALLIED):
+        said["tallies"] = _tallies(table)._asdict()
     meta = dict(table.schema.metadata or {})
-    meta[CHECKED_KEY.encode()] = json.dumps(
-        {"checks": CHECKS_VERSION, "rows": table.num_rows, "columns": columns}
-    ).encode()
+    meta[CHECKED_KEY.encode()] = json.dumps(said).encode()
     return table.replace_schema_metadata(meta)
+
+
+def _tallies(table: Any) -> Tallies:
+    """``table``'s ``Tallies``: each ``TALLIED`` column with a default filled where null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from fleetwatch.core.records.schema import DEFAULTS
+
+    def col(name: str) -> Any:
+        c = table.column(name)
+        if pa.types.is_dictionary(c.type):
+            c = c.cast(c.type.value_type)
+        if name in DEFAULTS and c.null_count:
+            c = pc.fill_null(c, pa.scalar(DEFAULTS[name], c.type))
+        return c
+
+    def count(mask: Any) -> int:
+        return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
+
+    def total(values: Any) -> int:
+        return int(pc.sum(pc.cast(values, pa.int64())).as_py() or 0)
+
+    status = col("status")
+    ok = pc.fill_null(pc.equal(status, "ok"), False)
+    output = col("output_tokens")
+    errors = pc.filter(col("error_type"), pc.fill_null(pc.equal(status, "error"), False))
+    untimed = pc.or_(
+        pc.or_(pc.is_null(col("arrival_s")), pc.is_null(col("first_token_s"))),
+        pc.is_null(col("finished_s")),
+    )
+    short = pc.or_kleene(pc.is_null(output), pc.less(output, 2))
+    out = pc.cast(pc.fill_null(output, 0), pa.int64())
+    return Tallies(
+        status=_counts(status),
+        error_types=_counts(errors),
+        length=count(pc.equal(col("finish_reason"), "length")),
+        ok_empty=count(pc.and_(ok, pc.equal(output, 0))),
+        ok_short=count(pc.and_(ok, short)),
+        ok_untimed=count(pc.and_(ok, untimed)),
+        sums={
+            "output_tokens": total(out),
+            "ok_output_tokens": total(pc.if_else(ok, out, 0)),
+            "output_tokens_squared": sum(v * v * n for v, n in _counts(out, ints=True).items()),
+            "prompt_tokens": total(pc.fill_null(col("prompt_tokens"), 0)),
+            "cached_prompt_tokens": total(pc.fill_null(col("cached_prompt_tokens"), 0)),
+        },
+    )
+
+
+def _counts(values: Any, *, ints: bool = False) -> dict[Any, int]:
+    """Each value of ``values`` (nulls left out) and its rows."""
+    import pyarrow.compute as pc
+
+    got = pc.value_counts(values.drop_null() if hasattr(values, "drop_null") else values)
+    return {
+        (int(v) if ints else str(v)): int(n)
+        for v, n in zip(
+            got.field("values").to_pylist(), got.field("counts").to_pylist(), strict=True
+        )
+    }
 
 
 def read_stamp(value: str | bytes | None) -> Stamp | None:
@@ -128,7 +239,25 @@ def read_stamp(value: str | bytes | None) -> Stamp | None:
             out[str(name)] = (int(nulls), low, high)
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    return Stamp(rows, out) if _count(rows) else None
+    return Stamp(rows, out, _read_tallies(got.get("tallies"), rows)) if _count(rows) else None
+
+
+def _read_tallies(said: object, rows: object) -> Tallies | None:
+    """The ``Tallies`` a stamp says, where every count is one and its statuses count its rows;
+    None otherwise."""
+    if not isinstance(said, dict):
+        return None
+    try:
+        got = Tallies(**said)
+        named = (got.status, got.error_types, got.sums)
+        if not all(isinstance(d, dict) and all(_count(n) for n in d.values()) for d in named):
+            return None
+        ends = (got.length, got.ok_empty, got.ok_short, got.ok_untimed)
+        if not all(_count(n) for n in ends) or set(got.sums) != set(_SUMS):
+            return None
+    except TypeError:
+        return None
+    return got if sum(got.status.values()) == rows else None
 
 
 def _count(n: object) -> bool:

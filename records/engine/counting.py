@@ -64,6 +64,7 @@ def counted(
             cols[k] = col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
             if k in maps:
                 cols[k] = np.asarray(maps[k], dtype=np.int64)[cols[k]]
+        ends: dict[str, tuple[int, int]] = {}  # a key's least and greatest value, once a batch
         for tally, s in zip(tallies, sets, strict=True):
             keep: np.ndarray[Any, Any] | None = None
             for k in s:
@@ -71,8 +72,12 @@ def counted(
                 if v is not None:
                     keep = v if keep is None else keep & v
             arrays = [cols[k] if keep is None else cols[k][keep] for k in s]
-            if len(arrays[0]):
-                tally.add(arrays)
+            if not len(arrays[0]):
+                continue
+            for k in s:  # a key with no NULL: its ends bound any of its rows another key keeps
+                if k not in ends and valid[k] is None:
+                    ends[k] = (int(cols[k].min()), int(cols[k].max()))
+            tally.add(arrays, [ends.get(k) for k in s])
     out = []
     for s, tally in zip(sets, tallies, strict=True):
         keys_of, n = tally.result(len(s))
@@ -97,8 +102,15 @@ class Tally:
         self.pending = 0
         self.merged = 0
 
-    def add(self, arrays: Sequence[np.ndarray[Any, Any]]) -> None:
-        if not self.parts and self._dense(arrays):
+    def add(
+        self,
+        arrays: Sequence[np.ndarray[Any, Any]],
+        ends: Sequence[tuple[int, int] | None] | None = None,
+    ) -> None:
+        """Count the rows of ``arrays`` (a key each, as many rows). ``ends``: per key, where
+        known, a least and a greatest value no row of it lies beyond (found once for keys
+        several sets share), its least and greatest found here otherwise."""
+        if not self.parts and self._dense(arrays, ends):
             return
         self.parts.append(_packed(arrays))
         self.pending += len(self.parts[-1][1])
@@ -106,22 +118,34 @@ class Tally:
             self.parts = [_summed(self.parts)]
             self.pending = self.merged = len(self.parts[0][1])
 
-    def _dense(self, arrays: Sequence[np.ndarray[Any, Any]]) -> bool:
+    def _dense(
+        self,
+        arrays: Sequence[np.ndarray[Any, Any]],
+        ends: Sequence[tuple[int, int] | None] | None = None,
+    ) -> bool:
         """Count ``arrays`` in the grid (widened to hold them); False where it cannot (the
-        grid's counts then moved to the sorted parts)."""
+        grid's counts then moved to the sorted parts). A key's ``ZERO_BUCKET`` rows are looked
+        for only where its least value is ``ZERO_BUCKET`` (no value lies below it, else the
+        rows go to the sorted parts)."""
         bounds: list[tuple[int, int] | None] = []
         zeros: list[np.ndarray[Any, Any] | None] = []
         for i, a in enumerate(arrays):
-            z: np.ndarray[Any, Any] | None = a == ZERO_BUCKET
-            rest = a
-            if z is not None and z.any():
-                rest = a[~z]
-            else:
-                z = None
-            low, high = (int(rest.min()), int(rest.max())) if len(rest) else (None, None)
-            if low is not None and low < ZERO_BUCKET:
+            said = None if ends is None else ends[i]
+            low: int | None
+            high: int | None
+            low, high = said if said is not None else (int(a.min()), int(a.max()))
+            if low < ZERO_BUCKET:
                 self._to_parts()
                 return False
+            z: np.ndarray[Any, Any] | None = None
+            if low == ZERO_BUCKET:
+                z = a == ZERO_BUCKET
+                rest = a
+                if z.any():
+                    rest = a[~z]
+                else:
+                    z = None
+                low, high = (int(rest.min()), int(rest.max())) if len(rest) else (None, None)
             had = None if self.bounds is None else self.bounds[i]
             if had is not None and low is not None and high is not None:
                 low, high = min(low, had[0]), max(high, had[1])
@@ -140,14 +164,26 @@ class Tally:
                     bounds = roomy
                     shape = _shape(bounds)
             self._widen(bounds, shape)
+        # a row's cell: per key a digit, 0 for ZERO_BUCKET, 1 + the value's distance from the
+        # key's least, the digits one number (the first key's the most significant), built in
+        # place: the values, less one offset, each ZERO_BUCKET row moved to its digit 0
         flat: np.ndarray[Any, Any] | None = None
+        offset = 0
         for a, z, b, span in zip(arrays, zeros, bounds, shape, strict=True):
-            # a cell's digit: 0 for ZERO_BUCKET, 1 + the value's distance from the least
-            digit = a - (b[0] - 1) if b is not None else np.zeros(len(a), np.int64)
-            if z is not None:
-                digit[z] = 0
-            flat = digit if flat is None else flat * span + digit
+            if flat is None:
+                flat = np.zeros(len(a), np.int64) if b is None else a.astype(np.int64, copy=True)
+            else:
+                flat *= span
+                offset *= span
+                if b is not None:
+                    flat += a
+            if b is not None:
+                offset += b[0] - 1
+                if z is not None:
+                    flat[z] += b[0] - 1 - ZERO_BUCKET
         assert flat is not None and self.grid is not None
+        if offset:
+            flat -= offset
         cells = self.grid.reshape(-1)
         if 4 * len(flat) < len(cells):  # few rows for the cells: no pass over every cell
             np.add.at(cells, flat, 1)

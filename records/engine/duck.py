@@ -28,7 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleetwatch.core.records.schema import RecordError
-from fleetwatch.core.records.write import CHECKED_KEY, FINGERPRINTED, PARQUET_SUFFIXES
+from fleetwatch.core.records.write import (
+    CHECKED_KEY,
+    FINGERPRINTED,
+    PARQUET_SUFFIXES,
+    Tallies,
+)
 from fleetwatch.records.engine import (
     COLUMNS,
     LABELS,
@@ -557,6 +562,26 @@ class DuckEngine:
             first, last = out.get((m, r), (math.inf, -math.inf))
             out[(m, r)] = (min(first, float(a.low)), max(last, float(z.high)))
         return out or None
+
+    def tallies(self) -> list[Tallies | None] | None:
+        """Each Parquet file's ``Tallies``, by the number ``by_file`` gives its rows (None for a
+        file of no rows), from its stamp: where the files vouch for their rows (``vouched``),
+        with no filter, read in one scan, and every stamp holding its tallies; None otherwise
+        (a query counts them)."""
+        from fleetwatch.core.records.write import read_stamp
+
+        if self.where is not None or len(self._scans) != 1 or self.vouched() is None:
+            return None
+        assert self._footers is not None  # vouched
+        said = {f.path: f for f in self._footers.files}
+        out: list[Tallies | None] = []
+        for path in self._scans[0][0]:
+            footer = said[path]
+            stamp = read_stamp(footer.stamp)
+            if stamp is None or stamp.tallies is None:
+                return None
+            out.append(stamp.tallies if footer.rows else None)
+        return out
 
     def scalar(self, sql: str) -> Any:
         """The one value ``sql`` returns."""

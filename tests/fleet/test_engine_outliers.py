@@ -220,8 +220,8 @@ def test_cells_counted_from_each_files_replica_equal_the_grouping_sets_of_its_na
 def test_spans_from_the_footers_give_the_tables_of_a_summary_reading_the_times(
     tmp_path: Path, lacking: bool
 ) -> None:
-    """A dataset of a file a replica (as ``records compact`` writes it): the summary reads no
-    time, each replica's first arrival and last finish come from the footers, and where an ok
+    """A dataset of a file a replica (as ``records compact`` writes it, its stamps' tallies
+    left unread): the summary reads no time, each replica's first arrival and last finish come from the footers, and where an ok
     request lacks its first token (so its ttft) the cells' counts tell it, and the prompt sizes
     and cells are counted again per signal: every table equal to the one of a summary that
     reads the times."""
@@ -255,8 +255,8 @@ def test_spans_from_the_footers_give_the_tables_of_a_summary_reading_the_times(
             return again[-1]
 
         reduced._lack_times = lack  # type: ignore[assignment]
-        try:
-            got = dict(tables_from_engine(engine))
+        try:  # files stamped with no tallies: the summary is a scan's
+            got = dict(tables_from_engine(Lacking(engine, "tallies")))  # type: ignore[arg-type]
         finally:
             reduced._lack_times = real_lack  # type: ignore[assignment]
         read = queries[0][: queries[0].index(" FROM ")]  # the select list, not the source
@@ -294,3 +294,57 @@ def test_spans_are_said_only_where_the_footers_say_them_exactly(tmp_path: Path) 
         assert engine.spans() is not None
     with DuckEngine(parquet, where=RecordFilter(since_s=float(whole["finished_s"].median()))) as e:
         assert e.spans() is None
+
+
+def test_a_summary_from_the_stamps_tallies_gives_the_tables_of_a_scanned_one(
+    tmp_path: Path,
+) -> None:
+    """A compacted dataset whose stamps tally each file's rows (failures of two types and of
+    none, truncations, empty and one-token outputs, ok requests lacking a first token): the
+    summary runs no query, and every table equals the one of a summary counted by a scan."""
+    from fleetwatch.fleet.outliers.sources import engine as reduced
+    from fleetwatch.records.engine.duck import DuckEngine
+
+    whole = two_models(seed=4)
+    rng = np.random.default_rng(3)
+    n = len(whole)
+    failed = rng.random(n) < 0.05
+    status = whole["status"].astype(object)
+    status[failed] = "error"
+    whole["status"] = status.astype("category")
+    kinds = np.array(["timeout", "oom", None], dtype=object)[rng.integers(0, 3, n)]
+    whole["error_type"] = pd.array(np.where(failed, kinds, None), dtype="string")
+    whole.loc[rng.random(n) < 0.03, "output_tokens"] = 0
+    whole.loc[rng.random(n) < 0.03, "output_tokens"] = 1
+    whole["finish_reason"] = pd.array(
+        np.where(rng.random(n) < 0.3, "stop", "length"), dtype="string"
+    )
+    ok = whole.index[~failed]
+    whole.loc[ok[[5, 900]], "first_token_s"] = np.nan
+    files = compacted(tmp_path / "compacted", whole)
+    queries: list[str] = []
+    with DuckEngine(files, columns=NEEDS) as engine:
+        assert engine.tallies() is not None
+        real = engine.query
+
+        def spied(sql: str) -> pd.DataFrame:
+            queries.append(sql)
+            return real(sql)
+
+        engine.query = spied  # type: ignore[method-assign]
+        tallied = reduced._summary(engine, times=False)
+        assert queries == []
+        scanned = reduced._summary(Lacking(engine, "tallies"), times=False)  # type: ignore[arg-type]
+        assert len(queries) == 1
+        got = dict(tables_from_engine(engine))
+        want = dict(tables_from_engine(Lacking(engine, "tallies")))  # type: ignore[arg-type]
+    order = ["model", "replica"]
+    tallied = tallied.sort_values(order).reset_index(drop=True)
+    scanned = scanned.sort_values(order).reset_index(drop=True)
+    assert tallied["lacking"].max() == 2  # exact: an ok request lacks a time
+    pd.testing.assert_frame_equal(tallied.drop(columns="lacking"), scanned.drop(columns="lacking"))
+    assert set(got) == set(want) == {SMALL, BIG}
+    for model in got:
+        for part in ("values", "stderr", "matched", "workload", "samples"):
+            pd.testing.assert_frame_equal(getattr(got[model], part), getattr(want[model], part))
+        assert {"error_type=timeout", "error_type=oom"} <= set(got[model].values.columns)

@@ -7,7 +7,8 @@ from __future__ import annotations
 class Lacking:
     """``engine`` without the attributes ``names``: ``spans`` (the outliers' summary then reads
     the times), ``by_file`` (counts are then the grouping sets of the replica's name), ``table``
-    (a group's rows then come as frames)."""
+    (a group's rows then come as frames), ``tallies`` (the outliers' summary is then a
+    scan's)."""
 
     def __init__(self, engine: object, *names: str) -> None:
         self._engine = engine

@@ -118,6 +118,9 @@ _ODD = ("c", "none", "x"), [("c",), ("c", "none"), ("x",), ("x", "c")]
         (("b1", "w", "o"), [("b1",), ("w", "o"), ("o", "b1")], counting._DENSE, 100),
         (*_ODD, counting._DENSE, 100),
         (*_ODD, counting._DENSE, 1 << 20),  # one batch: its order is the result's
+        # a key of no NULL in two sets, its ends found once a batch: wider than the rows the
+        # other key's NULLs leave
+        (("o", "s", "b1"), [("o", "s"), ("o", "b1"), ("o",)], counting._DENSE, 100),
     ],
     ids=[
         "strata-and-zeros",
@@ -126,6 +129,7 @@ _ODD = ("c", "none", "x"), [("c",), ("c", "none"), ("x",), ("x", "c")]
         "wide-keys",
         "odd-keys",
         "odd-keys-one-batch",
+        "shared-key-ends",
     ],
 )
 def test_integer_keys_counted_here_count_what_grouping_sets_count(

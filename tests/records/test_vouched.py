@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -343,3 +344,129 @@ def test_the_project_writer_of_checked_frames_stamps_them(tree: PluginTree, tmp_
     write_records(out, read_records(tree.whole))
     stamp = read_stamp(pq.read_metadata(out).metadata[CHECKED_KEY.encode()])
     assert stamp is not None and stamp.rows == tree.rows
+
+
+def _tallied_by_pandas(path: Path) -> dict[str, Any]:
+    """What a file's ``Tallies`` should say, counted over its rows by pandas (each column's
+    default in a null's place, as the engine reads it)."""
+    frame = pq.read_table(path, partitioning=None).to_pandas()
+    status = frame["status"].astype(object).where(frame["status"].notna(), "ok")
+    ok = status == "ok"
+    out = frame["output_tokens"].fillna(0).astype("int64")
+    times = frame[["arrival_s", "first_token_s", "finished_s"]]
+    errors = frame.loc[status == "error", "error_type"].dropna()
+    return {
+        "status": {str(k): int(n) for k, n in status.value_counts().items()},
+        "error_types": {str(k): int(n) for k, n in errors.value_counts().items()},
+        "length": int((frame["finish_reason"] == "length").sum()),
+        "ok_empty": int((ok & (out == 0)).sum()),
+        "ok_short": int((ok & (out < 2)).sum()),
+        "ok_untimed": int((ok & times.isna().any(axis=1)).sum()),
+        "sums": {
+            "output_tokens": int(out.sum()),
+            "ok_output_tokens": int(out[ok].sum()),
+            "output_tokens_squared": sum(int(v) ** 2 for v in out),
+            "prompt_tokens": int(frame["prompt_tokens"].fillna(0).sum()),
+            "cached_prompt_tokens": int(frame["cached_prompt_tokens"].fillna(0).sum()),
+        },
+    }
+
+
+def _varied(path: Path, out: Path) -> None:
+    """``path``'s rows with what the tallies count and what the engine fills: failures of two
+    types and of none, empty and one-token outputs, ok requests lacking a first token, nulls
+    where a column has a default (status, tokens); stamped and written to ``out``."""
+    import numpy as np
+
+    frame = pq.read_table(path, partitioning=None).to_pandas()
+    n = len(frame)
+    at = np.arange(n)
+    status = frame["status"].astype(object)
+    status[at % 7 == 1] = "error"
+    status[at % 11 == 2] = None
+    frame["status"] = status
+    kinds = np.array(["timeout", "oom", None], dtype=object)[at % 3]
+    frame["error_type"] = np.where(at % 7 == 1, kinds, None)
+    out_tokens = frame["output_tokens"].astype("Int64")
+    out_tokens[at % 13 == 3] = 0
+    out_tokens[at % 17 == 4] = 1
+    out_tokens[at % 19 == 5] = pd.NA
+    frame["output_tokens"] = out_tokens
+    cached = frame["cached_prompt_tokens"].astype("Int64")
+    cached[at % 5 == 0] = pd.NA
+    frame["cached_prompt_tokens"] = cached
+    first = frame["first_token_s"].copy()
+    first[at % 23 == 6] = np.nan
+    frame["first_token_s"] = first
+    table = pa.Table.from_pandas(frame, schema=pq.read_schema(path), preserve_index=False)
+    pq.write_table(stamp_checked(table), out)
+
+
+def test_each_stamp_tallies_its_files_rows(compacted: Path, tmp_path: Path) -> None:
+    """A compacted file's stamp, and the stamp of a file of every case the tallies count,
+    count and sum its rows as pandas counts them over the file: statuses, typed errors,
+    truncations, ok requests of no or one output token or lacking a time, and the token sums,
+    each column's default in a null's place."""
+    files = _files(compacted)
+    varied = tmp_path / "varied.parquet"
+    _varied(files[0], varied)
+    for path in [*files, varied]:
+        stamp = read_stamp(pq.read_metadata(path).metadata[CHECKED_KEY.encode()])
+        assert stamp is not None and stamp.tallies is not None
+        assert stamp.tallies._asdict() == _tallied_by_pandas(path), path
+    said = read_stamp(pq.read_metadata(varied).metadata[CHECKED_KEY.encode()])
+    assert said is not None and said.tallies is not None
+    t = said.tallies
+    assert set(t.error_types) == {"timeout", "oom"} and t.status["ok"] < said.rows
+    assert min(t.length, t.ok_empty, t.ok_untimed) > 0 and t.ok_short > t.ok_empty
+
+
+def test_tallies_are_said_only_where_the_files_vouch_for_them(
+    compacted: Path, tree: PluginTree, tmp_path: Path
+) -> None:
+    """Every file's tallies, by ``by_file``'s numbers, where the files vouch for their rows and
+    no filter cuts them; none with a filter, beside JSON lines, where one file's stamp holds
+    none, or no longer matches its file; tallies not understood are none, the stamp kept."""
+    files = _files(compacted)
+    with DuckEngine(files) as engine:
+        said = engine.tallies()
+        assert said is not None and len(said) == len(files)
+        numbered = engine.by_file("replica")
+        assert numbered is not None
+        for tallies, replica in zip(said, numbered[1], strict=True):
+            assert tallies is not None and replica is not None
+        ends = engine.finished_range()
+        assert ends is not None
+    since = RecordFilter(since_s=(ends[0] + ends[1]) / 2)
+    with DuckEngine(files, where=since) as engine:
+        assert engine.tallies() is None
+    jsonl = sorted(tree.root.rglob("*.jsonl"))[:1]
+    with DuckEngine([*files, *jsonl]) as engine:
+        assert engine.tallies() is None
+    root = tmp_path / "dest"
+    for path in files:
+        out = root / path.relative_to(compacted)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(path.read_bytes())
+    table = pq.read_table(files[0], partitioning=None)
+    meta = dict(table.schema.metadata or {})
+    key = CHECKED_KEY.encode()
+    doc = json.loads(meta[key])
+    meta[key] = json.dumps({k: v for k, v in doc.items() if k != "tallies"}).encode()
+    first = root / files[0].relative_to(compacted)
+    pq.write_table(table.replace_schema_metadata(meta), first)
+    with DuckEngine(_files(root)) as engine:
+        assert engine.vouched() is not None and engine.tallies() is None
+    _rewrite_with_bad_row(files[0], first)
+    with DuckEngine(_files(root)) as engine:
+        assert engine.vouched() is None and engine.tallies() is None
+    tallies = doc["tallies"]
+    for bad in (
+        tallies | {"length": -1},
+        tallies | {"status": {"ok": doc["rows"] + 1}},
+        tallies | {"sums": {"output_tokens": 1}},
+        tallies | {"more": 1},
+        [1],
+    ):
+        stamp = read_stamp(json.dumps(doc | {"tallies": bad}))
+        assert stamp is not None and stamp.tallies is None, bad

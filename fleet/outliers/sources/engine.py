@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetwatch.core.records.write import TALLIED
 from fleetwatch.fleet.errors import AnalysisError
 from fleetwatch.fleet.outliers.sources.counted import LATENCY, rows_of, table_from_counts
 from fleetwatch.fleet.outliers.table import FleetTable
@@ -37,20 +38,9 @@ from fleetwatch.records.engine.reductions import (
 
 __all__ = ["NEEDS", "tables_from_engine"]
 
-NEEDS = (
-    "model",
-    "replica",
-    "status",
-    "arrival_s",
-    "first_token_s",
-    "finished_s",
-    "prompt_tokens",
-    "output_tokens",
-    "cached_prompt_tokens",
-    "finish_reason",
-    "error_type",
-)
-"""The stored columns the reductions read."""
+NEEDS = ("model", "replica", *TALLIED)
+"""The stored columns the reductions read: the labels, and those a file's stamp tallies (the
+summary, ``_tallied``)."""
 _UNCACHED = "(prompt_tokens - coalesce(cached_prompt_tokens, 0))"
 _CELL_BATCH = 1 << 17
 """Rows of the cells' result brought at once."""
@@ -79,7 +69,8 @@ def _summary(engine: Engine, *, times: bool = True) -> pd.DataFrame:
     checked yet (``records.engine.folded``). One ``GROUP BY`` of the model, replica and error
     type (a failed request's; NULL for the others): the error types cost no scan of their own.
     On a compacted dataset the model and replica are each row's file number instead, each
-    file's from its footer (``_files_labels``).
+    file's from its footer (``_files_labels``); and where each file's stamp counts and sums its
+    rows (``_tallied``) and no time is read, there is no scan at all.
 
     Without ``times`` no time is read (the three time columns are a third of the scan's CPU):
     no first arrival and last finish (the footers say them, ``Engine.spans``), and ``lacking``
@@ -92,8 +83,12 @@ def _summary(engine: Engine, *, times: bool = True) -> pd.DataFrame:
     files = _files_labels(engine)
     if files is not None:
         labels, source, groups = "fw_file", files[0], "1, 2"
-    got = engine.query(
-        f"""SELECT {labels},
+    tallied = None if files is None or times else _tallied(engine)
+    got = (
+        tallied
+        if tallied is not None
+        else engine.query(
+            f"""SELECT {labels},
             CASE WHEN status = 'error' THEN error_type END AS error_type,
             count(*) AS n,
             sum({ok}) AS n_ok,
@@ -109,6 +104,7 @@ def _summary(engine: Engine, *, times: bool = True) -> pd.DataFrame:
             sum(CAST(coalesce(cached_prompt_tokens, 0) AS DOUBLE)) AS cached_sum
             {check_columns(engine)}
         FROM {source} GROUP BY {groups}"""
+        )
     )
     got = checked(engine, got)
     if files is not None:
@@ -132,6 +128,57 @@ def _summary(engine: Engine, *, times: bool = True) -> pd.DataFrame:
         out = out.merge(counts, on=["model", "replica"], how="left", sort=False)
         out[list(counts.columns[2:])] = out[list(counts.columns[2:])].fillna(0.0)
     return out.reset_index(drop=True)
+
+
+def _tallied(engine: Engine) -> pd.DataFrame | None:
+    """The summary's rows by file number (``fw_file``, as ``_files_labels`` numbers them) from
+    each file's stamp (``DuckEngine.tallies``: counted and summed when written), with no scan:
+    a row a file, and a row of each error type it names (its failures' count). Its ``lacking``
+    is exact (2 where an ok request lacks a time). None where the files do not say them all
+    (a query counts them)."""
+    tallies = getattr(engine, "tallies", None)
+    said = None if tallies is None else tallies()
+    if said is None or check_columns(engine):  # vouched: the rows counted from the footers
+        return None
+    rows: list[tuple[Any, ...]] = []
+    for number, t in enumerate(said):
+        if t is None:  # a file of no rows: no group
+            continue
+        typed = sum(t.error_types.values())
+        lacking = 2 if t.ok_untimed else 1 if t.ok_short else 0
+        sums = [float(t.sums[k]) for k in _TALLIED_SUMS]
+        rows.append(
+            (
+                number,
+                None,
+                sum(t.status.values()) - typed,
+                float(t.status.get("ok", 0)),
+                float(t.status.get("error", 0) - typed),
+                float(t.length),
+                float(t.ok_empty),
+                lacking,
+                *sums,
+            )
+        )
+        for kind, n in sorted(t.error_types.items()):
+            rows.append((number, kind, n, 0.0, float(n), 0.0, 0.0, 0, *(0.0 for _ in sums)))
+    names = ["fw_file", "error_type", "n", "n_ok", "n_error", "n_truncated_share"]
+    names += ["n_empty_share", "lacking", "out_ok", "out_sum", "out_sq", "prompt_sum"]
+    frame = pd.DataFrame.from_records(rows, columns=[*names, "cached_sum"])
+    return frame.astype(
+        {"fw_file": np.int64, "error_type": object, "n": np.int64, "lacking": np.int32}
+    )
+
+
+_TALLIED_SUMS = (
+    "ok_output_tokens",
+    "output_tokens",
+    "output_tokens_squared",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+)
+"""``Tallies.sums``' names of the summary's ``out_ok``, ``out_sum``, ``out_sq``,
+``prompt_sum`` and ``cached_sum``."""
 
 
 def _files_labels(engine: Engine) -> tuple[str, list[str | None], list[str | None]] | None:
