@@ -29,7 +29,7 @@ from benchmarks.records_fleet import LARGE_MODEL, SMALL_MODEL, FleetShape, Model
 
 __all__ = ["SIZES", "Dataset", "Made", "ensure"]
 
-GENERATOR = "fleetwatch-bench-records/4"
+GENERATOR = "fleetwatch-bench-records/5"
 """Changes whenever the generator's output would: a cache made by another is made again."""
 
 DAY_START_S = 1796119200.0  # 2026-12-01T10:00:00Z

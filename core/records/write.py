@@ -135,26 +135,32 @@ def parquet_layout(table: Any) -> dict[str, Any]:
 
 def stamp_checked(table: Any) -> Any:
     """``table`` with the footer stamp saying its rows passed the record checks (``CHECKED_KEY``:
-    the checks' version, the rows, and the ``FINGERPRINTED`` columns' nulls and extremes). A
-    tool that reads a stamped file and writes it back keeps the stamp (pyarrow keeps a schema's
-    metadata): where it changed the rows' number, a column's nulls or extremes, the footer no
-    longer matches and the rows are checked again; a tool that changes values within those
-    bounds should drop the key. Only a writer that checked every row stamps:
-    ``fleetwatch.records.write_records`` and ``records compact``."""
+    the checks' version, the rows, and the ``FINGERPRINTED`` columns' nulls and extremes), and,
+    where it holds every ``TALLIED`` column, their ``Tallies`` (those columns' nulls and
+    extremes then in the stamp too). A tool that reads a stamped file and writes it back keeps
+    the stamp (pyarrow keeps a schema's metadata): where it changed the rows' number, a
+    column's nulls or extremes, or dropped a column, the footer no longer matches and the rows
+    are checked and counted again; a tool that changes values within those bounds (an ok
+    request relabelled failed) should drop the key. Only a writer that checked every row
+    stamps: ``fleetwatch.records.write_records`` and ``records compact``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    tallied = all(c in table.column_names for c in TALLIED)
+    named = dict.fromkeys([*FINGERPRINTED, *(TALLIED if tallied else ())])
     columns: dict[str, list[Any]] = {}
-    for name in FINGERPRINTED:
+    for name in named:
         if name not in table.column_names:
             continue
         col = table.column(name)
         if pa.types.is_floating(col.type):
             col = pc.cast(col, pa.float64())
+        elif pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
         ends = pc.min_max(col)
         columns[name] = [col.null_count, ends["min"].as_py(), ends["max"].as_py()]
     said: dict[str, Any] = {"checks": CHECKS_VERSION, "rows": table.num_rows, "columns": columns}
-    if all(c in table.column_names for c in TALLIED):
+    if tallied:
         said["tallies"] = _tallies(table)._asdict()
     meta = dict(table.schema.metadata or {})
     meta[CHECKED_KEY.encode()] = json.dumps(said).encode()
@@ -179,8 +185,8 @@ def _tallies(table: Any) -> Tallies:
     def count(mask: Any) -> int:
         return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
 
-    def total(values: Any) -> int:
-        return int(pc.sum(pc.cast(values, pa.int64())).as_py() or 0)
+    def total(values: Any) -> int:  # exact: an int64 sum would wrap past 2**63
+        return int(pc.sum(pc.cast(values, pa.decimal128(38, 0))).as_py() or 0)
 
     status = col("status")
     ok = pc.fill_null(pc.equal(status, "ok"), False)
@@ -191,7 +197,7 @@ def _tallies(table: Any) -> Tallies:
         pc.is_null(col("finished_s")),
     )
     short = pc.or_kleene(pc.is_null(output), pc.less(output, 2))
-    out = pc.cast(pc.fill_null(output, 0), pa.int64())
+    out = pc.fill_null(output, 0)
     return Tallies(
         status=_counts(status),
         error_types=_counts(errors),
@@ -201,7 +207,7 @@ def _tallies(table: Any) -> Tallies:
         ok_untimed=count(pc.and_(ok, untimed)),
         sums={
             "output_tokens": total(out),
-            "ok_output_tokens": total(pc.if_else(ok, out, 0)),
+            "ok_output_tokens": total(pc.filter(out, ok)),
             "output_tokens_squared": sum(v * v * n for v, n in _counts(out, ints=True).items()),
             "prompt_tokens": total(pc.fill_null(col("prompt_tokens"), 0)),
             "cached_prompt_tokens": total(pc.fill_null(col("cached_prompt_tokens"), 0)),
@@ -243,9 +249,9 @@ def read_stamp(value: str | bytes | None) -> Stamp | None:
 
 
 def _read_tallies(said: object, rows: object) -> Tallies | None:
-    """The ``Tallies`` a stamp says, where every count is one and its statuses count its rows;
-    None otherwise."""
-    if not isinstance(said, dict):
+    """The ``Tallies`` a stamp says, where every count is one, its statuses count its rows and
+    no count holds more than the rows it is among; None otherwise."""
+    if not isinstance(said, dict) or not isinstance(rows, int) or not _count(rows):
         return None
     try:
         got = Tallies(**said)
@@ -254,6 +260,11 @@ def _read_tallies(said: object, rows: object) -> Tallies | None:
             return None
         ends = (got.length, got.ok_empty, got.ok_short, got.ok_untimed)
         if not all(_count(n) for n in ends) or set(got.sums) != set(_SUMS):
+            return None
+        ok = got.status.get("ok", 0)
+        if sum(got.error_types.values()) > got.status.get("error", 0) or got.length > rows:
+            return None
+        if not got.ok_empty <= got.ok_short <= ok or got.ok_untimed > ok:
             return None
     except TypeError:
         return None

@@ -110,6 +110,8 @@ class Tally:
         """Count the rows of ``arrays`` (a key each, as many rows). ``ends``: per key, where
         known, a least and a greatest value no row of it lies beyond (found once for keys
         several sets share), its least and greatest found here otherwise."""
+        if not len(arrays[0]):
+            return
         if not self.parts and self._dense(arrays, ends):
             return
         self.parts.append(_packed(arrays))
@@ -166,7 +168,9 @@ class Tally:
             self._widen(bounds, shape)
         # a row's cell: per key a digit, 0 for ZERO_BUCKET, 1 + the value's distance from the
         # key's least, the digits one number (the first key's the most significant), built in
-        # place: the values, less one offset, each ZERO_BUCKET row moved to its digit 0
+        # place: the values, less one offset, each ZERO_BUCKET row moved to its digit 0. Sums
+        # wrap past 64 bits as int64 arithmetic does (values near 2**63): each cell's number is
+        # below _DENSE, so the wrapped difference is the number itself
         flat: np.ndarray[Any, Any] | None = None
         offset = 0
         for a, z, b, span in zip(arrays, zeros, bounds, shape, strict=True):
@@ -180,10 +184,10 @@ class Tally:
             if b is not None:
                 offset += b[0] - 1
                 if z is not None:
-                    flat[z] += b[0] - 1 - ZERO_BUCKET
+                    flat[z] += np.int64(_wrapped(b[0] - 1 - ZERO_BUCKET))
         assert flat is not None and self.grid is not None
         if offset:
-            flat -= offset
+            flat -= np.int64(_wrapped(offset))
         cells = self.grid.reshape(-1)
         if 4 * len(flat) < len(cells):  # few rows for the cells: no pass over every cell
             np.add.at(cells, flat, 1)
@@ -230,6 +234,11 @@ class Tally:
         if self.parts:
             return _summed(self.parts)
         return self._cells(width)
+
+
+def _wrapped(n: int) -> int:
+    """``n`` as a 64-bit two's-complement integer holds it (modulo 2**64)."""
+    return (n + 2**63) % 2**64 - 2**63
 
 
 def _shape(bounds: Sequence[tuple[int, int] | None]) -> tuple[int, ...]:

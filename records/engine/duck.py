@@ -32,6 +32,7 @@ from fleetwatch.core.records.write import (
     CHECKED_KEY,
     FINGERPRINTED,
     PARQUET_SUFFIXES,
+    TALLIED,
     Tallies,
 )
 from fleetwatch.records.engine import (
@@ -161,12 +162,11 @@ class DuckEngine:
         self._scans: list[tuple[list[Path], set[str], bool]] = []
         self._footers: Footers | None = None
         if parquet:
-            # the statistics of the columns read: those the checks read (``vouched``), those
-            # with a default (``_without_nulls``), the labels (``pinned``) and the replica
-            # (``_holding``)
-            stats = {
-                c for c in wanted if c in FINGERPRINTED or c in LABELS or default_sql(c) is not None
-            }
+            # the statistics of the columns read: those the checks read and those tallied
+            # (``vouched``), those with a default (``_without_nulls``), the labels (``pinned``)
+            # and the replica (``_holding``)
+            stamped = {*FINGERPRINTED, *TALLIED, *LABELS}
+            stats = {c for c in wanted if c in stamped or default_sql(c) is not None}
             self._footers = read_footers(parquet, CHECKED_KEY.encode(), stats)
             groups = (
                 self._parquet_groups(parquet) if self._footers is None else self._footers.groups()
@@ -565,12 +565,15 @@ class DuckEngine:
 
     def tallies(self) -> list[Tallies | None] | None:
         """Each Parquet file's ``Tallies``, by the number ``by_file`` gives its rows (None for a
-        file of no rows), from its stamp: where the files vouch for their rows (``vouched``),
-        with no filter, read in one scan, and every stamp holding its tallies; None otherwise
-        (a query counts them)."""
+        file of no rows), from its stamp: where the engine reads every ``TALLIED`` column and
+        the files vouch for their rows (``vouched``: each of those columns' nulls and extremes
+        in the footer as the stamp says them), with no filter, read in one scan, and every
+        stamp holding its tallies; None otherwise (a query counts them)."""
         from fleetwatch.core.records.write import read_stamp
 
-        if self.where is not None or len(self._scans) != 1 or self.vouched() is None:
+        if self.where is not None or len(self._scans) != 1 or not set(TALLIED) <= set(self.columns):
+            return None
+        if self.vouched() is None:
             return None
         assert self._footers is not None  # vouched
         said = {f.path: f for f in self._footers.files}
@@ -578,7 +581,7 @@ class DuckEngine:
         for path in self._scans[0][0]:
             footer = said[path]
             stamp = read_stamp(footer.stamp)
-            if stamp is None or stamp.tallies is None:
+            if stamp is None or stamp.tallies is None or not set(TALLIED) <= set(stamp.columns):
                 return None
             out.append(stamp.tallies if footer.rows else None)
         return out

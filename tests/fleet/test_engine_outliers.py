@@ -296,12 +296,14 @@ def test_spans_are_said_only_where_the_footers_say_them_exactly(tmp_path: Path) 
         assert e.spans() is None
 
 
+@pytest.mark.parametrize("untimed", [True, False], ids=["ok-lacking-a-time", "every-time"])
 def test_a_summary_from_the_stamps_tallies_gives_the_tables_of_a_scanned_one(
-    tmp_path: Path,
+    tmp_path: Path, untimed: bool
 ) -> None:
     """A compacted dataset whose stamps tally each file's rows (failures of two types and of
-    none, truncations, empty and one-token outputs, ok requests lacking a first token): the
-    summary runs no query, and every table equals the one of a summary counted by a scan."""
+    none, truncations, empty and one-token outputs, with or without ok requests lacking a first
+    token): the summary runs no query, each replica's ``lacking`` is that of a scan reading the
+    times, and every table equals the one of a summary counted by a scan."""
     from fleetwatch.fleet.outliers.sources import engine as reduced
     from fleetwatch.records.engine.duck import DuckEngine
 
@@ -319,8 +321,9 @@ def test_a_summary_from_the_stamps_tallies_gives_the_tables_of_a_scanned_one(
     whole["finish_reason"] = pd.array(
         np.where(rng.random(n) < 0.3, "stop", "length"), dtype="string"
     )
-    ok = whole.index[~failed]
-    whole.loc[ok[[5, 900]], "first_token_s"] = np.nan
+    if untimed:
+        ok = whole.index[~failed]
+        whole.loc[ok[[5, 900]], "first_token_s"] = np.nan
     files = compacted(tmp_path / "compacted", whole)
     queries: list[str] = []
     with DuckEngine(files, columns=NEEDS) as engine:
@@ -335,13 +338,16 @@ def test_a_summary_from_the_stamps_tallies_gives_the_tables_of_a_scanned_one(
         tallied = reduced._summary(engine, times=False)
         assert queries == []
         scanned = reduced._summary(Lacking(engine, "tallies"), times=False)  # type: ignore[arg-type]
-        assert len(queries) == 1
+        timed = reduced._summary(Lacking(engine, "tallies"), times=True)  # type: ignore[arg-type]
+        assert len(queries) == 2
         got = dict(tables_from_engine(engine))
         want = dict(tables_from_engine(Lacking(engine, "tallies")))  # type: ignore[arg-type]
     order = ["model", "replica"]
     tallied = tallied.sort_values(order).reset_index(drop=True)
     scanned = scanned.sort_values(order).reset_index(drop=True)
-    assert tallied["lacking"].max() == 2  # exact: an ok request lacks a time
+    timed = timed.sort_values(order).reset_index(drop=True)
+    assert tallied["lacking"].tolist() == timed["lacking"].tolist()  # exact, as a scan's
+    assert tallied["lacking"].max() == (2 if untimed else 1)
     pd.testing.assert_frame_equal(tallied.drop(columns="lacking"), scanned.drop(columns="lacking"))
     assert set(got) == set(want) == {SMALL, BIG}
     for model in got:

@@ -98,6 +98,7 @@ INTEGER_KEYS = {
         "THEN -2000000 - output_tokens ELSE output_tokens END AS BIGINT)"
     ),
     "none": "CAST(NULL AS BIGINT)",  # NULL in every row: its sets count nothing
+    "h": "CAST(1152921504606846976 + CAST(output_tokens AS BIGINT) % 4 AS BIGINT)",  # 2**60 on
     "x": (  # spanning all of BIGINT, ZERO_BUCKET beside its least value
         "CASE output_tokens % 4 WHEN 0 THEN 9223372036854775807 WHEN 1 THEN "
         "CAST(-9223372036854775808 AS BIGINT) WHEN 2 THEN -1000000 "
@@ -121,6 +122,8 @@ _ODD = ("c", "none", "x"), [("c",), ("c", "none"), ("x",), ("x", "c")]
         # a key of no NULL in two sets, its ends found once a batch: wider than the rows the
         # other key's NULLs leave
         (("o", "s", "b1"), [("o", "s"), ("o", "b1"), ("o",)], counting._DENSE, 100),
+        # keys near 2**62 and more in a grid: a cell's number past 64 bits before the offset
+        (("h", "o"), [("h", "o"), ("h",)], counting._DENSE, 100),
     ],
     ids=[
         "strata-and-zeros",
@@ -130,6 +133,7 @@ _ODD = ("c", "none", "x"), [("c",), ("c", "none"), ("x",), ("x", "c")]
         "odd-keys",
         "odd-keys-one-batch",
         "shared-key-ends",
+        "huge-keys",
     ],
 )
 def test_integer_keys_counted_here_count_what_grouping_sets_count(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -362,12 +363,12 @@ def _tallied_by_pandas(path: Path) -> dict[str, Any]:
         "ok_empty": int((ok & (out == 0)).sum()),
         "ok_short": int((ok & (out < 2)).sum()),
         "ok_untimed": int((ok & times.isna().any(axis=1)).sum()),
-        "sums": {
-            "output_tokens": int(out.sum()),
-            "ok_output_tokens": int(out[ok].sum()),
+        "sums": {  # Python's integers: exact past 2**63
+            "output_tokens": sum(int(v) for v in out),
+            "ok_output_tokens": sum(int(v) for v in out[ok]),
             "output_tokens_squared": sum(int(v) ** 2 for v in out),
-            "prompt_tokens": int(frame["prompt_tokens"].fillna(0).sum()),
-            "cached_prompt_tokens": int(frame["cached_prompt_tokens"].fillna(0).sum()),
+            "prompt_tokens": sum(int(v) for v in frame["prompt_tokens"].fillna(0)),
+            "cached_prompt_tokens": sum(int(v) for v in frame["cached_prompt_tokens"].fillna(0)),
         },
     }
 
@@ -398,6 +399,9 @@ def _varied(path: Path, out: Path) -> None:
     first = frame["first_token_s"].copy()
     first[at % 23 == 6] = np.nan
     frame["first_token_s"] = first
+    prompt = frame["prompt_tokens"].copy()
+    prompt[:4] = 2**62  # their sum past an int64's
+    frame["prompt_tokens"] = prompt
     table = pa.Table.from_pandas(frame, schema=pq.read_schema(path), preserve_index=False)
     pq.write_table(stamp_checked(table), out)
 
@@ -419,6 +423,7 @@ def test_each_stamp_tallies_its_files_rows(compacted: Path, tmp_path: Path) -> N
     t = said.tallies
     assert set(t.error_types) == {"timeout", "oom"} and t.status["ok"] < said.rows
     assert min(t.length, t.ok_empty, t.ok_untimed) > 0 and t.ok_short > t.ok_empty
+    assert t.sums["prompt_tokens"] > 2**64
 
 
 def test_tallies_are_said_only_where_the_files_vouch_for_them(
@@ -460,12 +465,29 @@ def test_tallies_are_said_only_where_the_files_vouch_for_them(
     _rewrite_with_bad_row(files[0], first)
     with DuckEngine(_files(root)) as engine:
         assert engine.vouched() is None and engine.tallies() is None
+    every = pa.array([i % 5 == 0 for i in range(table.num_rows)])
+    relabelled = table  # a fifth failed, of a type the file did not hold: its extremes moved
+    for name, value in (("status", "error"), ("error_type", "zzz")):
+        at = table.schema.get_field_index(name)
+        kind = table.schema.field(name).type
+        relabelled = relabelled.set_column(
+            at, name, pc.if_else(every, pa.scalar(value, kind), table.column(name))
+        )
+    for changed in (relabelled, table.drop_columns(["error_type", "finish_reason"])):
+        pq.write_table(changed, first)  # the schema's metadata kept: the stamp rides along
+        assert CHECKED_KEY.encode() in pq.read_metadata(first).metadata
+        with DuckEngine(_files(root)) as engine:
+            assert engine.tallies() is None
+    with DuckEngine(files, columns=["model", "status"]) as engine:  # a tallied column unread
+        assert engine.vouched() is not None and engine.tallies() is None
     tallies = doc["tallies"]
     for bad in (
         tallies | {"length": -1},
         tallies | {"status": {"ok": doc["rows"] + 1}},
         tallies | {"sums": {"output_tokens": 1}},
         tallies | {"more": 1},
+        tallies | {"error_types": {"oom": tallies["status"].get("error", 0) + 1}},
+        tallies | {"ok_empty": tallies["ok_short"] + 1},
         [1],
     ):
         stamp = read_stamp(json.dumps(doc | {"tallies": bad}))

@@ -5,7 +5,8 @@ rows: per replica its counts and sums (volume, errors, tokens, active span); per
 the distribution of uncached prompt tokens (for the like-with-like buckets' edges); and per
 replica, signal, prompt bucket and latency bucket the count of ok requests (2 % latency buckets,
 ``records.engine.reductions``), one scan each. The first reads no time where the footers say
-each replica's first arrival and last finish (``Engine.spans``). The third reads no model where
+each replica's first arrival and last finish (``Engine.spans``), and is no scan at all where
+the files' stamps tally their rows (``Engine.tallies``). The third reads no model where
 each replica serves one: its prompt buckets are the models' edges merged, each replica's cells
 put in its model's buckets here. Each model's table is computed from those counts
 (``sources.counted``).
@@ -69,13 +70,15 @@ def _summary(engine: Engine, *, times: bool = True) -> pd.DataFrame:
     checked yet (``records.engine.folded``). One ``GROUP BY`` of the model, replica and error
     type (a failed request's; NULL for the others): the error types cost no scan of their own.
     On a compacted dataset the model and replica are each row's file number instead, each
-    file's from its footer (``_files_labels``); and where each file's stamp counts and sums its
-    rows (``_tallied``) and no time is read, there is no scan at all.
+    file's from its footer (``_files_labels``).
 
     Without ``times`` no time is read (the three time columns are a third of the scan's CPU):
     no first arrival and last finish (the footers say them, ``Engine.spans``), and ``lacking``
     at most 1, from the output tokens alone (whether an ok request lacks a time is then told by
-    the cells' counts, ``_lack_times``)."""
+    the cells' counts, ``_lack_times``). Where each file's stamp tallies its rows, read with
+    no filter (``_tallied``), no row at all: the tallies' ``lacking`` is exact, 2 where an ok
+    request lacks a time, and their sums exact integers (a scan's are sums of doubles, the same
+    up to 2**53)."""
     ok = f"CASE WHEN {_OK} THEN 1 ELSE 0 END"
     lacking = _LACKING if times else f"CASE {_FEW_TOKENS} ELSE 0 END"
     ends = "min(arrival_s) AS first_s, max(finished_s) AS last_s," if times else ""
