@@ -110,9 +110,9 @@ _SUMS: Final = (
 
 class Stamp(NamedTuple):
     """What a ``CHECKED_KEY`` stamp says: the rows checked, and per ``FINGERPRINTED`` column the
-    file holds, its nulls, least and greatest value (None where every value is null); and the
-    rows' ``Tallies`` where the stamp holds them (None otherwise, or where they are not
-    understood)."""
+    file holds (and ``TALLIED`` column, where the stamp tallies), its nulls, least and greatest
+    value (None where every value is null); and the rows' ``Tallies`` where the stamp holds them
+    (None otherwise, or where they are not understood)."""
 
     rows: int
     columns: dict[str, tuple[int, float | str | None, float | str | None]]

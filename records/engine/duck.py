@@ -595,7 +595,8 @@ class DuckEngine:
     def vouched(self) -> int | None:
         """The dataset's rows when it is Parquet files only, each stamped checked when written
         (``CHECKED_KEY``) and its footer still saying what the stamp says: as many rows, and
-        for each column the checks read (``FINGERPRINTED``) that the engine reads, as many
+        for each column the stamp holds (the checks' ``FINGERPRINTED`` and the ``TALLIED``
+        ones) that the engine reads, as many
         nulls and the same least and greatest value (a column it does not read is neither
         checked nor used, so a change to it changes nothing the engine says), every required
         column held with no null; None otherwise (and where the footers were not read). The

@@ -38,7 +38,8 @@ class ColumnStats(NamedTuple):
     high: Any
     """The greatest."""
     bounded: bool
-    """Whether every row group states its least and greatest value (a NaN states none)."""
+    """Whether every row group holding a value states its least and greatest value (a NaN
+    states none; a group of nulls only has none to state)."""
     doubles: bool
     """Whether the column is stored as doubles (a float32's statistics are rounded)."""
 
@@ -105,6 +106,8 @@ def _stats(groups: list[Any], at: int, doubles: bool) -> ColumnStats:
             continue
         if nulls is not None:
             nulls = nulls + s.null_count if s.has_null_count else None
+        if s.has_null_count and s.null_count == group.num_rows:
+            continue  # no value to state (pyarrow states no least or greatest): no bound lost
         if not s.has_min_max or _unstated(s.min) or _unstated(s.max):
             bounded = False
             continue

@@ -122,7 +122,7 @@ _ODD = ("c", "none", "x"), [("c",), ("c", "none"), ("x",), ("x", "c")]
         # a key of no NULL in two sets, its ends found once a batch: wider than the rows the
         # other key's NULLs leave
         (("o", "s", "b1"), [("o", "s"), ("o", "b1"), ("o",)], counting._DENSE, 100),
-        # keys near 2**62 and more in a grid: a cell's number past 64 bits before the offset
+        # keys near 2**60 in a grid: a cell's number past 64 bits before the offset
         (("h", "o"), [("h", "o"), ("h",)], counting._DENSE, 100),
     ],
     ids=[

@@ -492,3 +492,31 @@ def test_tallies_are_said_only_where_the_files_vouch_for_them(
     ):
         stamp = read_stamp(json.dumps(doc | {"tallies": bad}))
         assert stamp is not None and stamp.tallies is None, bad
+
+
+def test_a_row_group_of_no_failure_leaves_the_file_vouched_and_tallied(
+    compacted: Path, tmp_path: Path
+) -> None:
+    """A file of three row groups whose failures are all in the last: the first two state no
+    extremes of the error type (they hold none), and the file is still vouched for and
+    tallied, its tallies those pandas counts."""
+    table = pq.read_table(_files(compacted)[0], partitioning=None)
+    late = pa.array([i >= table.num_rows - 3 for i in range(table.num_rows)])
+    for name, value in (("status", "error"), ("error_type", "timeout")):
+        at = table.schema.get_field_index(name)
+        kind = table.schema.field(name).type
+        table = table.set_column(
+            at, name, pc.if_else(late, pa.scalar(value, kind), table.column(name))
+        )
+    out = tmp_path / "groups.parquet"
+    pq.write_table(stamp_checked(table), out, row_group_size=table.num_rows // 3)
+    meta = pq.read_metadata(out)
+    assert meta.num_row_groups >= 3
+    at = meta.schema.names.index("error_type")
+    assert not meta.row_group(0).column(at).statistics.has_min_max
+    with DuckEngine([out]) as engine:
+        assert engine.vouched() == table.num_rows
+        said = engine.tallies()
+    assert said is not None and said[0] is not None
+    assert said[0]._asdict() == _tallied_by_pandas(out)
+    assert said[0].error_types == {"timeout": 3}

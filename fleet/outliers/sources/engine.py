@@ -77,8 +77,8 @@ def _summary(engine: Engine, *, times: bool = True) -> pd.DataFrame:
     at most 1, from the output tokens alone (whether an ok request lacks a time is then told by
     the cells' counts, ``_lack_times``). Where each file's stamp tallies its rows, read with
     no filter (``_tallied``), no row at all: the tallies' ``lacking`` is exact, 2 where an ok
-    request lacks a time, and their sums exact integers (a scan's are sums of doubles, the same
-    up to 2**53)."""
+    request lacks a time, and each file's sums exact integers (a replica's files then added as
+    doubles, as a scan's sums are: the same up to 2**53)."""
     ok = f"CASE WHEN {_OK} THEN 1 ELSE 0 END"
     lacking = _LACKING if times else f"CASE {_FEW_TOKENS} ELSE 0 END"
     ends = "min(arrival_s) AS first_s, max(finished_s) AS last_s," if times else ""
