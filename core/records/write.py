@@ -219,7 +219,7 @@ def _counts(values: Any, *, ints: bool = False) -> dict[Any, int]:
     """Each value of ``values`` (nulls left out) and its rows."""
     import pyarrow.compute as pc
 
-    got = pc.value_counts(values.drop_null() if hasattr(values, "drop_null") else values)
+    got = pc.value_counts(values.drop_null())
     return {
         (int(v) if ints else str(v)): int(n)
         for v, n in zip(

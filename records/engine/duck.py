@@ -33,6 +33,7 @@ from fleetwatch.core.records.write import (
     FINGERPRINTED,
     PARQUET_SUFFIXES,
     TALLIED,
+    Stamp,
     Tallies,
 )
 from fleetwatch.records.engine import (
@@ -191,6 +192,7 @@ class DuckEngine:
         self._full = self._without_nulls()
         self._bounds: list[tuple[Path, str | None, str | None]] | None = None
         self._vouched: int | Literal[False] | None = False  # False: not read yet
+        self._stamps: dict[Path, Stamp] = {}  # each file's, where the files vouch (``vouched``)
         self._range: tuple[float, float] | None = None
         # JSON lines are read in parallel in no set order, object storage through Arrow
         self.in_file_order = not jsonl and not remote
@@ -569,21 +571,16 @@ class DuckEngine:
         the files vouch for their rows (``vouched``: each of those columns' nulls and extremes
         in the footer as the stamp says them), with no filter, read in one scan, and every
         stamp holding its tallies; None otherwise (a query counts them)."""
-        from fleetwatch.core.records.write import read_stamp
-
         if self.where is not None or len(self._scans) != 1 or not set(TALLIED) <= set(self.columns):
             return None
         if self.vouched() is None:
             return None
-        assert self._footers is not None  # vouched
-        said = {f.path: f for f in self._footers.files}
         out: list[Tallies | None] = []
         for path in self._scans[0][0]:
-            footer = said[path]
-            stamp = read_stamp(footer.stamp)
-            if stamp is None or stamp.tallies is None or not set(TALLIED) <= set(stamp.columns):
+            stamp = self._stamps[path]  # each file's, read when vouched
+            if stamp.tallies is None or not set(TALLIED) <= set(stamp.columns):
                 return None
-            out.append(stamp.tallies if footer.rows else None)
+            out.append(stamp.tallies if stamp.rows else None)
         return out
 
     def scalar(self, sql: str) -> Any:
@@ -610,10 +607,12 @@ class DuckEngine:
             return None  # JSON lines or object storage: checked on reading
         lows, highs = [], []
         read = set(self.columns)
+        stamps: dict[Path, Stamp] = {}
         for f in self._footers.files:
             stamp = read_stamp(f.stamp)
             if stamp is None or f.rows != stamp.rows:
                 return None
+            stamps[f.path] = stamp
             if not all(c in stamp.columns and stamp.columns[c][0] == 0 for c in REQUIRED):
                 return None
             for column, said in stamp.columns.items():
@@ -624,6 +623,7 @@ class DuckEngine:
         self._range = None
         if all(isinstance(v, float) for v in (*lows, *highs)):  # the footers say the same
             self._range = (min(float(v) for v in lows), max(float(v) for v in highs))  # type: ignore[arg-type]
+        self._stamps = stamps
         self._vouched = sum(f.rows for f in self._footers.files)
         return self._vouched
 
