@@ -3,9 +3,12 @@
 JSON lines are read with the record schema's columns given (no inference pass, a key a file lacks
 reads as NULL); Parquet files by name, a column a file lacks read as NULL. Both are cast to the
 types of ``COLUMNS`` so every file reads alike. When the dataset has JSON lines, the columns an
-analysis reads are materialised once into a temporary table (parsing JSON is most of the cost, so
-each reduction does not parse it again); DuckDB spills that table to disk beyond its memory limit,
-so memory stays bounded whatever the rows. Columns a caller reads for a handful of rows only (the
+analysis reads are materialised once into a table (parsing JSON is most of the cost, so each
+reduction does not parse it again), held in a database file of the engine's own temporary folder
+(``_SCANNED``): DuckDB writes it compressed a row group at a time, so memory stays bounded whatever
+the rows, where a temporary table past the memory limit is spilled whole and read back (an hour
+of 200 replicas, 7.2 M rows of 11 columns: 44.6 s of CPU and 790 MB as a temporary table, 32.8 s
+and 634 MB in the file, its queries four times cheaper). Columns a caller reads for a handful of rows only (the
 ids, ``DEFERRED``) can be left out of that table and read again from the files holding the rows
 asked for (``with_deferred``). Parquet is scanned in place by every query; its
 footers are read once, when the engine opens (``footers``): each file's schema (files of one
@@ -59,6 +62,9 @@ __all__ = ["DEFERRED", "MEMORY_LIMIT", "DuckEngine"]
 
 MEMORY_LIMIT = os.environ.get("FLEETWATCH_DUCKDB_MEMORY", "512MB")
 """DuckDB's own memory limit (it spills past it); the process adds Python and pandas."""
+_SCANNED = "fw_scanned.scanned"
+"""The JSON lines' table: in a database file attached as ``fw_scanned`` (the module's
+docstring)."""
 
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
@@ -149,14 +155,16 @@ class DuckEngine:
                     "maximum_object_size=1048576"
                 )
                 numbered = ", file_index AS fw_json" if self.deferred else ""
+                held = sql_string(os.path.join(self._tmp.name, "scanned.duckdb"))
+                self.con.execute(f"ATTACH {held} AS {_SCANNED.split('.')[0]}")
                 self.con.execute(
-                    f"CREATE TEMP TABLE scanned AS SELECT {view_columns(self.columns)}{numbered} "
+                    f"CREATE TABLE {_SCANNED} AS SELECT {view_columns(self.columns)}{numbered} "
                     f"FROM {self._json})"
                 )
                 self.con.execute("SET preserve_insertion_order = true")
                 # the file of a row is looked up only when a row is at fault (``_file_of``)
                 parts.append(
-                    f"SELECT {', '.join(self.columns)}, NULL::VARCHAR AS filename FROM scanned"
+                    f"SELECT {', '.join(self.columns)}, NULL::VARCHAR AS filename FROM {_SCANNED}"
                 )
         except duckdb.Error as exc:
             raise _record_error(exc, jsonl) from None
@@ -294,7 +302,7 @@ class DuckEngine:
         cond = "TRUE" if self.where is None else self.where.sql()
         try:
             numbers = self.con.execute(
-                f"SELECT DISTINCT fw_json FROM scanned AS filled WHERE ({cond}) AND ({where}) "
+                f"SELECT DISTINCT fw_json FROM {_SCANNED} AS filled WHERE ({cond}) AND ({where}) "
                 "ORDER BY 1"
             ).fetchall()
         except duckdb.Error as exc:

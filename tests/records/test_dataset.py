@@ -83,6 +83,28 @@ def test_a_file_linked_twice_is_read_once_and_one_gone_since_listing_is_kept(
     assert resolve([gone]) == [gone]
 
 
+def test_one_folder_is_sorted_as_paths_and_a_file_it_holds_twice_is_read_once(
+    tree: PluginTree, tmp_path: Path
+) -> None:
+    """One folder is listed without a stat a file: its order is ``Path``'s (by parts, not by
+    string: ``a/b`` before ``a-c``), a hard link inside it is the file it names, and a symlink
+    to a file inside it too (its keys then taken by ``stat``)."""
+    one = tree.root / "replica-5" / "records-000000.jsonl"
+    top = tmp_path / "one"
+    for name in ("a/b.jsonl", "a-c.jsonl", "a/a/z.jsonl", "a.b/x.jsonl", "ab.jsonl"):
+        (top / name).parent.mkdir(parents=True, exist_ok=True)
+        (top / name).write_bytes(one.read_bytes())
+    files = resolve([top])
+    assert files == sorted(files) and len(files) == 5
+    assert _names(files, top)[:2] == ["a/a/z.jsonl", "a/b.jsonl"]
+    (top / "zz-hard.jsonl").hardlink_to(top / "ab.jsonl")  # named after: the first name kept
+    assert resolve([top]) == files
+    (top / "zz-soft.jsonl").symlink_to(top / "a-c.jsonl")
+    assert resolve([top]) == files
+    (top / "z.jsonl").write_bytes(one.read_bytes())
+    assert resolve([top]) == [*files, top / "z.jsonl"]
+
+
 def test_the_dataset_reads_as_the_single_file_of_its_rows(tree: PluginTree) -> None:
     data = read_dataset([tree.root])
     whole = read_records(tree.whole)
