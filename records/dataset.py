@@ -59,22 +59,16 @@ def _unfinished(path: Path) -> bool:
     return path.name.startswith(".") or path.suffix.lower() == ".tmp"
 
 
-def _in_directory(
-    top: Path, *, first: bool = False, keys: list[object] | None = None
-) -> list[Path]:
+def _in_directory(top: Path, *, first: bool = False) -> list[Path]:
     """The record files under ``top``, sorted: not in a hidden folder, not unfinished, symlinked
     folders not followed (as ``Path.rglob``). One ``scandir`` a folder: a fleet's folder holds
     tens of thousands of files, and a ``stat`` each would cost seconds; sorted as strings split
-    at the separator (the order of ``Path``'s own comparison, a tenth of its cost), made paths
-    once sorted. ``first``: the first one found only (whether there is any). ``keys``, when
-    given, gets each file's key in the listing's order: the folder's device and the entry's
-    inode (``resolve``'s), None for a file reached through a symlink (its inode is the link's)."""
-    found: list[tuple[list[str], str, object]] = []
+    at the separator (``Path``'s own order, at a tenth of its cost), made paths once sorted.
+    ``first``: the first one found only (whether there is any)."""
+    found: list[tuple[list[str], str]] = []
     stack = [os.fspath(top)]
     while stack:
-        folder = stack.pop()
-        device: int | None = None
-        with os.scandir(folder) as entries:
+        with os.scandir(stack.pop()) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     if not entry.name.startswith("."):
@@ -83,19 +77,11 @@ def _in_directory(
                 name = entry.name
                 suffix = os.path.splitext(name)[1].lower()
                 if suffix in DATASET_SUFFIXES and not name.startswith(".") and entry.is_file():
-                    key: object = None
-                    if keys is not None and not entry.is_symlink():
-                        if device is None:
-                            device = os.stat(folder).st_dev
-                        key = (device, entry.inode())
-                    found.append((entry.path.split(os.sep), entry.path, key))
                     if first:
-                        stack.clear()
-                        break
-    found.sort(key=lambda f: f[0])
-    if keys is not None:
-        keys.extend(k for _, _, k in found)
-    return [Path(path) for _, path, _ in found]
+                        return [Path(entry.path)]
+                    found.append((entry.path.split(os.sep), entry.path))
+    found.sort()
+    return [Path(path) for _, path in found]
 
 
 def _matching(pattern: str, first: bool = False) -> list[Path]:
@@ -143,34 +129,18 @@ def resolve(paths: Sequence[str | os.PathLike[str]], *, allow_empty: bool = Fals
     no files (a folder a job has emptied before); a path that does not exist is still an error."""
     if not paths:
         raise RecordError("no record paths given")
-    if len(paths) == 1 and os.path.isdir(one := _local(paths[0])):
-        keys: list[object] = []  # one folder's listing: its own keys, no stat a file
-        files = _in_directory(Path(one), keys=keys)
-        if not files and not allow_empty:
-            raise RecordError(
-                "is a directory holding no record files (*.jsonl, *.parquet)", path=one
-            )
-        if None not in keys:
-            listed: set[object] = set()
-            kept = []
-            for p, k in zip(files, keys, strict=True):
-                if k not in listed:
-                    listed.add(k)
-                    kept.append(p)
-            return kept
-    else:
-        files = []
     seen: set[object] = set()
     out: list[Path] = []
-    for p in files or (p for arg in paths for p in _expand(_local(arg), allow_empty)):
-        try:
-            st = os.stat(p)
-            key: object = (st.st_dev, st.st_ino)  # the file, however named (links too)
-        except OSError:  # gone since it was listed (pruned): reading it names it
-            key = p.resolve()
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
+    for arg in paths:
+        for p in _expand(_local(arg), allow_empty):
+            try:
+                st = os.stat(p)  # the file, however named (links too): its device and inode
+                key: object = (st.st_dev, st.st_ino)
+            except OSError:  # gone since it was listed (pruned): reading it names it
+                key = p.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(p)
     return out
 
 

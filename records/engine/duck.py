@@ -4,16 +4,18 @@ JSON lines are read with the record schema's columns given (no inference pass, a
 reads as NULL); Parquet files by name, a column a file lacks read as NULL. Both are cast to the
 types of ``COLUMNS`` so every file reads alike. When the dataset has JSON lines, the columns an
 analysis reads are materialised once into a table (parsing JSON is most of the cost, so each
-reduction does not parse it again), held in a database file of the engine's own temporary folder
-(``_SCANNED``): DuckDB writes it compressed a row group at a time, so memory stays bounded whatever
-the rows, where a temporary table past the memory limit is spilled whole and read back (an hour
-of 200 replicas, 7.2 M rows of 11 columns: 44.6 s of CPU and 790 MB as a temporary table, 32.8 s
-and 634 MB in the file, its queries four times cheaper). Columns a caller reads for a handful of rows only (the
-ids, ``DEFERRED``) can be left out of that table and read again from the files holding the rows
-asked for (``with_deferred``). Parquet is scanned in place by every query; its
-footers are read once, when the engine opens (``footers``): each file's schema (files of one
-schema are read by one scan), stamp and statistics (the columns read without a default to fill,
-the replicas a file may hold, whether the files vouch for their rows: ``vouched``).
+reduction does not parse it again), held in a database file of the engine's own temporary
+folder (``_SCANNED``, removed when the engine closes): DuckDB writes it compressed a row group
+at a time, so memory stays bounded whatever the rows, where a temporary table past the memory
+limit is spilled whole and read back (an hour of 200 replicas, 7.2 M rows of 11 columns: 44.6 s
+of CPU and 790 MB as a temporary table, 32.8 s and 634 MB in the file, its queries four times
+cheaper; opening a small dataset costs some 15 ms more). Columns a caller reads for a handful
+of rows only (the ids, ``DEFERRED``) can be left out of that table and read again from the
+files holding the rows asked for (``with_deferred``). Parquet is scanned in place by every
+query; its footers are read once, when the engine opens (``footers``): each file's schema
+(files of one schema are read by one scan), stamp and statistics (the columns read without a
+default to fill, the replicas a file may hold, whether the files vouch for their rows:
+``vouched``).
 
 Errors name the file: a line that is not JSON is DuckDB's own message (it names the file and the
 byte), a file of JSON that is not records (no ``replica``, ``arrival_s`` or ``finished_s``: ``REQUIRED``)
@@ -131,6 +133,23 @@ class DuckEngine:
             }
         )
         self.con.execute("SET parquet_metadata_cache = true")  # footers read once, not a query
+        try:
+            self._open(where, columns, remote, defer)
+        except BaseException:  # a bad file, or stopped: nothing left in the temporary folder
+            self.close()
+            raise
+
+    def _open(
+        self,
+        where: RecordFilter | None,
+        columns: Sequence[str] | None,
+        remote: Sequence[Remote],
+        defer: Sequence[str],
+    ) -> None:
+        """The dataset's tables and views: the JSON lines' columns into ``_SCANNED``, the
+        Parquet files' footers, the object stores' datasets registered."""
+        import duckdb
+
         filtered = () if where is None else where.columns()
         wanted = (
             list(COLUMNS)

@@ -86,9 +86,8 @@ def test_a_file_linked_twice_is_read_once_and_one_gone_since_listing_is_kept(
 def test_one_folder_is_sorted_as_paths_and_a_file_it_holds_twice_is_read_once(
     tree: PluginTree, tmp_path: Path
 ) -> None:
-    """One folder is listed without a stat a file: its order is ``Path``'s (by parts, not by
-    string: ``a/b`` before ``a-c``), a hard link inside it is the file it names, and a symlink
-    to a file inside it too (its keys then taken by ``stat``)."""
+    """One folder's files are sorted as ``Path`` sorts them (by parts, not by string: ``a/b``
+    before ``a-c``); a hard link inside it is the file it names, and so is a symlink."""
     one = tree.root / "replica-5" / "records-000000.jsonl"
     top = tmp_path / "one"
     for name in ("a/b.jsonl", "a-c.jsonl", "a/a/z.jsonl", "a.b/x.jsonl", "ab.jsonl"):

@@ -241,11 +241,22 @@ def test_engines_working_at_once_share_the_memory_limit(tree: PluginTree) -> Non
 
 
 def test_the_json_lines_table_is_held_in_the_engine_s_own_file_and_gone_when_closed(
-    tree: PluginTree,
+    tree: PluginTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The JSON lines' columns are written, compressed, to a database file of the engine's
     temporary folder (a temporary table past the memory limit would be spilled whole and read
-    back: a third more CPU an hour of a fleet); closing the engine leaves nothing there."""
+    back: a third more CPU an hour of a fleet); closing the engine leaves nothing there, nor
+    does a read that fails half way (its one line naming the file as ever)."""
+    import tempfile
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    with pytest.raises(RecordError, match=r"bad\.jsonl, row 1: not valid JSON"):
+        DuckEngine([*resolve([tree.root]), bad])
+    assert not list(temporary.iterdir())
     with DuckEngine(resolve([tree.root])) as engine:
         folder = Path(engine._tmp.name)
         held = engine.query(
@@ -254,7 +265,7 @@ def test_the_json_lines_table_is_held_in_the_engine_s_own_file_and_gone_when_clo
         assert held.to_dict("records") == [{"database_name": "fw_scanned", "temporary": False}]
         assert (folder / "scanned.duckdb").is_file()
         assert engine.check() == (tree.rows, tree.rows)
-    assert not folder.exists()
+    assert not folder.exists() and not list(temporary.iterdir())
 
 
 @pytest.mark.parametrize("limit", [3, 1 << 21])
