@@ -25,6 +25,7 @@ is found by ``check`` and named.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 import os
 import tempfile
@@ -727,6 +728,12 @@ class DuckEngine:
         self.con.execute(f"SET threads = {max(1, (os.cpu_count() or 1) // parts)}")
 
     def close(self) -> None:
+        import duckdb
+
+        # the JSON lines' table dropped, not written out whole as its database closes (none
+        # attached, or closed already: nothing to drop)
+        with contextlib.suppress(duckdb.Error):
+            self.con.execute(f"DROP TABLE IF EXISTS {_SCANNED}")
         self.con.close()
         self._tmp.cleanup()
 
