@@ -61,9 +61,10 @@ def _unfinished(path: Path) -> bool:
 
 def _in_directory(top: Path, *, first: bool = False) -> list[Path]:
     """The record files under ``top``, sorted: not in a hidden folder, not unfinished, symlinked
-    folders not followed (as ``Path.rglob``). One ``scandir`` a folder: a fleet's folder holds
-    tens of thousands of files, and a ``stat`` each would cost seconds; sorted as strings split
-    at the separator (``Path``'s own order, at a tenth of its cost), made paths once sorted.
+    folders not followed (as ``Path.rglob``). One ``scandir`` a folder (a fleet's folder holds
+    tens of thousands of files: the entries' types come with the listing, no ``stat`` a file);
+    sorted as strings split at the separator (``Path``'s own order, at a tenth of its cost),
+    made paths once sorted.
     ``first``: the first one found only (whether there is any)."""
     found: list[tuple[list[str], str]] = []
     stack = [os.fspath(top)]

@@ -137,7 +137,8 @@ class DuckEngine:
         try:
             self._open(where, columns, remote, defer)
         except BaseException:  # a bad file, or stopped: nothing left in the temporary folder
-            self.close()
+            with contextlib.suppress(Exception):  # the error said is the opening's
+                self.close()
             raise
 
     def _open(
@@ -730,8 +731,9 @@ class DuckEngine:
     def close(self) -> None:
         import duckdb
 
-        # the JSON lines' table dropped, not written out whole as its database closes (none
-        # attached, or closed already: nothing to drop)
+        # the JSON lines' table dropped first: the checkpoint of closing its database then has
+        # nothing to do (0.2 s of CPU for 0.6 M rows otherwise); none attached, or closed
+        # already: nothing to drop
         with contextlib.suppress(duckdb.Error):
             self.con.execute(f"DROP TABLE IF EXISTS {_SCANNED}")
         self.con.close()
