@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import math
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -39,7 +38,6 @@ from fleetwatch.core.records.write import (
     FINGERPRINTED,
     PARQUET_SUFFIXES,
     TALLIED,
-    Stamp,
     Tallies,
 )
 from fleetwatch.records.engine import (
@@ -50,7 +48,7 @@ from fleetwatch.records.engine import (
     implausible,
     view_columns,
 )
-from fleetwatch.records.engine.footers import ColumnStats, Footers, read_footers
+from fleetwatch.records.engine.footers import Footers, Vouched, one_value, read_footers
 from fleetwatch.records.filters import sql_string
 
 if TYPE_CHECKING:
@@ -220,9 +218,7 @@ class DuckEngine:
             )
         self._full = self._without_nulls()
         self._bounds: list[tuple[Path, str | None, str | None]] | None = None
-        self._vouched: int | Literal[False] | None = False  # False: not read yet
-        self._stamps: dict[Path, Stamp] = {}  # each file's, where the files vouch (``vouched``)
-        self._range: tuple[float, float] | None = None
+        self._vouched: Vouched | Literal[False] | None = False  # False: not read yet
         # JSON lines are read in parallel in no set order, object storage through Arrow
         self.in_file_order = not jsonl and not remote
         try:
@@ -456,7 +452,7 @@ class DuckEngine:
         values: list[str | None] = []
         for path in group:
             footer = said.get(path)
-            value = None if footer is None else _one_value(footer.stats.get(column))
+            value = None if footer is None else one_value(footer.stats.get(column))
             if value is None and (footer is None or footer.rows):
                 return None
             values.append(value)
@@ -564,35 +560,16 @@ class DuckEngine:
         value and no null (a compacted dataset's files, one replica each); None otherwise."""
         if self._parts or self.where is not None or self._footers is None:
             return None
-        values = set()
-        for f in self._footers.files:
-            value = _one_value(f.stats.get(column))
-            if value is None:
-                return None
-            values.add(value)
-        return sorted(values) or None
+        return self._footers.pinned(column)
 
     def spans(self) -> dict[tuple[str, str], tuple[float, float]] | None:
         """Per (model, replica) the first ``arrival_s`` and the last ``finished_s`` of its rows,
-        from the footers' statistics, where they say them exactly: Parquet files only, no
-        filter, each file holding one model and one replica with no null (a compacted
-        dataset's files) and stating both times' least and greatest value as doubles; None
-        otherwise (a query finds them)."""
+        from the footers' statistics, where they say them exactly (``Footers.spans``: a
+        compacted dataset's files): Parquet files only, no filter; None otherwise (a query
+        finds them)."""
         if self._parts or self.where is not None or self._footers is None:
             return None
-        out: dict[tuple[str, str], tuple[float, float]] = {}
-        for f in self._footers.files:
-            if not f.rows:
-                continue
-            m, r = _one_value(f.stats.get("model")), _one_value(f.stats.get("replica"))
-            a, z = f.stats.get("arrival_s"), f.stats.get("finished_s")
-            if m is None or r is None or a is None or z is None:
-                return None
-            if not all(c.nulls == 0 and c.bounded and c.doubles for c in (a, z)):
-                return None
-            first, last = out.get((m, r), (math.inf, -math.inf))
-            out[(m, r)] = (min(first, float(a.low)), max(last, float(z.high)))
-        return out or None
+        return self._footers.spans()
 
     def tallies(self) -> list[Tallies | None] | None:
         """Each Parquet file's ``Tallies``, by the number ``by_file`` gives its rows (None for a
@@ -602,11 +579,12 @@ class DuckEngine:
         stamp holding its tallies; None otherwise (a query counts them)."""
         if self.where is not None or len(self._scans) != 1 or not set(TALLIED) <= set(self.columns):
             return None
-        if self.vouched() is None:
+        vouched = self._vouch()
+        if vouched is None:
             return None
         out: list[Tallies | None] = []
         for path in self._scans[0][0]:
-            stamp = self._stamps[path]  # each file's, read when vouched
+            stamp = vouched.stamps[path]
             if stamp.tallies is None or not set(TALLIED) <= set(stamp.columns):
                 return None
             out.append(stamp.tallies if stamp.rows else None)
@@ -620,49 +598,26 @@ class DuckEngine:
 
     def vouched(self) -> int | None:
         """The dataset's rows when it is Parquet files only, each stamped checked when written
-        (``CHECKED_KEY``) and its footer still saying what the stamp says: as many rows, and
-        for each column the stamp holds (the checks' ``FINGERPRINTED`` and the ``TALLIED``
-        ones) that the engine reads, as many
-        nulls and the same least and greatest value (a column it does not read is neither
-        checked nor used, so a change to it changes nothing the engine says), every required
-        column held with no null; None otherwise (and where the footers were not read). The
-        first and last finish are kept for ``finished_range``."""
-        from fleetwatch.core.records.write import read_stamp
+        (``CHECKED_KEY``) and its footer still saying what the stamp says of the columns the
+        engine reads (``Footers.vouched``); None otherwise (and where the footers were not
+        read)."""
+        vouched = self._vouch()
+        return None if vouched is None else vouched.rows
 
-        if self._vouched is not False:
-            return self._vouched
-        self._vouched = None
-        if self._parts or self._footers is None or not self._footers.files:
-            return None  # JSON lines or object storage: checked on reading
-        lows, highs = [], []
-        read = set(self.columns)
-        stamps: dict[Path, Stamp] = {}
-        for f in self._footers.files:
-            stamp = read_stamp(f.stamp)
-            if stamp is None or f.rows != stamp.rows:
-                return None
-            stamps[f.path] = stamp
-            if not all(c in stamp.columns and stamp.columns[c][0] == 0 for c in REQUIRED):
-                return None
-            for column, said in stamp.columns.items():
-                if column in read and not _footer_says(f.stats.get(column), said, stamp.rows):
-                    return None
-            lows.append(stamp.columns["finished_s"][1])
-            highs.append(stamp.columns["finished_s"][2])
-        self._range = None
-        if all(isinstance(v, float) for v in (*lows, *highs)):  # the footers say the same
-            self._range = (min(float(v) for v in lows), max(float(v) for v in highs))  # type: ignore[arg-type]
-        self._stamps = stamps
-        self._vouched = sum(f.rows for f in self._footers.files)
+    def _vouch(self) -> Vouched | None:
+        """``Footers.vouched``, read once."""
+        if self._vouched is False:
+            self._vouched = None
+            if not self._parts and self._footers is not None:  # JSON lines, object storage:
+                self._vouched = self._footers.vouched(self.columns, REQUIRED)  # checked on reading
         return self._vouched
 
     def finished_range(self) -> tuple[float, float] | None:
         """The first and last ``finished_s`` of the dataset, from the footers' exact statistics,
         where the files vouch for their rows and there is no filter (``vouched``); None
         otherwise: a query finds them."""
-        if self.where is not None or self.vouched() is None:
-            return None
-        return self._range
+        vouched = None if self.where is not None else self._vouch()
+        return None if vouched is None else vouched.finished
 
     def check(self) -> tuple[int, int]:
         """Rows in the dataset and rows the filter keeps, in one scan; a file whose rows lack a
@@ -755,36 +710,6 @@ def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
         return batches[0]
     table = table.combine_chunks()  # a chunk a column
     return pa.RecordBatch.from_arrays([c.chunk(0) for c in table.columns], schema=table.schema)
-
-
-def _one_value(stats: ColumnStats | None) -> str | None:
-    """The one string a file's column holds, by its statistics (no null, least and greatest
-    value the same); None where they do not say one."""
-    if stats is None or stats.nulls != 0 or not stats.bounded or stats.low != stats.high:
-        return None
-    return stats.low if isinstance(stats.low, str) else None
-
-
-def _footer_says(stats: ColumnStats | None, said: tuple[int, Any, Any], rows: int) -> bool:
-    """Whether a file's footer statistics of one column (nulls counted in every row group,
-    least and greatest stated in every row group, stored as doubles) say what its stamp says
-    (nulls, least, greatest)."""
-    if stats is None or stats.nulls is None or stats.nulls != said[0]:
-        return False
-    if said[1] is None or said[2] is None:  # no value at all
-        return said[0] == rows
-    if not stats.bounded:
-        return False
-    if isinstance(said[1], str):
-        return bool(stats.low == said[1] and stats.high == said[2])
-    if isinstance(said[1], float) and not stats.doubles:  # a float32's text is not its value
-        return False
-    ends = (stats.low, stats.high)
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ends):
-        return False
-    if all(isinstance(v, int) for v in (*ends, said[1], said[2])):  # counts: exactly
-        return bool(stats.low == said[1] and stats.high == said[2])
-    return bool(float(stats.low) == float(said[1]) and float(stats.high) == float(said[2]))
 
 
 def _record_error(exc: Exception, files: Sequence[Path], *, search: bool = True) -> RecordError:
