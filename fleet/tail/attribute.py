@@ -11,7 +11,7 @@ import pandas as pd
 
 from fleetwatch.fleet.by_model import ByModel, by_model
 from fleetwatch.fleet.errors import AnalysisError
-from fleetwatch.fleet.tail.cohorts import Target, decompose, ok_index, ok_requests
+from fleetwatch.fleet.tail.cohorts import Target, ok_index, ok_requests
 from fleetwatch.fleet.tail.examples import Example, from_requests
 from fleetwatch.fleet.tail.model import fit_service
 from fleetwatch.fleet.tail.report import Component, TailReport
@@ -67,8 +67,7 @@ def attribute_tail(
     req = ok_requests(df)
     plan = plan_from_requests(req, percentile, target, long_prompt_quantile)
     sums = TailSums(plan)
-    sums.add(req)
-    y, _ = decompose(req, target)
+    y = sums.add(req)
     listed = from_requests(df, ok_index(df), y, req.uncached, req.out_tokens, plan)
     return tail_report(plan, sums, listed)
 

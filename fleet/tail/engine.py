@@ -31,7 +31,6 @@ from fleetwatch.fleet.tail.cohorts import (
     Requests,
     Target,
     arrow_requests,
-    decompose,
     ok_requests,
 )
 from fleetwatch.fleet.tail.examples import Candidates, from_candidates
@@ -348,8 +347,7 @@ def _model_report(
     sums = TailSums(plan)
     candidates = Candidates(plan)
     for req in _groups(engine, model, counts, chunk_rows):
-        sums.add(req)
-        candidates.add(req, decompose(req, target)[0])
+        candidates.add(req, sums.add(req))
     where = f"{model_is(model)} AND {OK}"
     listed = from_candidates(engine, where, exprs(target)["y"], UNCACHED, plan, candidates)
     return tail_report(plan, sums, listed)

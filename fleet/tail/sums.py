@@ -279,12 +279,12 @@ class TailSums:
             return np.zeros(0, dtype=np.int64)
         return np.flatnonzero(req.codes == req.replicas.index(worst))
 
-    def add(self, req: Requests) -> None:
-        """Count one chunk: the requests of whole replicas."""
-        if not len(req):
-            return
+    def add(self, req: Requests) -> F64:
+        """Count one chunk: the requests of whole replicas; their target latencies."""
         plan = self.plan
         y, parts = decompose(req, plan.target)
+        if not len(req):
+            return y
         tail = y >= plan.threshold
         at = np.flatnonzero(tail)
         self.n += len(y)
@@ -309,6 +309,7 @@ class TailSums:
         if len(at):
             self.tail_max_uncached = max(self.tail_max_uncached, float(req.uncached[at].max()))
         self.body_uncached.update(_value_counts(req.uncached[~tail]))
+        return y
 
     def _fit_sums(self, req: Requests, service: F64, tail: Bools) -> None:
         """The normal equations' sums, each column's largest magnitude, sum and tail sum. The

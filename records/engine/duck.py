@@ -5,7 +5,8 @@ reads as NULL); Parquet files by name, a column a file lacks read as NULL. Both 
 types of ``COLUMNS`` so every file reads alike. When the dataset has JSON lines, the columns an
 analysis reads are materialised once into a table (parsing JSON is most of the cost, so each
 reduction does not parse it again), held in a database file of the engine's own temporary
-folder (``_SCANNED``, removed when the engine closes): DuckDB writes it compressed a row group
+folder (``_SCANNED``, removed when the engine closes, or by the next engine where its process
+was killed: ``scratch``): DuckDB writes it compressed a row group
 at a time, so memory stays bounded whatever the rows, where a temporary table past the memory
 limit is spilled whole and read back (an hour of 200 replicas, 7.2 M rows of 11 columns: 44.6 s
 of CPU and 790 MB as a temporary table, 32.8 s and 634 MB in the file, its queries four times
@@ -27,7 +28,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -49,6 +49,7 @@ from fleetwatch.records.engine import (
     view_columns,
 )
 from fleetwatch.records.engine.footers import Footers, Vouched, one_value, read_footers
+from fleetwatch.records.engine.scratch import Scratch
 from fleetwatch.records.filters import sql_string
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class DuckEngine:
         self.counted: tuple[int, int] | None = None
         self._json = ""
         self._enums: set[str] = set()
-        self._tmp = tempfile.TemporaryDirectory(prefix="fleetwatch-duckdb-")
+        self._tmp = Scratch()  # what a killed engine left swept first
         self.con: duckdb.DuckDBPyConnection = duckdb.connect(
             config={
                 "memory_limit": MEMORY_LIMIT,
@@ -217,7 +218,10 @@ class DuckEngine:
                 f"FROM remote_{i}"
             )
         self._full = self._without_nulls()
-        self._bounds: list[tuple[Path, str | None, str | None]] | None = None
+        self._bounds: (
+            tuple[dict[str, list[Path]], list[tuple[Path, str | None, str | None]]] | None
+        ) = None  # each file's replicas (``_holding``)
+        self._placed: dict[int, dict[Path, int]] = {}
         self._vouched: Vouched | Literal[False] | None = False  # False: not read yet
         # JSON lines are read in parallel in no set order, object storage through Arrow
         self.in_file_order = not jsonl and not remote
@@ -259,9 +263,10 @@ class DuckEngine:
                 if jsonl
                 else []
             )
-        for group, have, mixed in self._scans:
+        for scan, (group, have, mixed) in enumerate(self._scans):
             if keep is not None:
-                group = [p for p in group if p in keep]
+                at = self._positions(scan)  # the scan's own files kept, in their order
+                group = [group[i] for i in sorted(at[p] for p in keep if p in at)]
                 if not group:
                     continue
             cols = [self._filled(c, c in have) for c in columns]
@@ -274,6 +279,12 @@ class DuckEngine:
             nulls = ", ".join(f"NULL::{COLUMNS[c]} AS {c}" for c in columns)
             parts.append(f"SELECT {nulls}, NULL::VARCHAR AS filename WHERE FALSE")
         return " UNION ALL ".join(parts)
+
+    def _positions(self, scan: int) -> dict[Path, int]:
+        """Each file of the Parquet scan ``scan`` by its place in the scan (made once)."""
+        if scan not in self._placed:
+            self._placed[scan] = {p: i for i, p in enumerate(self._scans[scan][0])}
+        return self._placed[scan]
 
     def _filled(self, column: str, stored: bool) -> str:
         """A Parquet scan's select item of ``column`` (``stored``: the files hold it)."""
@@ -330,22 +341,31 @@ class DuckEngine:
         rows = self._everything(keep, columns, jsonl)
         return f"({self._records(f'({rows})', columns)}) AS part"
 
-    def _holding(self, replicas: Sequence[str]) -> set[Path]:
+    def _holding(self, replicas: Sequence[str]) -> set[Path] | None:
         """The Parquet files that may hold a row of one of ``replicas``: by the least and
-        greatest ``replica`` of each file's footer (every file where the footers were not read,
-        a file whose row groups do not all state them may hold any)."""
+        greatest ``replica`` of each file's footer (None, every file, where the footers were
+        not read; a file whose row groups do not all state them may hold any). A file of one
+        replica is looked up by its name, so a group's query costs its own files, not the
+        dataset's (200 groups of a dataset of 2,800 files: 3 s of CPU before)."""
         if self._footers is None:
-            return {p for group, _, _ in self._scans for p in group}
+            return None
         if self._bounds is None:
-            self._bounds = []
+            alone: dict[str, list[Path]] = {}
+            ranged: list[tuple[Path, str | None, str | None]] = []
             for f in self._footers.files:
                 s = f.stats.get("replica")
                 low, high = (s.low, s.high) if s is not None and s.bounded else (None, None)
-                named = isinstance(low, str) and isinstance(high, str)
-                self._bounds.append((f.path, low, high) if named else (f.path, None, None))
-        names = sorted(replicas)
-        kept = set()
-        for path, low, high in self._bounds:
+                if not (isinstance(low, str) and isinstance(high, str)):
+                    ranged.append((f.path, None, None))
+                elif low == high:
+                    alone.setdefault(low, []).append(f.path)
+                else:
+                    ranged.append((f.path, low, high))
+            self._bounds = (alone, ranged)
+        alone, ranged = self._bounds
+        names = sorted(set(replicas))
+        kept = {p for r in names for p in alone.get(r, ())}
+        for path, low, high in ranged:
             if low is None or high is None:
                 kept.add(path)
                 continue
