@@ -268,6 +268,57 @@ def test_the_json_lines_table_is_held_in_the_engine_s_own_file_and_gone_when_clo
     assert not folder.exists() and not list(temporary.iterdir())
 
 
+_HOLDER = """
+import os, signal, sys
+from pathlib import Path
+from fleetwatch.records.dataset import resolve
+from fleetwatch.records.engine.duck import DuckEngine
+engine = DuckEngine(resolve([Path(sys.argv[1])]))
+print(engine._tmp.name, flush=True)
+if sys.argv[2] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.stdin.readline()
+engine.close()
+"""
+
+
+def test_a_killed_engine_s_folder_is_removed_by_the_next_and_a_live_one_s_is_not(
+    tree: PluginTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine whose process is SIGKILLed leaves its folder (its database file of the JSON
+    lines' columns in it); the next engine to open removes it. The folder of an engine alive in
+    another process stays until that engine closes, and a folder holding no lock file (being
+    made, or not an engine's) is left alone."""
+    import subprocess
+    import sys
+    import tempfile
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    env = {**os.environ, "TMPDIR": str(temporary)}
+    command = [sys.executable, "-c", _HOLDER, str(tree.root)]
+    killed = subprocess.run([*command, "kill"], env=env, capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    left = Path(killed.stdout.strip())
+    assert left.parent == temporary and (left / "scanned.duckdb").is_file()
+    foreign = temporary / "fleetwatch-duckdb-foreign"
+    foreign.mkdir()
+    (foreign / "kept").write_text("")
+    live = subprocess.Popen(
+        [*command, "hold"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert live.stdout is not None
+    held = Path(live.stdout.readline().strip())
+    with DuckEngine(resolve([tree.root])) as engine:
+        assert engine.check() == (tree.rows, tree.rows)
+        assert not left.exists()
+        assert (held / "scanned.duckdb").is_file() and (foreign / "kept").is_file()
+    live.communicate("\n")
+    assert live.returncode == 0
+    assert sorted(p.name for p in temporary.iterdir()) == ["fleetwatch-duckdb-foreign"]
+
+
 @pytest.mark.parametrize("limit", [3, 1 << 21])
 def test_order_statistics_are_the_sorted_values_whether_ranges_are_narrowed_or_not(
     tree: PluginTree, limit: int, monkeypatch: pytest.MonkeyPatch
