@@ -221,7 +221,7 @@ class DuckEngine:
         self._bounds: (
             tuple[dict[str, list[Path]], list[tuple[Path, str | None, str | None]]] | None
         ) = None  # each file's replicas (``_holding``)
-        self._placed: dict[int, dict[Path, int]] = {}
+        self._placed: dict[int, dict[Path, list[int]]] = {}
         self._vouched: Vouched | Literal[False] | None = False  # False: not read yet
         # JSON lines are read in parallel in no set order, object storage through Arrow
         self.in_file_order = not jsonl and not remote
@@ -266,7 +266,7 @@ class DuckEngine:
         for scan, (group, have, mixed) in enumerate(self._scans):
             if keep is not None:
                 at = self._positions(scan)  # the scan's own files kept, in their order
-                group = [group[i] for i in sorted(at[p] for p in keep if p in at)]
+                group = [group[i] for i in sorted(i for p in keep for i in at.get(p, ()))]
                 if not group:
                     continue
             cols = [self._filled(c, c in have) for c in columns]
@@ -280,10 +280,13 @@ class DuckEngine:
             parts.append(f"SELECT {nulls}, NULL::VARCHAR AS filename WHERE FALSE")
         return " UNION ALL ".join(parts)
 
-    def _positions(self, scan: int) -> dict[Path, int]:
-        """Each file of the Parquet scan ``scan`` by its place in the scan (made once)."""
+    def _positions(self, scan: int) -> dict[Path, list[int]]:
+        """Each file of the Parquet scan ``scan`` by its places in the scan (made once)."""
         if scan not in self._placed:
-            self._placed[scan] = {p: i for i, p in enumerate(self._scans[scan][0])}
+            placed: dict[Path, list[int]] = {}
+            for i, p in enumerate(self._scans[scan][0]):
+                placed.setdefault(p, []).append(i)
+            self._placed[scan] = placed
         return self._placed[scan]
 
     def _filled(self, column: str, stored: bool) -> str:

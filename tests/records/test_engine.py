@@ -286,9 +286,9 @@ def test_a_killed_engine_s_folder_is_removed_by_the_next_and_a_live_one_s_is_not
     tree: PluginTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An engine whose process is SIGKILLed leaves its folder (its database file of the JSON
-    lines' columns in it); the next engine to open removes it. The folder of an engine alive in
-    another process stays until that engine closes, and a folder holding no lock file (being
-    made, or not an engine's) is left alone."""
+    lines' columns in it); an engine opening after it removes it. The folder of an engine alive
+    in another process, or in this one, stays until that engine closes, and a folder holding no
+    lock file (being made, or not an engine's) is left alone."""
     import subprocess
     import sys
     import tempfile
@@ -308,13 +308,18 @@ def test_a_killed_engine_s_folder_is_removed_by_the_next_and_a_live_one_s_is_not
     live = subprocess.Popen(
         [*command, "hold"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
-    assert live.stdout is not None
-    held = Path(live.stdout.readline().strip())
-    with DuckEngine(resolve([tree.root])) as engine:
-        assert engine.check() == (tree.rows, tree.rows)
-        assert not left.exists()
-        assert (held / "scanned.duckdb").is_file() and (foreign / "kept").is_file()
-    live.communicate("\n")
+    try:
+        assert live.stdout is not None
+        held = Path(live.stdout.readline().strip())
+        with DuckEngine(resolve([tree.root])) as engine:
+            assert engine.check() == (tree.rows, tree.rows)
+            assert not left.exists()
+            assert (held / "scanned.duckdb").is_file() and (foreign / "kept").is_file()
+            with DuckEngine(resolve([tree.root])) as second:
+                assert (Path(engine._tmp.name) / "scanned.duckdb").is_file()
+                assert second.check() == (tree.rows, tree.rows)
+    finally:
+        live.communicate("\n")
     assert live.returncode == 0
     assert sorted(p.name for p in temporary.iterdir()) == ["fleetwatch-duckdb-foreign"]
 
