@@ -1,0 +1,130 @@
+"""The JSON lines read as lines of text (``records.engine.lines``): the same table as DuckDB's
+``read_json``, row for row and bit for bit, over the plugin's files and over lines written by
+hand in every shape a value takes; where it refuses a line, the engine reads the files with
+``read_json`` and so reads, or names, what it always did."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from fleetwatch.core.records.schema import RecordError
+from fleetwatch.records.dataset import resolve
+from fleetwatch.records.engine import COLUMNS
+from fleetwatch.records.engine.duck import DuckEngine
+from fleetwatch.records.engine.lines import lines_sql
+from fleetwatch.records.filters import sql_string
+from fleetwatch.records.io import write_records
+from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
+from tests.records.plugin_tree import plugin_tree
+
+_SPEC = "{" + ", ".join(f"{sql_string(c)}: '{t}'" for c, t in COLUMNS.items()) + "}"
+
+
+def _both(files: list[Path]) -> tuple[int, int, int]:
+    """Rows of ``read_json``'s table, and those of each table the other lacks (``EXCEPT ALL``
+    both ways, every column of the schema)."""
+    listed = "[" + ", ".join(sql_string(str(p)) for p in files) + "]"
+    con = duckdb.connect()
+    con.execute(
+        f"CREATE TABLE a AS SELECT * FROM read_json({listed}, format='newline_delimited', "
+        f"columns={_SPEC})"
+    )
+    con.execute(f"CREATE TABLE b AS SELECT * FROM {lines_sql(listed, COLUMNS)}")
+    (rows,) = con.execute("SELECT count(*) FROM a").fetchone() or (0,)
+    (only_a,) = con.execute("SELECT count(*) FROM (FROM a EXCEPT ALL FROM b)").fetchone() or (0,)
+    (only_b,) = con.execute("SELECT count(*) FROM (FROM b EXCEPT ALL FROM a)").fetchone() or (0,)
+    return rows, only_a, only_b
+
+
+_SHAPES = [
+    # the schema's own shape, every column (the plugin writes them all)
+    {c: None for c in COLUMNS}
+    | {"replica": "r-0", "arrival_s": 1796119788.5602605, "finished_s": 1796119790.0180042},
+    # numbers as strings, floats for counts (read_json rounds them), exponents, -0.0, huge
+    {
+        "replica": "r-1",
+        "arrival_s": "1796119788.25",
+        "finished_s": 1.7961197e9,
+        "prompt_tokens": "454",
+    },
+    {
+        "replica": "r-1",
+        "arrival_s": -0.0,
+        "finished_s": 5e-324,
+        "output_tokens": 7.5,
+        "preemptions": 1e3,
+    },
+    {
+        "replica": "r-1",
+        "arrival_s": 1.7976931348623157e308,
+        "finished_s": 0.1,
+        "cached_prompt_tokens": -3,
+    },
+    # strings: escapes, unicode beyond the basic plane, control characters, a number, an object
+    {
+        "replica": 'r "2" \\ \u00e9 \U0001f600 \u0001\t\n',
+        "arrival_s": 1,
+        "finished_s": 2,
+        "model": 5,
+    },
+    {"replica": "r-3", "arrival_s": 1, "finished_s": 2, "tenant": {"a": [1, 2]}, "trace_id": ""},
+    # keys missing, a key of another case (not the column), keys the schema does not have
+    {"replica": "r-4", "Arrival_s": 3.0, "finished_s": 4, "itl_buckets": [1, 2, 3], "extra": None},
+    {},
+]
+
+
+def test_the_lines_read_as_text_are_read_json_s_table_bit_for_bit(tmp_path: Path) -> None:
+    """The plugin's files, and lines of every shape a value takes (numbers as strings, floats for
+    counts, exponents, extremes, escapes, keys missing or of another case, blank lines, lines of
+    spaces or tabs, no final newline), give ``read_json``'s rows exactly."""
+    tree = plugin_tree(tmp_path / "fleet")
+    jsonl = [p for p in resolve([tree.root]) if p.suffix == ".jsonl"]
+    rows, only_json, only_lines = _both(jsonl)
+    assert rows == 960 and only_json == only_lines == 0  # two of three segments a replica
+    shapes = tmp_path / "shapes.jsonl"
+    text = "\n".join(json.dumps(s) for s in _SHAPES)
+    shapes.write_text("\n   \n\t \n" + text + "\n\n" + text)
+    assert _both([shapes]) == (2 * len(_SHAPES), 0, 0)
+    with DuckEngine(resolve([tree.root])) as engine:
+        assert engine.json_read == "lines" and engine.check() == (tree.rows, tree.rows)
+
+
+@pytest.mark.parametrize(
+    ("line", "read"),
+    [
+        ('{"replica": "r", "arrival_s": true, "finished_s": 2}', 1.0),  # read_json casts it
+        ('{"replica": "r", "arrival_s": 1, "finished_s": 2}\r', 1.0),  # a carriage return
+    ],
+)
+def test_a_line_refused_as_text_is_read_by_read_json(
+    tmp_path: Path, line: str, read: float
+) -> None:
+    """A line the text reading refuses but ``read_json`` reads: the engine's table is
+    ``read_json``'s."""
+    path = tmp_path / "odd.jsonl"
+    path.write_text(line + "\n")
+    with DuckEngine([path], columns=["replica", "arrival_s", "finished_s"]) as engine:
+        got = engine.query("SELECT arrival_s FROM records")
+        assert engine.json_read == "read_json"
+    assert got["arrival_s"].tolist() == [read]
+
+
+@pytest.mark.parametrize("line", ["[1, 2]", "5", '"replica"', '{"replica": "r"} {"x": 1}'])
+def test_a_line_that_is_not_one_object_is_named_not_read_as_nulls(
+    tmp_path: Path, line: str
+) -> None:
+    """A line that is JSON but not an object, or more than one value, is one error naming the
+    file and its line, as ``read_json`` names it: never a row of NULLs."""
+    good, path = tmp_path / "good.jsonl", tmp_path / "odd.jsonl"
+    records = synthetic_fleet(1, 2, seed=3)
+    write_records(good, records)
+    write_records(path, records)
+    with path.open("a") as out:
+        out.write(line + "\n")
+    with pytest.raises(RecordError, match=r"odd\.jsonl, row 3: not (valid JSON|a JSON object)"):
+        DuckEngine([good, path])
