@@ -44,34 +44,17 @@ _SHAPES = [
     # the schema's own shape, every column (the plugin writes them all)
     {c: None for c in COLUMNS}
     | {"replica": "r-0", "arrival_s": 1796119788.5602605, "finished_s": 1796119790.0180042},
-    # numbers as strings, floats for counts (read_json rounds them), exponents, -0.0, huge
-    {
-        "replica": "r-1",
-        "arrival_s": "1796119788.25",
-        "finished_s": 1.7961197e9,
-        "prompt_tokens": "454",
-    },
-    {
-        "replica": "r-1",
-        "arrival_s": -0.0,
-        "finished_s": 5e-324,
-        "output_tokens": 7.5,
-        "preemptions": 1e3,
-    },
-    {
-        "replica": "r-1",
-        "arrival_s": 1.7976931348623157e308,
-        "finished_s": 0.1,
-        "cached_prompt_tokens": -3,
-    },
-    # strings: escapes, unicode beyond the basic plane, control characters, a number, an object
-    {
-        "replica": 'r "2" \\ \u00e9 \U0001f600 \u0001\t\n',
-        "arrival_s": 1,
-        "finished_s": 2,
-        "model": 5,
-    },
-    {"replica": "r-3", "arrival_s": 1, "finished_s": 2, "tenant": {"a": [1, 2]}, "trace_id": ""},
+    # reals for counts, rounded as their doubles are (half to even), exponents, -0.0, extremes
+    {"replica": "r-1", "arrival_s": 1796119788.25, "finished_s": 1.7961197e9, "prompt_tokens": 2.5},
+    {"replica": "r-1", "arrival_s": -0.0, "finished_s": 5e-324, "output_tokens": -0.5},
+    {"replica": "r-1", "arrival_s": 1, "finished_s": 2, "prompt_tokens": 25e-1, "preemptions": 7.5},
+    {"replica": "r-1", "arrival_s": 1.7976931348623157e308, "finished_s": 0.1, "preemptions": 1e3},
+    {"replica": "r-1", "arrival_s": 1, "finished_s": 2, "cached_prompt_tokens": 9007199254740993},
+    # a number as a string (read_json casts it), a whole number where a string is due
+    {"replica": 5, "arrival_s": "1796119788.25", "finished_s": 2, "output_tokens": "12"},
+    # strings: escapes, unicode beyond the basic plane, control characters, empty
+    {"replica": 'r "2" \\ \u00e9 \U0001f600 \u0001\t\n', "arrival_s": 1, "finished_s": 2},
+    {"replica": "r-3", "arrival_s": 1, "finished_s": 2, "tenant": "", "trace_id": "a\\b"},
     # keys missing, a key of another case (not the column), keys the schema does not have
     {"replica": "r-4", "Arrival_s": 3.0, "finished_s": 4, "itl_buckets": [1, 2, 3], "extra": None},
     {},
@@ -79,8 +62,8 @@ _SHAPES = [
 
 
 def test_the_lines_read_as_text_are_read_json_s_table_bit_for_bit(tmp_path: Path) -> None:
-    """The plugin's files, and lines of every shape a value takes (numbers as strings, floats for
-    counts, exponents, extremes, escapes, keys missing or of another case, blank lines, lines of
+    """The plugin's files, and lines of every shape a value takes (reals for counts, exponents,
+    extremes, escapes, keys missing or of another case, blank lines, lines of
     spaces or tabs, no final newline), give ``read_json``'s rows exactly."""
     tree = plugin_tree(tmp_path / "fleet")
     jsonl = [p for p in resolve([tree.root]) if p.suffix == ".jsonl"]
