@@ -2,7 +2,7 @@
 
 JSON lines are read with the record schema's columns given (no inference pass, a key a file lacks
 reads as NULL): as lines of text whose values ``json_extract_string`` takes where every line
-allows it (``lines``: a quarter less CPU), else by ``read_json``. Parquet files are read by name,
+allows it (``lines``: a quarter less CPU where many columns are read), else by ``read_json``. Parquet files are read by name,
 a column a file lacks read as NULL. Both are cast to the types of ``COLUMNS`` so every file reads
 alike. When the dataset has JSON lines, the columns an analysis reads are materialised once into
 a table (parsing JSON is most of the cost, so each reduction does not parse it again), held in a

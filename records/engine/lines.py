@@ -7,8 +7,9 @@ JSON never holds raw, lines ending at ``\\n`` alone), each line's values taken b
 ``json_extract_string`` of every column's path and cast to the column's type (a real for a
 count through its double, rounded half to even as ``read_json`` rounds it), the table of the
 plugin's files costs 3.9-4.1 s of CPU against 5.0-5.3 s at 1.2 M records (11 columns) and no
-less at 5 columns; its rows equal ``read_json``'s to the last bit (``EXCEPT ALL`` both ways,
-over 17 columns, the benchmark's records and lines of every shape the schema's values take).
+less at 5 columns; on values the record schema allows, its rows equal ``read_json``'s to the
+last bit (``EXCEPT ALL`` both ways: the benchmark's records over 17 columns, and the tests'
+lines of every shape those values take over all 20).
 
 Where this reading refuses a line (``refused``: not JSON, not an object, a value that does not
 cast as ``read_json`` would cast it, such as ``true`` for a number, a carriage return anywhere),

@@ -80,18 +80,15 @@ def _stale(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def sweep(root: str | None = None) -> list[str]:
-    """Remove the folders under ``root`` (``TMPDIR``) of engines whose process is gone; the
-    folders removed."""
+def sweep() -> None:
+    """Remove the folders under ``TMPDIR`` of engines whose process is gone."""
     if fcntl is None:
-        return []
-    root = tempfile.gettempdir() if root is None else root
+        return
     try:
-        with os.scandir(root) as listing:
+        with os.scandir(tempfile.gettempdir()) as listing:
             entries = [e for e in listing if _stale(e)]
     except OSError:
-        return []
-    removed = []
+        return
     flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK
     for entry in entries:
         try:
@@ -104,8 +101,6 @@ def sweep(root: str | None = None) -> list[str]:
             os.close(fd)
             continue
         _remove(entry.path, fd)
-        removed.append(entry.path)
-    return removed
 
 
 class Scratch:

@@ -324,6 +324,50 @@ def test_a_killed_engine_s_folder_is_removed_by_the_next_and_a_live_one_s_is_not
     assert sorted(p.name for p in temporary.iterdir()) == ["fleetwatch-duckdb-foreign"]
 
 
+def test_an_engine_s_folder_is_kept_by_another_engine_of_its_process_whatever_its_lock_says(
+    tree: PluginTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over NFS ``flock`` is a lock per process: a second descriptor of the same process takes
+    it. An engine's folder is still not swept by another engine of its own process (here every
+    ``flock`` succeeds, as NFS would let it)."""
+    import tempfile
+
+    from fleetwatch.records.engine import scratch
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    with DuckEngine(resolve([tree.root])) as first:
+        folder = Path(first._tmp.name)
+
+        class Granted:  # every lock granted at once
+            LOCK_EX, LOCK_NB = scratch.fcntl.LOCK_EX, scratch.fcntl.LOCK_NB
+
+            @staticmethod
+            def flock(fd: int, operation: int) -> None:
+                return None
+
+        monkeypatch.setattr(scratch, "fcntl", Granted)
+        with DuckEngine(resolve([tree.root])) as second:
+            assert (folder / "scanned.duckdb").is_file()
+            assert second.check() == first.check() == (tree.rows, tree.rows)
+    assert not list(temporary.iterdir())
+
+
+def test_a_file_named_twice_is_read_twice_when_a_query_is_narrowed_to_its_replica(
+    tree: PluginTree, tmp_path: Path
+) -> None:
+    """A Parquet file a caller lists twice is read twice, by the whole view and by a query
+    narrowed to the replicas a file may hold alike."""
+    whole = read_dataset([tree.whole]).frame
+    files = _one_replica_a_file(whole, tmp_path / "one-each")
+    with DuckEngine([files[0], *files]) as engine:
+        name = str(engine.query("SELECT min(replica) AS r FROM records")["r"].iloc[0])
+        held = int(engine.scalar(f"SELECT count(*) FROM records WHERE replica = '{name}'"))
+        got = pd.concat(list(engine.frames(["arrival_s"], f"replica = '{name}'", replicas=[name])))
+        assert len(got) == held == 2 * int((whole["replica"] == name).sum())
+
+
 @pytest.mark.parametrize("limit", [3, 1 << 21])
 def test_order_statistics_are_the_sorted_values_whether_ranges_are_narrowed_or_not(
     tree: PluginTree, limit: int, monkeypatch: pytest.MonkeyPatch
