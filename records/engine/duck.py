@@ -2,9 +2,9 @@
 
 JSON lines are read with the record schema's columns given (no inference pass, a key a file lacks
 reads as NULL): as lines of text whose values ``json_extract_string`` takes where every line
-allows it (``lines``: a quarter less CPU where many columns are read), else by ``read_json``. Parquet files are read by name,
-a column a file lacks read as NULL. Both are cast to the types of ``COLUMNS`` so every file reads
-alike. When the dataset has JSON lines, the columns an analysis reads are materialised once into
+allows it (``lines``: a quarter less CPU where many columns are read), else by ``read_json``.
+Parquet files are read by name, a column a file lacks read as NULL. Both are cast to the types
+of ``COLUMNS`` so every file reads alike. When the dataset has JSON lines, the columns an analysis reads are materialised once into
 a table (parsing JSON is most of the cost, so each reduction does not parse it again), held in a
 database file of the engine's own temporary folder (``_SCANNED``, removed when the engine closes,
 or by the next engine where its process was killed: ``scratch``): DuckDB writes it compressed a
@@ -187,7 +187,7 @@ class DuckEngine:
                     {c: COLUMNS[c] for c in self.columns},
                     numbered=bool(self.deferred),
                 )
-                try:  # read as lines of text: a quarter less CPU (``lines``)
+                try:  # read as lines of text: less CPU where many columns are read (``lines``)
                     self.con.execute(f"{table} FROM {quick} AS q")
                     self.json_read = "lines"
                 except refused():  # a line read as lines refuses: read_json reads, or names it
@@ -360,8 +360,8 @@ class DuckEngine:
         """The Parquet files that may hold a row of one of ``replicas``: by the least and
         greatest ``replica`` of each file's footer (None, every file, where the footers were
         not read; a file whose row groups do not all state them may hold any). A file of one
-        replica is looked up by its name, so a group's query costs its own files, not the
-        dataset's (200 groups of a dataset of 2,800 files: 3 s of CPU before)."""
+        replica is looked up by its name: a group's narrowing costs its own files, not a pass
+        over the dataset's."""
         if self._footers is None:
             return None
         if self._bounds is None:
