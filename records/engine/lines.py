@@ -1,35 +1,51 @@
 """The JSON lines' columns, read as lines of text whose values one ``json_extract_string`` a
-line takes: the same table as DuckDB's ``read_json`` gives, for a quarter less CPU.
+line takes: the same table as DuckDB's ``read_json``, for less CPU.
 
 ``read_json`` turns each line's values into the columns' types inside the reader. Read instead
-by the CSV reader as one column of text (no quote, no escape, no header, a delimiter that valid
-JSON never holds raw, lines ending at ``\\n`` alone), each line's values taken by one
-``json_extract_string`` of every column's path and cast to the column's type (a real for a
-count through its double, rounded half to even as ``read_json`` rounds it), the table of the
-plugin's files costs 3.9-4.1 s of CPU against 5.0-5.3 s at 1.2 M records (11 columns) and no
-less at 5 columns; on values the record schema allows, its rows equal ``read_json``'s to the
-last bit (``EXCEPT ALL`` both ways: the benchmark's records over 17 columns, and the tests'
-lines of every shape those values take over all 20).
+as text, each file whole (``read_text``: a list of files is read on one thread, so the files are
+split into one list per thread of the engine) and split at ``\n``, each line's values taken by
+one ``json_extract_string`` of every column's path and cast to the column's type (a real for a
+count through its double, rounded half to even as ``read_json`` rounds it), the table of an hour
+of 200 replicas (72,000 files, 7.2 M lines, 12 columns) cost 18.4-18.8 s of CPU (10 s on two
+threads) against 27-31 s with the lines read by DuckDB's CSV reader, which reads them for a
+quarter less than ``read_json`` at 11 columns. A file larger than ``WHOLE_BYTES`` (a text value
+holds at most 4 GB, and a file read whole is held whole) or whose size cannot be read is read
+by the CSV reader as lines of text, a few megabytes at a time (no quote, no escape, no header,
+a delimiter that valid JSON never holds raw, lines ending at ``\n`` alone). On values the
+record schema allows the rows equal ``read_json``'s to the last bit, each line's file numbered
+as ``read_json`` numbers it (``EXCEPT ALL`` both ways over all 20 columns: the ten-minute
+benchmark's 1.2 M records in 12,000 files, and the tests' lines of every shape those values
+take, read whole, as a stream and both).
 
 Where this reading refuses a line (``refused``: not JSON, not an object, a value that does not
-cast as ``read_json`` would cast it, such as ``true`` for a number, a carriage return anywhere),
-the caller reads the files with ``read_json`` instead, so what is read, and the message naming a
-bad file and line, are ``read_json``'s. Left different, on values the record schema does not
-allow, which no writer of records writes: an object naming a key twice (``read_json`` refuses
-it; read here with the first value, where Python's ``json`` takes the last); a number written
-as a string in a form ``read_json`` refuses and a cast reads (``"+1"``, ``"1_000"``, ``"2 "``);
-a real where a string is due, printed as ``json_extract_string`` prints it (``1e16`` as
+cast as ``read_json`` would cast it, such as ``true`` for a number, a carriage return anywhere
+in its file, a line longer than ``read_json``'s largest object, a file not UTF-8), the caller
+reads the files with ``read_json`` instead, so what is read, and the message naming a bad file
+and line, are ``read_json``'s. Left different, on values the record schema does not allow,
+which no writer of records writes: an object naming a key twice (``read_json`` refuses it; read
+here with the first value, where Python's ``json`` takes the last); a number written as a
+string in a form ``read_json`` refuses and a cast reads (``"+1"``, ``"1_000"``, ``"2 "``); a
+real where a string is due, printed as ``json_extract_string`` prints it (``1e16`` as
 ``10000000000000000.0``, not ``1e+16``). Telling those apart would cost most of the gain (a
-pattern matched over each line: 0.7-1.0 s of the 1.2 s).
+pattern matched over each line: 0.7-1.0 s of the 1.2 s a ten-minute slice gained when the CSV
+reader first replaced ``read_json``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from fleetwatch.records.filters import sql_string
 
-__all__ = ["lines_sql", "refused"]
+__all__ = ["LARGEST_OBJECT", "WHOLE_BYTES", "lines_sql", "refused"]
+
+WHOLE_BYTES = 16 << 20
+"""The largest file read whole (a thread holds it and its lines at once); larger ones are read
+as a stream."""
+LARGEST_OBJECT = 1 << 20
+"""``read_json``'s ``maximum_object_size`` as the engine sets it: a longer line is refused."""
 
 
 def refused() -> tuple[type[Exception], ...]:
@@ -52,24 +68,83 @@ def _cast(at: int, kind: str) -> str:
     return f"CAST({v} AS {kind})"
 
 
-def lines_sql(files: str, columns: Mapping[str, str], *, numbered: bool = False) -> str:
-    """A ``FROM`` item of the JSON lines of ``files`` (a SQL list of paths): ``columns`` (name
-    -> SQL type) and, ``numbered``, ``file_index`` (the file's place in the list)."""
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:  # the stream's reader says what is wrong with it
+        return None
+
+
+def _indexed(at: Sequence[int]) -> str:
+    """SQL for a row's place in the whole list from ``file_index``, its file's place in a part's
+    list ``at``."""
+    place = "CAST(file_index AS BIGINT)"
+    if at[-1] - at[0] == len(at) - 1:  # a run of the whole list
+        return f"{place} + {at[0]}"
+    return f"[{', '.join(map(str, at))}][{place} + 1]"
+
+
+def _parts(files: Sequence[str], parts: int) -> tuple[list[list[int]], list[int]]:
+    """The places of the files read whole, ``parts`` runs of about as many files, and those of
+    the files read as a stream."""
+    whole: list[int] = []
+    streamed: list[int] = []
+    for i, path in enumerate(files):
+        size = _size(path)
+        (whole if size is not None and size <= WHOLE_BYTES else streamed).append(i)
+    n = min(max(parts, 1), len(whole))
+    return [whole[k * len(whole) // n : (k + 1) * len(whole) // n] for k in range(n)], streamed
+
+
+def lines_sql(
+    files: Sequence[str | Path],
+    columns: Mapping[str, str],
+    *,
+    numbered: bool = False,
+    parts: int = 1,
+) -> str:
+    """A ``FROM`` item of the JSON lines of ``files``: ``columns`` (name -> SQL type) and,
+    ``numbered``, ``file_index`` (the file's place in ``files``); the files read whole split
+    into ``parts`` lists, read at once (the engine's threads)."""
+    names = [str(f) for f in files]
+    if not names:
+        raise ValueError("no files to read")
+    whole, streamed = _parts(names, parts)
+    number = ", file_index" if numbered else ""
+    texts = []
+    for at in whole:
+        listed = "[" + ", ".join(sql_string(names[i]) for i in at) + "]"
+        # a carriage return anywhere: read_json reads the file, which may end lines at one
+        content = (
+            "CASE WHEN contains(content, chr(13)) THEN error('a carriage return') "
+            "ELSE content END AS content"
+        )
+        index = f", {_indexed(at)} AS file_index" if numbered else ""
+        texts.append(
+            f"SELECT unnest(string_split(content, chr(10))) AS line{number} FROM "
+            f"(SELECT {content}{index} FROM read_text({listed}))"
+        )
+    if streamed:
+        listed = "[" + ", ".join(sql_string(names[i]) for i in streamed) + "]"
+        index = f", {_indexed(streamed)} AS file_index" if numbered else ""
+        texts.append(
+            f"SELECT line{index} FROM read_csv({listed}, columns={{'line': 'VARCHAR'}}, "
+            "delim=chr(1), quote='', escape='', new_line='\\n', header=false, auto_detect=false) "
+            "WHERE line IS NOT NULL"
+        )
     paths = ", ".join(sql_string(f'$."{name}"') for name in columns)
     cast = ", ".join(
         f"{_cast(at, kind)} AS {name}" for at, (name, kind) in enumerate(columns.items(), 1)
     )
-    number = ", file_index" if numbered else ""
     blank = "trim(line, chr(32) || chr(9)) = ''"  # JSON's white space but the line ends
     values = (
-        f"CASE WHEN starts_with(line, '{{') THEN json_extract_string(line, [{paths}]) "
-        f"WHEN {blank} THEN NULL ELSE error('a line that is not a JSON object') END"
+        f"CASE WHEN strlen(line) > {LARGEST_OBJECT} THEN error('a line over "
+        f"{LARGEST_OBJECT} bytes') WHEN starts_with(line, '{{') THEN "
+        f"json_extract_string(line, [{paths}]) WHEN {blank} THEN NULL "
+        "ELSE error('a line that is not a JSON object') END"
     )  # (a line of white space skipped, as read_json skips it; a filter on it costs twice)
-    lines = (
-        f"read_csv({files}, columns={{'line': 'VARCHAR'}}, delim=chr(1), quote='', escape='', "
-        "new_line='\\n', header=false, auto_detect=false)"
-    )
+    lines = " UNION ALL ".join(texts)
     return (
-        f"(SELECT {cast}{number} FROM (SELECT {values} AS v{number} FROM {lines} "
+        f"(SELECT {cast}{number} FROM (SELECT {values} AS v{number} FROM ({lines}) AS t "
         "WHERE line IS NOT NULL) AS l WHERE v IS NOT NULL)"
     )

@@ -13,7 +13,7 @@ import pytest
 
 from fleetwatch.core.records.schema import RecordError
 from fleetwatch.records.dataset import resolve
-from fleetwatch.records.engine import COLUMNS
+from fleetwatch.records.engine import COLUMNS, lines
 from fleetwatch.records.engine.duck import DuckEngine
 from fleetwatch.records.engine.lines import lines_sql
 from fleetwatch.records.filters import sql_string
@@ -24,16 +24,19 @@ from tests.records.plugin_tree import plugin_tree
 _SPEC = "{" + ", ".join(f"{sql_string(c)}: '{t}'" for c, t in COLUMNS.items()) + "}"
 
 
-def _both(files: list[Path]) -> tuple[int, int, int]:
+def _both(files: list[Path], *, parts: int = 1, numbered: bool = False) -> tuple[int, int, int]:
     """Rows of ``read_json``'s table, and those of each table the other lacks (``EXCEPT ALL``
-    both ways, every column of the schema)."""
+    both ways, every column of the schema and, ``numbered``, each row's file's place)."""
     listed = "[" + ", ".join(sql_string(str(p)) for p in files) + "]"
     con = duckdb.connect()
+    number = ", file_index" if numbered else ""
     con.execute(
-        f"CREATE TABLE a AS SELECT * FROM read_json({listed}, format='newline_delimited', "
-        f"columns={_SPEC})"
+        f"CREATE TABLE a AS SELECT *{number} FROM read_json({listed}, "
+        f"format='newline_delimited', columns={_SPEC})"
     )
-    con.execute(f"CREATE TABLE b AS SELECT * FROM {lines_sql(listed, COLUMNS)}")
+    con.execute(
+        f"CREATE TABLE b AS SELECT * FROM {lines_sql(files, COLUMNS, numbered=numbered, parts=parts)}"
+    )
     (rows,) = con.execute("SELECT count(*) FROM a").fetchone() or (0,)
     (only_a,) = con.execute("SELECT count(*) FROM (FROM a EXCEPT ALL FROM b)").fetchone() or (0,)
     (only_b,) = con.execute("SELECT count(*) FROM (FROM b EXCEPT ALL FROM a)").fetchone() or (0,)
@@ -78,10 +81,51 @@ def test_the_lines_read_as_text_are_read_json_s_table_bit_for_bit(tmp_path: Path
 
 
 @pytest.mark.parametrize(
+    ("parts", "whole_bytes"),
+    [(1, None), (3, None), (2, 3000), (4, 0)],  # (a limit between the files' sizes: some of each)
+)
+def test_files_read_whole_in_parts_or_streamed_give_read_json_s_rows_and_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parts: int, whole_bytes: int | None
+) -> None:
+    """The files split among the threads' lists, some read whole and some as a stream: the
+    rows are ``read_json``'s and each row's file is its place in the list given, so a column
+    read later comes from the file that holds the row (``DuckEngine.with_deferred``)."""
+    tree = plugin_tree(tmp_path / "fleet")
+    jsonl = [p for p in resolve([tree.root]) if p.suffix == ".jsonl"]
+    shapes = tmp_path / "shapes.jsonl"
+    shapes.write_text("\n \n".join(json.dumps(s) for s in _SHAPES))
+    files = [*jsonl[:5], shapes, *jsonl[5:]]
+    sizes = sorted(p.stat().st_size for p in files)
+    if whole_bytes is not None:
+        assert whole_bytes == 0 or sizes[0] <= whole_bytes < sizes[-1]
+        monkeypatch.setattr(lines, "WHOLE_BYTES", whole_bytes)
+    assert _both(files, parts=parts, numbered=True) == (960 + len(_SHAPES), 0, 0)
+
+
+def test_a_file_that_vanishes_or_is_not_utf_8_is_named_by_read_json(tmp_path: Path) -> None:
+    """A file not UTF-8 (``read_text`` refuses it) is read by ``read_json``, whose message
+    names it; one gone after it was listed is named too."""
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    write_records(good, synthetic_fleet(1, 2, seed=3))
+    bad.write_bytes(b'{"replica": "r\xff", "arrival_s": 1, "finished_s": 2}\n')
+    with pytest.raises(RecordError, match=r"bad\.jsonl"):
+        DuckEngine([good, bad])
+    with pytest.raises(RecordError, match=r"gone\.jsonl"):
+        DuckEngine([good, tmp_path / "gone.jsonl"])
+
+
+@pytest.mark.parametrize(
     ("line", "read"),
     [
         ('{"replica": "r", "arrival_s": true, "finished_s": 2}', 1.0),  # read_json casts it
         ('{"replica": "r", "arrival_s": 1, "finished_s": 2}\r', 1.0),  # a carriage return
+        # a line longer than read_json's largest object: read_json reads it or names it
+        (
+            json.dumps(
+                {"replica": "r", "arrival_s": 1, "finished_s": 2, "tenant": "x" * (1 << 20)}
+            ),
+            1.0,
+        ),
     ],
 )
 def test_a_line_refused_as_text_is_read_by_read_json(
