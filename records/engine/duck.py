@@ -1,9 +1,10 @@
 """DuckDB in process: the ``records`` view over a dataset's files, read where they lie.
 
 JSON lines are read with the record schema's columns given (no inference pass, a key a file lacks
-reads as NULL): as lines of text, each file whole, whose values ``json_extract_string`` takes
-where every line allows it (``lines``: a third less CPU than the same lines read by DuckDB's CSV
-reader, which read them for a quarter less than ``read_json``), else by ``read_json``.
+reads as NULL): as lines of text, each small file whole, whose values ``json_extract_string``
+takes where every line allows it (``lines``: a third less CPU than the same lines read by
+DuckDB's CSV reader, which reads them for a quarter less than ``read_json``), else by
+``read_json``.
 Parquet files are read by name, a column a file lacks read as NULL. Both are cast to the types
 of ``COLUMNS`` so every file reads alike. When the dataset has JSON lines, the columns an analysis reads are materialised once into
 a table (parsing JSON is most of the cost, so each reduction does not parse it again), held in a
@@ -50,7 +51,7 @@ from fleetwatch.records.engine import (
     view_columns,
 )
 from fleetwatch.records.engine.footers import Footers, Vouched, one_value, read_footers
-from fleetwatch.records.engine.lines import LARGEST_OBJECT, lines_sql, refused
+from fleetwatch.records.engine.lines import gone, lines_sql, refused
 from fleetwatch.records.engine.scratch import Scratch
 from fleetwatch.records.filters import sql_string
 
@@ -178,7 +179,7 @@ class DuckEngine:
                 self.con.execute("SET preserve_insertion_order = false")
                 self._json = (
                     f"read_json({_list(jsonl)}, format='newline_delimited', columns={spec}, "
-                    f"maximum_object_size={LARGEST_OBJECT}"
+                    "maximum_object_size=1048576"
                 )
                 numbered = ", file_index AS fw_json" if self.deferred else ""
                 held = sql_string(os.path.join(self._tmp.name, "scanned.duckdb"))
@@ -191,9 +192,12 @@ class DuckEngine:
                     parts=self._threads,  # read at once
                 )
                 try:  # read as lines of text, for less CPU (``lines``)
-                    self.con.execute(f"{table} FROM {quick} AS q")
-                    self.json_read = "lines"
+                    self.con.execute(f"{table} FROM {quick.sql} AS q")
+                    self.json_read = "lines" if not gone(quick.whole) else None
                 except refused():  # a line read as lines refuses: read_json reads, or names it
+                    self.json_read = None
+                if self.json_read is None:  # (a file gone since it was listed: named)
+                    self.con.execute(f"DROP TABLE IF EXISTS {_SCANNED}")
                     self.con.execute(f"{table} FROM {self._json})")
                     self.json_read = "read_json"
                 self.con.execute("SET preserve_insertion_order = true")
@@ -273,7 +277,7 @@ class DuckEngine:
                 [
                     f"SELECT {view_columns(columns)}, NULL::VARCHAR AS filename FROM read_json("
                     f"{_list(jsonl)}, format='newline_delimited', columns={spec}, "
-                    f"maximum_object_size={LARGEST_OBJECT})"
+                    "maximum_object_size=1048576)"
                 ]
                 if jsonl
                 else []

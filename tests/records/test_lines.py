@@ -35,7 +35,7 @@ def _both(files: list[Path], *, parts: int = 1, numbered: bool = False) -> tuple
         f"format='newline_delimited', columns={_SPEC})"
     )
     con.execute(
-        f"CREATE TABLE b AS SELECT * FROM {lines_sql(files, COLUMNS, numbered=numbered, parts=parts)}"
+        f"CREATE TABLE b AS SELECT * FROM {lines_sql(files, COLUMNS, numbered=numbered, parts=parts).sql}"
     )
     (rows,) = con.execute("SELECT count(*) FROM a").fetchone() or (0,)
     (only_a,) = con.execute("SELECT count(*) FROM (FROM a EXCEPT ALL FROM b)").fetchone() or (0,)
@@ -102,16 +102,46 @@ def test_files_read_whole_in_parts_or_streamed_give_read_json_s_rows_and_files(
     assert _both(files, parts=parts, numbered=True) == (960 + len(_SHAPES), 0, 0)
 
 
-def test_a_file_that_vanishes_or_is_not_utf_8_is_named_by_read_json(tmp_path: Path) -> None:
-    """A file not UTF-8 (``read_text`` refuses it) is read by ``read_json``, whose message
-    names it; one gone after it was listed is named too."""
+def test_odd_files_give_read_json_s_rows_and_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A byte order mark, a line longer than ``read_json``'s largest object (which it reads),
+    paths ``read_json`` takes as patterns (each reader numbers their files as it does): the
+    rows and files ``read_json`` gives, read as lines."""
+    monkeypatch.setattr(lines, "WHOLE_BYTES", 4 << 20)  # the long line's file read whole
+    line = {"replica": "r", "arrival_s": 1.5, "finished_s": 2, "tenant": "x" * (3 << 19)}
+    bom, long = tmp_path / "bom.jsonl", tmp_path / "long.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + (json.dumps(_SHAPES[0]) + "\n").encode() * 2)
+    long.write_text(json.dumps(line) + "\n" + json.dumps(_SHAPES[1]))
+    patterned = [tmp_path / "b?.jsonl", tmp_path / "bx.jsonl", tmp_path / "c[1].jsonl"]
+    for p in patterned:
+        p.write_text(json.dumps(_SHAPES[2]) + "\n")
+    assert _both([bom, long], parts=2, numbered=True) == (4, 0, 0)
+    assert _both([bom, *patterned, long], parts=2, numbered=True) == (8, 0, 0)  # b? read twice
+    with DuckEngine([bom, long], columns=["replica", "tenant"]) as engine:
+        assert engine.json_read == "lines"
+        assert engine.query("SELECT tenant FROM records")["tenant"].str.len().max() == 3 << 19
+
+
+def test_a_file_gone_not_utf_8_or_not_a_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file not UTF-8 (``read_text`` refuses it) is read by ``read_json``, whose message names
+    it; so is one gone since its size was read (``read_text`` passes over it), one gone before,
+    and a folder named as a file."""
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
     write_records(good, synthetic_fleet(1, 2, seed=3))
     bad.write_bytes(b'{"replica": "r\xff", "arrival_s": 1, "finished_s": 2}\n')
+    (tmp_path / "folder.jsonl").mkdir()
     with pytest.raises(RecordError, match=r"bad\.jsonl"):
         DuckEngine([good, bad])
     with pytest.raises(RecordError, match=r"gone\.jsonl"):
         DuckEngine([good, tmp_path / "gone.jsonl"])
+    with pytest.raises(RecordError, match=r"folder\.jsonl"):
+        DuckEngine([good, tmp_path / "folder.jsonl"])
+    monkeypatch.setattr(lines, "_size", lambda path: 10)  # as if it were there when listed
+    with pytest.raises(RecordError, match=r"gone\.jsonl"):
+        DuckEngine([good, tmp_path / "gone.jsonl"], defer=["request_id"])
 
 
 @pytest.mark.parametrize(
@@ -119,13 +149,6 @@ def test_a_file_that_vanishes_or_is_not_utf_8_is_named_by_read_json(tmp_path: Pa
     [
         ('{"replica": "r", "arrival_s": true, "finished_s": 2}', 1.0),  # read_json casts it
         ('{"replica": "r", "arrival_s": 1, "finished_s": 2}\r', 1.0),  # a carriage return
-        # a line longer than read_json's largest object: read_json reads it or names it
-        (
-            json.dumps(
-                {"replica": "r", "arrival_s": 1, "finished_s": 2, "tenant": "x" * (1 << 20)}
-            ),
-            1.0,
-        ),
     ],
 )
 def test_a_line_refused_as_text_is_read_by_read_json(
