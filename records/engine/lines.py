@@ -10,8 +10,8 @@ the table of an hour of 200 replicas (72,000 files of about 50 KB, 7.2 M lines, 
 18.4-18.8 s of CPU (10 s on two threads) against 27-31 s with the lines read by DuckDB's CSV
 reader, which reads them for a quarter less than ``read_json`` at 11 columns. The CSV reader's
 cost is mostly per file, so a file larger than ``WHOLE_BYTES`` is read by it, as lines of text,
-a few megabytes at a time (no quote, no escape, no header, a delimiter that valid JSON never
-holds raw, lines ending at ``\n`` alone); so is anything not a plain file, and every file where
+a buffer at a time (no quote, no escape, no header, a delimiter that valid JSON never holds raw,
+lines ending at ``\n`` alone); so is anything not a plain file, and every file where
 a path holds a character DuckDB's readers take as a pattern (``read_json`` too: each reader then
 numbers the files as ``read_json`` does). On values the record schema allows the rows equal
 ``read_json``'s to the last bit, each line's file numbered as ``read_json`` numbers it (``EXCEPT
@@ -19,8 +19,8 @@ ALL`` both ways over all 20 columns: the ten-minute benchmark's 1.2 M records in
 and the tests' lines of every shape those values take, read whole, as a stream and both).
 
 Where this reading refuses a line (``refused``: not JSON, not an object, a value that does not
-cast as ``read_json`` would cast it, such as ``true`` for a number, a carriage return anywhere in
-a file read whole, a file not UTF-8), or a file read whole is gone once read (``read_text`` passes
+cast as ``read_json`` would cast it, such as ``true`` for a number, a carriage return anywhere,
+a file not UTF-8), or a file read whole is gone once read (``read_text`` passes
 over a file that is not there: ``gone``), the caller reads the files with ``read_json`` instead,
 so what is read, and the message naming a bad file and line, are ``read_json``'s. Left
 different, on values the record schema does not allow, which no writer of records writes: an
@@ -46,7 +46,7 @@ __all__ = ["WHOLE_BYTES", "Lines", "gone", "lines_sql", "refused"]
 
 WHOLE_BYTES = 256 << 10
 """The largest file read whole. The CSV reader's cost is mostly per file: the plugin's files
-(about 50 KB) cost it a third more than read whole, files of 256 KiB alike, larger ones less
+(about 50 KB) cost it 40-70 % more than read whole, files of 256 KiB alike, larger ones less
 (1 and 4 MiB: 5-15 % less, and a file read whole is held whole, with its lines)."""
 _GLOB = frozenset("*?[")
 """Characters DuckDB's readers take a path holding as a pattern (``read_json`` among them)."""

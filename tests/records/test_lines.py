@@ -82,10 +82,10 @@ def test_the_lines_read_as_text_are_read_json_s_table_bit_for_bit(tmp_path: Path
 
 @pytest.mark.parametrize(
     ("parts", "whole_bytes"),
-    [(1, None), (3, None), (2, 3000), (4, 0)],  # (a limit between the files' sizes: some of each)
+    [(1, None), (3, None), (2, 3000), (3, "median"), (4, 0)],  # some of each, interleaved
 )
 def test_files_read_whole_in_parts_or_streamed_give_read_json_s_rows_and_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parts: int, whole_bytes: int | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parts: int, whole_bytes: int | str | None
 ) -> None:
     """The files split among the threads' lists, some read whole and some as a stream: the
     rows are ``read_json``'s and each row's file is its place in the list given, so a column
@@ -96,9 +96,15 @@ def test_files_read_whole_in_parts_or_streamed_give_read_json_s_rows_and_files(
     shapes.write_text("\n \n".join(json.dumps(s) for s in _SHAPES))
     files = [*jsonl[:5], shapes, *jsonl[5:]]
     sizes = sorted(p.stat().st_size for p in files)
-    if whole_bytes is not None:
+    if whole_bytes == "median":
+        whole_bytes = sizes[len(sizes) // 2]
+    if isinstance(whole_bytes, int):
         assert whole_bytes == 0 or sizes[0] <= whole_bytes < sizes[-1]
         monkeypatch.setattr(lines, "WHOLE_BYTES", whole_bytes)
+    whole = [str(p) for p in files if p.stat().st_size <= lines.WHOLE_BYTES]
+    read = lines_sql(files, COLUMNS, parts=parts)
+    assert read.whole == whole and read.sql.count("read_text(") == min(parts, len(whole))
+    assert read.sql.count("read_csv(") == (len(whole) < len(files))
     assert _both(files, parts=parts, numbered=True) == (960 + len(_SHAPES), 0, 0)
 
 
