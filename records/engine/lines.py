@@ -2,21 +2,22 @@
 line takes: the same table as DuckDB's ``read_json``, for less CPU.
 
 ``read_json`` turns each line's values into the columns' types inside the reader. Read instead
-as text, each small file whole (``read_text``, which reads a list of files on one thread, so
-the files are split into one list per thread of the engine) and split at ``\n``, each line's
-values taken by one ``json_extract_string`` of every column's path and cast to the column's
-type (a real for a count through its double, rounded half to even as ``read_json`` rounds it),
-the table of an hour of 200 replicas (72,000 files of about 50 KB, 7.2 M lines, 12 columns) cost
-18.4-18.8 s of CPU (10 s on two threads) against 27-31 s with the lines read by DuckDB's CSV
-reader, which reads them for a quarter less than ``read_json`` at 11 columns. The CSV reader's
-cost is mostly per file, so a file larger than ``WHOLE_BYTES`` is read by it, as lines of text,
-a buffer at a time (no quote, no escape, no header, a delimiter that valid JSON never holds raw,
-lines ending at ``\n`` alone); so is anything not a plain file, and every file where
-a path holds a character DuckDB's readers take as a pattern (``read_json`` too: each reader then
-numbers the files as ``read_json`` does). On values the record schema allows the rows equal
-``read_json``'s to the last bit, each line's file numbered as ``read_json`` numbers it (``EXCEPT
-ALL`` both ways over all 20 columns: the ten-minute benchmark's 1.2 M records in 12,000 files,
-and the tests' lines of every shape those values take, read whole, as a stream and both).
+as text, each small file whole (``read_text``, which reads a list of files on one thread, so the
+files are split into one list per thread of the engine) and split at ``\n``, each line's values
+taken by one ``json_extract_string`` of every column's path and cast to the column's type (a
+real for a count through its double, rounded half to even as ``read_json`` rounds it), the table
+of an hour of 200 replicas (72,000 files of about 50 KB, 7.2 M lines, 12 columns) cost 18.4-18.8 s
+of CPU (10 s on two threads) against 27-31 s with the lines read by DuckDB's CSV reader; of ten
+minutes (12,000 files) 3.2-4.5 s against 6.4-7.7 s for ``read_json``'s table, interleaved on a
+busy machine. The CSV reader's cost is mostly per file, so a file larger than ``WHOLE_BYTES`` is
+read by it, as lines of text, a buffer at a time (no quote, no escape, no header, a delimiter
+that valid JSON never holds raw, lines ending at ``\n`` alone); so is anything not a plain file,
+and every file where a path holds a character DuckDB's readers take as a pattern (``read_json``
+too: each reader then numbers the files as ``read_json`` does). On values the record schema
+allows the rows equal ``read_json``'s to the last bit, each line's file numbered as
+``read_json`` numbers it (``EXCEPT ALL`` both ways over all 20 columns: the ten-minute
+benchmark's 1.2 M records in 12,000 files, and the tests' lines of every shape those values
+take, read whole, as a stream and both).
 
 Where this reading refuses a line (``refused``: not JSON, not an object, a value that does not
 cast as ``read_json`` would cast it, such as ``true`` for a number, a carriage return anywhere,
