@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-__all__ = ["RecordFilter", "parse_time", "record_filter", "sql_string"]
+__all__ = ["RecordFilter", "parse_time", "record_filter", "sql_list", "sql_string"]
 
 _SETS = (("models", "model"), ("traffic_classes", "traffic_class"), ("replicas", "replica"))
 _FLAGS = {"models": "--model", "traffic_classes": "--traffic-class", "replicas": "--replica"}
@@ -163,6 +163,11 @@ def sql_string(value: str) -> str:
     pieces = re.split(r"(['\\])", value)
     parts = [special.get(p, f"'{p}'") for p in pieces if p]
     return "(" + " || ".join(parts) + ")"
+
+
+def sql_list(values: Iterable[object]) -> str:
+    """``values`` (paths, names) as a SQL list of strings (``sql_string`` each)."""
+    return "[" + ", ".join(sql_string(str(v)) for v in values) + "]"
 
 
 def record_filter(

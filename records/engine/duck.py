@@ -4,21 +4,21 @@ JSON lines are read with the record schema's columns given (no inference pass, a
 reads as NULL): as lines of text, each small file whole, whose values ``json_extract_string``
 takes where every line allows it (``lines``: a third less CPU than the same lines read by
 DuckDB's CSV reader, which reads them for a quarter less than ``read_json``), else by
-``read_json``.
-Parquet files are read by name, a column a file lacks read as NULL. Both are cast to the types
-of ``COLUMNS`` so every file reads alike. When the dataset has JSON lines, the columns an analysis reads are materialised once into
-a table (parsing JSON is most of the cost, so each reduction does not parse it again), held in a
-database file of the engine's own temporary folder (``_SCANNED``, removed when the engine closes,
-or by the next engine where its process was killed: ``scratch``): DuckDB writes it compressed a
-row group at a time, so memory stays bounded whatever the rows, where a temporary table past the
-memory limit is spilled whole and read back (an hour of 200 replicas, 7.2 M rows of 11 columns:
-44.6 s of CPU and 790 MB as a temporary table, 32.8 s and 634 MB in the file, its queries four
-times cheaper; opening a small dataset costs some 15 ms more). Columns a caller reads for a
-handful of rows only (the ids, ``DEFERRED``) can be left out of that table and read again from
-the files holding the rows asked for (``with_deferred``). Parquet is scanned in place by every
-query; its footers are read once, when the engine opens (``footers``): each file's schema (files
-of one schema are read by one scan), stamp and statistics (the columns read without a default
-to fill, the replicas a file may hold, whether the files vouch for their rows: ``vouched``).
+``read_json``. Parquet files are read by name, a column a file lacks read as NULL. Both are cast
+to the types of ``COLUMNS`` so every file reads alike. When the dataset has JSON lines, the
+columns an analysis reads are materialised once into a table (parsing JSON is most of the cost,
+so each reduction does not parse it again), held in a database file of the engine's own
+temporary folder (``_SCANNED``, removed when the engine closes, or by the next engine where its
+process was killed: ``scratch``): DuckDB writes it compressed a row group at a time, so memory
+stays bounded whatever the rows, where a temporary table past the memory limit is spilled whole
+and read back (an hour of 200 replicas, 7.2 M rows of 11 columns: 44.6 s of CPU and 790 MB as a
+temporary table, 32.8 s and 634 MB in the file, its queries four times cheaper; opening a small
+dataset costs some 15 ms more). Columns a caller reads for a handful of rows only (the ids,
+``DEFERRED``) can be left out of that table and read again from the files holding the rows
+asked for (``with_deferred``). Parquet is scanned in place by every query; its footers are read
+once, when the engine opens (``footers``): each file's schema (files of one schema are read by
+one scan), stamp and statistics (the columns read without a default to fill, the replicas a file
+may hold, whether the files vouch for their rows: ``vouched``).
 
 Errors name the file: a line that is not JSON is DuckDB's own message (it names the file and the
 byte), a file of JSON that is not records (no ``replica``, ``arrival_s`` or ``finished_s``: ``REQUIRED``)
@@ -53,7 +53,7 @@ from fleetwatch.records.engine import (
 from fleetwatch.records.engine.footers import Footers, Vouched, one_value, read_footers
 from fleetwatch.records.engine.lines import gone, lines_sql, refused
 from fleetwatch.records.engine.scratch import Scratch
-from fleetwatch.records.filters import sql_string
+from fleetwatch.records.filters import sql_list, sql_string
 
 if TYPE_CHECKING:
     import duckdb
@@ -98,10 +98,6 @@ def _bytes(limit: str) -> int | None:
         return None
     unit = _UNITS.get(text[len(number) :])
     return None if unit is None or value <= 0 else int(value * unit)
-
-
-def _list(files: Sequence[Path]) -> str:
-    return "[" + ", ".join(sql_string(str(p)) for p in files) + "]"
 
 
 class DuckEngine:
@@ -178,7 +174,7 @@ class DuckEngine:
                 # in parallel, in no set order: readers that sum floats order their rows
                 self.con.execute("SET preserve_insertion_order = false")
                 self._json = (
-                    f"read_json({_list(jsonl)}, format='newline_delimited', columns={spec}, "
+                    f"read_json({sql_list(jsonl)}, format='newline_delimited', columns={spec}, "
                     "maximum_object_size=1048576"
                 )
                 numbered = ", file_index AS fw_json" if self.deferred else ""
@@ -193,13 +189,13 @@ class DuckEngine:
                 )
                 try:  # read as lines of text, for less CPU (``lines``)
                     self.con.execute(f"{table} FROM {quick.sql} AS q")
-                    self.json_read = "lines" if not gone(quick.whole) else None
+                    read = not gone(quick.whole)  # (a file gone since it was listed: named)
                 except refused():  # a line read as lines refuses: read_json reads, or names it
-                    self.json_read = None
-                if self.json_read is None:  # (a file gone since it was listed: named)
+                    read = False
+                if not read:
                     self.con.execute(f"DROP TABLE IF EXISTS {_SCANNED}")
                     self.con.execute(f"{table} FROM {self._json})")
-                    self.json_read = "read_json"
+                self.json_read = "lines" if read else "read_json"
                 self.con.execute("SET preserve_insertion_order = true")
                 # the file of a row is looked up only when a row is at fault (``_file_of``)
                 parts.append(
@@ -276,7 +272,7 @@ class DuckEngine:
             parts = (
                 [
                     f"SELECT {view_columns(columns)}, NULL::VARCHAR AS filename FROM read_json("
-                    f"{_list(jsonl)}, format='newline_delimited', columns={spec}, "
+                    f"{sql_list(jsonl)}, format='newline_delimited', columns={spec}, "
                     "maximum_object_size=1048576)"
                 ]
                 if jsonl
@@ -291,7 +287,7 @@ class DuckEngine:
             cols = [self._filled(c, c in have) for c in columns]
             union = "union_by_name=true, " if mixed else ""
             parts.append(
-                f"SELECT {', '.join(cols)}, filename FROM read_parquet({_list(group)}, "
+                f"SELECT {', '.join(cols)}, filename FROM read_parquet({sql_list(group)}, "
                 f"{union}filename=true, hive_partitioning=false)"
             )
         if not parts:
@@ -406,7 +402,7 @@ class DuckEngine:
         try:
             rows = self.con.execute(
                 "SELECT file_name, name, type, repetition_type, converted_type, logical_type "
-                f"FROM parquet_schema({_list(files)})"
+                f"FROM parquet_schema({sql_list(files)})"
             ).fetchall()
         except duckdb.Error as exc:
             raise _record_error(exc, self.files) from None
@@ -427,7 +423,7 @@ class DuckEngine:
 
         if self._footers is not None:
             return self._footers.names(files if union else files[:1])
-        read = f"read_parquet({_list(files if union else files[:1])}, "
+        read = f"read_parquet({sql_list(files if union else files[:1])}, "
         try:
             rows = self.con.execute(
                 f"DESCRIBE SELECT * FROM {read}{'union_by_name=true, ' if union else ''}"
@@ -501,7 +497,7 @@ class DuckEngine:
         cols = ", ".join(self._filled(c, c in have) for c in self.columns)
         union = "union_by_name=true, " if mixed else ""
         rows = (
-            f"(SELECT {cols}, file_index AS fw_file FROM read_parquet({_list(group)}, "
+            f"(SELECT {cols}, file_index AS fw_file FROM read_parquet({sql_list(group)}, "
             f"{union}hive_partitioning=false))"
         )
         cond = "TRUE" if self.where is None else self.where.sql()

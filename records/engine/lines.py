@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from fleetwatch.records.filters import sql_string
+from fleetwatch.records.filters import sql_list, sql_string
 
 __all__ = ["WHOLE_BYTES", "Lines", "gone", "lines_sql", "refused"]
 
@@ -136,7 +136,7 @@ def lines_sql(
     number = ", file_index" if numbered else ""
     texts = []
     for at in whole:
-        listed = "[" + ", ".join(sql_string(names[i]) for i in at) + "]"
+        listed = sql_list(names[i] for i in at)
         # a carriage return anywhere: read_json reads the file, which may end lines at one;
         # a byte order mark at the start left out, as read_json leaves it
         content = (
@@ -150,7 +150,7 @@ def lines_sql(
             f"(SELECT {content}{index} FROM read_text({listed}))"
         )
     if streamed:
-        listed = "[" + ", ".join(sql_string(names[i]) for i in streamed) + "]"
+        listed = sql_list(names[i] for i in streamed)
         index = f", {_indexed(streamed)} AS file_index" if numbered else ""
         texts.append(
             f"SELECT line{index} FROM read_csv({listed}, columns={{'line': 'VARCHAR'}}, "

@@ -16,7 +16,7 @@ from fleetwatch.records.dataset import resolve
 from fleetwatch.records.engine import COLUMNS, lines
 from fleetwatch.records.engine.duck import DuckEngine
 from fleetwatch.records.engine.lines import lines_sql
-from fleetwatch.records.filters import sql_string
+from fleetwatch.records.filters import sql_list, sql_string
 from fleetwatch.records.io import write_records
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.records.plugin_tree import plugin_tree
@@ -27,7 +27,7 @@ _SPEC = "{" + ", ".join(f"{sql_string(c)}: '{t}'" for c, t in COLUMNS.items()) +
 def _both(files: list[Path], *, parts: int = 1, numbered: bool = False) -> tuple[int, int, int]:
     """Rows of ``read_json``'s table, and those of each table the other lacks (``EXCEPT ALL``
     both ways, every column of the schema and, ``numbered``, each row's file's place)."""
-    listed = "[" + ", ".join(sql_string(str(p)) for p in files) + "]"
+    listed = sql_list(files)
     con = duckdb.connect()
     number = ", file_index" if numbered else ""
     con.execute(
