@@ -1,7 +1,8 @@
-"""The ordered pass of ``fleet compare`` through an engine: two runs' values, each sorted by its
-engine, merged into one stream a chunk at a time, and every figure the comparison of one metric
-needs taken as its rank goes by (``fleet.compare.engine`` says which figures, and why ranks
-suffice). Memory is a chunk and the bootstrap windows, whatever the rows.
+"""The ordered pass of ``fleet compare`` through an engine: two runs' values sorted together into
+one stream (``sorted_chunks``), or two runs' bucket counts, read a chunk at a time, and every
+figure the comparison of one metric needs taken as its rank goes by (``fleet.compare.engine``
+says which figures, and why ranks suffice). Beyond the values, memory is a chunk and the
+bootstrap windows.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 from scipy import special
@@ -26,77 +26,40 @@ from fleetwatch.fleet.compare.statistics import (
 )
 from fleetwatch.records.engine.reductions import lerp
 
-__all__ = ["CHUNK_ROWS", "Chunk", "Pass", "Plan", "Window", "merged", "metric_comparison"]
+__all__ = ["CHUNK_ROWS", "Chunk", "Pass", "Plan", "Window", "metric_comparison", "sorted_chunks"]
 
 CHUNK_ROWS = 1 << 18
-"""Values each run's stream brings at a time (about 25 bytes each in the pass, a few copies of
-them at once)."""
-
-
-@dataclass(slots=True)
-class _Buffer:
-    v: F64
-    s: I64
-    n: I64
-    done: bool = False
-
-
-def _empty() -> _Buffer:
-    return _Buffer(np.empty(0), np.empty(0, np.int64), np.empty(0, np.int64))
-
-
-def _pull(buf: _Buffer, stream: Iterator[Any]) -> None:
-    try:
-        frame = next(stream)
-    except StopIteration:
-        buf.done = True
-        return
-    v = frame["v"].to_numpy(np.float64)
-    s = frame["s"].to_numpy(np.int64)
-    buf.v, buf.s = np.r_[buf.v, v], np.r_[buf.s, s]
-    buf.n = np.r_[buf.n, np.ones(len(v), dtype=np.int64)]
-    if len(buf.v) > 2 * CHUNK_ROWS and buf.v[0] == buf.v[-1]:
-        # One value repeated past a chunk (a latency of exactly 0, say): kept as counts per stratum.
-        keys, inverse = np.unique(buf.s, return_inverse=True)
-        buf.n = np.bincount(inverse, weights=buf.n).astype(np.int64)
-        buf.v, buf.s = np.full(len(keys), buf.v[0]), keys
-
-
-def _take(buf: _Buffer, below: float | None) -> tuple[F64, I64, I64]:
-    i = len(buf.v) if below is None else int(np.searchsorted(buf.v, below, side="left"))
-    out = buf.v[:i], buf.s[:i], buf.n[:i]
-    buf.v, buf.s, buf.n = buf.v[i:], buf.s[i:], buf.n[i:]
-    return out
+"""Values a chunk of the pass holds (about 25 bytes each in the pass, a few copies of them at
+once)."""
 
 
 Chunk = tuple[F64, I64, I64, I64]
 """Rows ordered by value: value, stratum, run (0 before, 1 after), count."""
 
 
-def merged(before: Iterator[Any], after: Iterator[Any]) -> Iterator[Chunk]:
-    """The two runs' ordered streams of ``v`` (value) and ``s`` (stratum) as one, by value,
-    a chunk at a time; all rows of one value are in one chunk."""
-    bufs, streams = (_empty(), _empty()), (before, after)
-    while True:
-        for buf, stream in zip(bufs, streams, strict=True):
-            while not buf.done and not len(buf.v):
-                _pull(buf, stream)
-        live = [b for b in bufs if not b.done]
-        below = min(float(b.v[-1]) for b in live) if live else None
-        parts = [_take(b, below) for b in bufs]
-        if not sum(len(p[0]) for p in parts):
-            if below is None:
-                return
-            for buf, stream in zip(bufs, streams, strict=True):
-                if not buf.done and buf.v[-1] == below:
-                    _pull(buf, stream)
-            continue
-        v = np.concatenate([p[0] for p in parts])
-        order = np.argsort(v, kind="stable")  # two sorted runs: a linear merge
-        s = np.concatenate([p[1] for p in parts])
-        run = np.concatenate([np.full(len(p[0]), i, dtype=np.int64) for i, p in enumerate(parts)])
-        n = np.concatenate([p[2] for p in parts])
-        yield v[order], s[order], run[order], n[order]
+def sorted_chunks(before: tuple[F64, I64], after: tuple[F64, I64]) -> Iterator[Chunk]:
+    """Two runs' values and each value's stratum as one stream ordered by value (then run and
+    stratum), NaN (a NULL) left out, about ``CHUNK_ROWS`` rows a chunk; all rows of one value
+    are in one chunk."""
+    v = np.concatenate([before[0], after[0]])
+    s = np.concatenate([before[1], after[1]])
+    run = np.repeat(np.array([0, 1], dtype=np.int64), [len(before[0]), len(after[0])])
+    keep = ~np.isnan(v)
+    if not keep.all():
+        v, s, run = v[keep], s[keep], run[keep]
+    order = np.lexsort((s, run, v))
+    v, s, run = v[order], s[order], run[order]
+    start = 0
+    while start < len(v):
+        end = start + CHUNK_ROWS
+        if end < len(v):
+            end = int(np.searchsorted(v, v[end], side="left"))  # a value not split
+            if end == start:  # one value past a chunk: its rows in one
+                end = int(np.searchsorted(v, v[start], side="right"))
+        else:
+            end = len(v)
+        yield v[start:end], s[start:end], run[start:end], np.ones(end - start, dtype=np.int64)
+        start = end
 
 
 class Window:

@@ -16,7 +16,7 @@ import fleetwatch.fleet.compare.ordered as ordered
 from fleetwatch.fleet.by_model import ByModel
 from fleetwatch.fleet.compare import compare_runs_by_model, engine
 from fleetwatch.fleet.compare.engine import NEEDS, compare_in_engines
-from fleetwatch.fleet.compare.ordered import merged
+from fleetwatch.fleet.compare.ordered import sorted_chunks
 from fleetwatch.fleet.compare.statistics import bootstrap_quantiles, inverted_cdf_index
 from fleetwatch.records.dataset import read_dataset
 from fleetwatch.records.engine.scan import open_scan
@@ -116,40 +116,30 @@ def test_the_tallies_grouping_sets_count_each_tally_and_workload_value(tmp_path:
         assert np.array_equal(got.values[name][1], n), name
 
 
-def _stream(values: list[float], rows: int) -> Any:
-    for i in range(0, len(values), rows):
-        part = values[i : i + rows]
-        yield pd.DataFrame({"v": part, "s": [0] * len(part)})
-
-
 @pytest.mark.parametrize("rows", [1, 2, 3, 100])
-def test_the_merge_keeps_order_and_never_splits_equal_values(rows: int) -> None:
+def test_the_chunks_keep_order_and_never_split_equal_values(
+    rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unsorted values of two runs (a NaN, a NULL read back, left out) come out in order,
+    each run's values all there with their strata, a value never in two chunks, a chunk of
+    more than ``CHUNK_ROWS`` rows only where one value holds them."""
+    monkeypatch.setattr(ordered, "CHUNK_ROWS", rows)
     rng = np.random.default_rng(5)
-    b = np.sort(rng.integers(0, 6, 40)).astype(float).tolist()
-    a = np.sort(rng.integers(0, 6, 30)).astype(float).tolist()
-    chunks = list(merged(_stream(b, rows), _stream(a, rows)))
-    v = np.concatenate([c[0] for c in chunks])
-    run = np.concatenate([c[2] for c in chunks])
-    n = np.concatenate([c[3] for c in chunks])
-    assert np.all(np.diff(v) >= 0)
-    assert np.repeat(v[run == 0], n[run == 0]).tolist() == b
-    assert np.repeat(v[run == 1], n[run == 1]).tolist() == a
+    b = rng.integers(0, 6, 40).astype(float)
+    a = np.r_[rng.integers(0, 6, 30).astype(float), np.nan]
+    sb, sa = rng.integers(-1, 3, len(b)), rng.integers(-1, 3, len(a))
+    chunks = list(sorted_chunks((b, sb), (a, sa)))
+    v, s, run, n = (np.concatenate([c[i] for c in chunks]) for i in range(4))
+    assert np.all(np.diff(v) >= 0) and np.all(n == 1)
+    kept = ~np.isnan(a)
+    for side, (values, strata) in enumerate(((b, sb), (a[kept], sa[kept]))):
+        got = zip(v[run == side].tolist(), s[run == side].tolist(), strict=True)
+        assert sorted(got) == sorted(zip(values.tolist(), strata.tolist(), strict=True))
     seen: set[float] = set()
     for c in chunks:
         assert not seen & set(c[0].tolist())
         seen |= set(c[0].tolist())
-
-
-def test_a_value_repeated_past_a_chunk_is_held_as_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Exact zeros (a queue that never waited) repeat millions of times: the merge holds one
-    count per stratum for them, not the rows."""
-    monkeypatch.setattr(ordered, "CHUNK_ROWS", 4)
-    b = [0.0] * 50 + [1.0, 2.0]
-    chunks = list(merged(_stream(b, 4), _stream([0.0] * 9 + [3.0], 4)))
-    v, _, run, n = chunks[0]
-    zero = v == 0.0
-    assert n[zero & (run == 0)].sum() == 50 and n[zero & (run == 1)].sum() == 9
-    assert (zero & (run == 0)).sum() <= 2 * 4 + 4  # the 50 before zeros are not held as rows
+        assert len(c[0]) <= rows or len(set(c[0].tolist())) == 1  # more: one value's rows
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 99, 100, 101, 1000, 12345])
