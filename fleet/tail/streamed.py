@@ -13,7 +13,7 @@ ranks (the window, about as many requests as the tail) are known after the first
 
 The second scan brings only the requests of the threshold's buckets or above (their latency,
 replica and per-token buckets) and those in a window (their per-token value): a few percent of
-the rows, a quarter less CPU for the scan than every row with NULLs in their place. Then the
+the rows, for a sixth to a quarter less CPU than every row with NULLs in their place. Then the
 threshold is read from the latencies, each replica's tail counted, and each median is an order
 statistic of the body's values in its window, exact (``numpy.quantile``). The plan is the one
 ``engine.plan_in_engine`` computes with three scans of grouping sets.
