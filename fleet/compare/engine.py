@@ -474,12 +474,11 @@ def _compare(
         if max(n_ok) > exact_rows
         else None
     )
-    values = [] if hists is not None else [_values(run, exprs, code) for run in (before, after)]
-    per_stratum = (
-        [_per_stratum(h, count) for h in hists]
-        if hists is not None
-        else [_counted(v, s, count) for v, s in values]
-    )
+    if hists is not None:
+        per_stratum = [_per_stratum(h, count) for h in hists]
+    else:
+        (vb, sb), (va, sa) = (_values(run, exprs, code) for run in (before, after))
+        per_stratum = [_counted(vb, sb, count), _counted(va, sa, count)]
     comps, matched, tails = [], [], None
     for i, metric in enumerate(METRICS):
         cb, ca = per_stratum[0][:, i], per_stratum[1][:, i]
@@ -493,9 +492,7 @@ def _compare(
         done = (
             _bucket_pass(hists[0][i], hists[1][i], plan)
             if hists is not None
-            else _metric_pass(
-                (values[0][0][i], values[0][1]), (values[1][0][i], values[1][1]), plan
-            )
+            else _metric_pass((vb[i], sb), (va[i], sa), plan)
         )
         comps.append(metric_comparison(metric, done, plan, draws, confidence, rng))
         if strata is not None:

@@ -134,16 +134,16 @@ def lines_sql(
         raise ValueError("no files to read")
     whole, streamed = _parts(names, parts)
     number = ", file_index" if numbered else ""
+    # a carriage return anywhere: read_json reads the file, which may end lines at one;
+    # a byte order mark at the start left out, as read_json leaves it
+    content = (
+        "CASE WHEN contains(content, chr(13)) THEN error('a carriage return') "
+        "WHEN starts_with(content, chr(65279)) THEN substr(content, 2) "
+        "ELSE content END AS content"
+    )
     texts = []
     for at in whole:
         listed = sql_list(names[i] for i in at)
-        # a carriage return anywhere: read_json reads the file, which may end lines at one;
-        # a byte order mark at the start left out, as read_json leaves it
-        content = (
-            "CASE WHEN contains(content, chr(13)) THEN error('a carriage return') "
-            "WHEN starts_with(content, chr(65279)) THEN substr(content, 2) "
-            "ELSE content END AS content"
-        )
         index = f", {_indexed(at)} AS file_index" if numbered else ""
         texts.append(
             f"SELECT unnest(string_split(content, chr(10))) AS line{number} FROM "
