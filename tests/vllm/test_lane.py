@@ -321,15 +321,27 @@ def _replica_side(report: Mapping[str, Any], slow: str) -> tuple[set[str], list[
     The one-at-a-time replica queues: it is the one to blame for TTFT and e2e. The three vLLM
     servers share this host's two cores and neither source carries their CPU wait, so a healthy
     one's decode (TPOT) can really run slower while the others batch; such a finding must name
-    host contention as a possible cause, and it is not the planted difference.
+    host contention as a possible cause, and it is not the planted difference. Its e2e is then
+    slower for the same reason: an e2e finding that names host contention, on a replica whose
+    TPOT is slow that way and whose TTFT is not, is the decode's and is set aside with it.
     """
     replica = [f for f in report["findings"] if f["side"] == "replica"]
-    queued = {f["replica"] for f in replica if f["signal"] in ("ttft", "e2e")}
+    host = "slow_hardware_or_host_contention"
+    decode = {f["replica"] for f in replica if f["signal"] == "tpot" and f["cause"] == host}
+    first = {f["replica"] for f in replica if f["signal"] == "ttft"}
+
+    def contention(f: Mapping[str, Any]) -> bool:
+        if f["cause"] != host:
+            return False
+        if f["signal"] == "tpot":
+            return True
+        return f["signal"] == "e2e" and f["replica"] in decode - first
+
+    queued = {f["replica"] for f in replica if f["signal"] in ("ttft", "e2e") and not contention(f)}
     others = [
         f"{f['replica']} {f['signal']} ({f['cause']})"
         for f in replica
-        if f["replica"] != slow
-        and not (f["signal"] == "tpot" and f["cause"] == "slow_hardware_or_host_contention")
+        if f["replica"] != slow and not contention(f)
     ]
     return queued, others
 
