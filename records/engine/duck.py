@@ -100,6 +100,20 @@ def _bytes(limit: str) -> int | None:
     return None if unit is None or value <= 0 else int(value * unit)
 
 
+_LARGEST_OBJECT = 1 << 20
+"""``read_json``'s ``maximum_object_size``: the longest line it reads."""
+
+
+def _read_json(files: Sequence[Path], columns: Sequence[str], options: str = "") -> str:
+    """``read_json`` of the JSON lines ``files``, given ``columns`` (their ``COLUMNS`` types),
+    with ``options`` (``, name=value``) added."""
+    spec = "{" + ", ".join(f"{sql_string(c)}: '{COLUMNS[c]}'" for c in columns) + "}"
+    return (
+        f"read_json({sql_list(files)}, format='newline_delimited', columns={spec}, "
+        f"maximum_object_size={_LARGEST_OBJECT}{options})"
+    )
+
+
 class DuckEngine:
     """The ``records`` view of ``files`` (only rows ``where`` keeps) in an in-process DuckDB."""
 
@@ -120,7 +134,6 @@ class DuckEngine:
         self.files = tuple(files)
         self.where = where
         self.counted: tuple[int, int] | None = None
-        self._json = ""
         self.json_read: str | None = None
         """How the JSON lines were read: ``lines`` or ``read_json`` (``records.engine.lines``);
         None where there are none."""
@@ -170,13 +183,8 @@ class DuckEngine:
         parts = []
         try:
             if jsonl:  # read first, so a bad JSON-lines file is named before any Parquet file
-                spec = "{" + ", ".join(f"{sql_string(c)}: '{COLUMNS[c]}'" for c in wanted) + "}"
                 # in parallel, in no set order: readers that sum floats order their rows
                 self.con.execute("SET preserve_insertion_order = false")
-                self._json = (
-                    f"read_json({sql_list(jsonl)}, format='newline_delimited', columns={spec}, "
-                    "maximum_object_size=1048576"
-                )
                 numbered = ", file_index AS fw_json" if self.deferred else ""
                 held = sql_string(os.path.join(self._tmp.name, "scanned.duckdb"))
                 self.con.execute(f"ATTACH {held} AS {_SCANNED.split('.')[0]}")
@@ -194,7 +202,7 @@ class DuckEngine:
                     read = False
                 if not read:
                     self.con.execute(f"DROP TABLE IF EXISTS {_SCANNED}")
-                    self.con.execute(f"{table} FROM {self._json})")
+                    self.con.execute(f"{table} FROM {_read_json(jsonl, wanted)}")
                 self.json_read = "lines" if read else "read_json"
                 self.con.execute("SET preserve_insertion_order = true")
                 # the file of a row is looked up only when a row is at fault (``_file_of``)
@@ -268,12 +276,10 @@ class DuckEngine:
             if tuple(columns) != self.columns:
                 raise ValueError("columns other than the view's need the JSON lines to read")
         else:
-            spec = "{" + ", ".join(f"{sql_string(c)}: '{COLUMNS[c]}'" for c in columns) + "}"
             parts = (
                 [
-                    f"SELECT {view_columns(columns)}, NULL::VARCHAR AS filename FROM read_json("
-                    f"{sql_list(jsonl)}, format='newline_delimited', columns={spec}, "
-                    "maximum_object_size=1048576)"
+                    f"SELECT {view_columns(columns)}, NULL::VARCHAR AS filename "
+                    f"FROM {_read_json(jsonl, columns)}"
                 ]
                 if jsonl
                 else []
@@ -706,7 +712,8 @@ class DuckEngine:
         filled = view_columns(self.columns)
         rows = self.con.execute(
             f"SELECT min(filename) FROM (SELECT {filled}, filename FROM "
-            f"{self._json}, filename=true)) AS filled WHERE {condition}"
+            f"{_read_json(self._jsonl, self.columns, ', filename=true')}) AS filled "
+            f"WHERE {condition}"
         ).fetchall()
         return str(rows[0][0])
 
