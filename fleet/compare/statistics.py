@@ -72,11 +72,10 @@ def bootstrap_quantiles(
     n = len(sorted_x) if n is None else n
     m = max(1, math.ceil(q * n))
     lo, last = bootstrap_window(n, q)
-    j = np.arange(lo + 1, last + 2)
-    cdf = st.binom.sf(m - 1, n, j / n)
-    cdf[-1] = 1.0
-    k = np.searchsorted(cdf, rng.uniform(size=draws), side="left") + lo
-    out: F64 = sorted_x[np.minimum(k, n - 1) - first]
+    # A replicate draws n indices, each floor(n U) for a uniform U: its m-th smallest index is
+    # floor(n U_(m)), and U_(m), the m-th smallest of n uniforms, is Beta(m, n - m + 1).
+    k = np.floor(n * rng.beta(m, n - m + 1, size=draws)).astype(np.int64)
+    out: F64 = sorted_x[np.clip(k, lo, last) - first]
     return out
 
 

@@ -5,6 +5,7 @@ chunks."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,19 @@ def test_the_chunks_keep_order_and_never_split_equal_values(
         assert len(c[0]) <= rows or len(set(c[0].tolist())) == 1  # more: one value's rows
 
 
+@pytest.mark.parametrize("strata", [1, 64, 20_000, 10**12])
+def test_the_pass_orders_values_then_run_then_stratum_as_lexsort_does(strata: int) -> None:
+    """Values tied often (rounded), strata from -1 (outside) up, whose key fits 16 bits or
+    not: the order is ``numpy.lexsort``'s, ties by run, then stratum, then place."""
+    rng = np.random.default_rng(strata % 1000)
+    for size in (0, 1, 5000):
+        v = np.round(rng.lognormal(0, 1, size), 1)
+        s = rng.integers(-1, strata, size)
+        run = (rng.random(size) < 0.5).astype(np.int64)
+        got = ordered._by_value_run_stratum(v, s, run)
+        assert np.array_equal(got, np.lexsort((s, run, v)))
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 99, 100, 101, 1000, 12345])
 def test_the_rank_of_a_percentile_is_numpys(n: int) -> None:
     x = np.arange(n, dtype=float)
@@ -161,6 +175,24 @@ def test_the_bootstrap_reads_only_its_window() -> None:
         x[first : last + 1], 0.99, 500, np.random.default_rng(7), n=len(x), first=first
     )
     assert np.array_equal(whole, part)
+
+
+@pytest.mark.parametrize(("n", "q"), [(1, 0.5), (7, 0.5), (57, 0.9), (400, 0.99), (5000, 0.05)])
+def test_a_replicate_s_quantile_index_is_as_resampling_makes_it(n: int, q: float) -> None:
+    """A replicate's inverted-CDF ``q``-quantile is the ``m``-th smallest of ``n`` indices drawn
+    with replacement, ``m = ceil(q n)``: at or below ``i`` with the probability that at least
+    ``m`` of ``n`` draws are (scipy's binomial). 100,000 replicates' indices against it, within
+    the DKW bound at a one-in-a-million false alarm."""
+    from scipy import stats
+
+    draws = 100_000
+    x = np.arange(n, dtype=float)  # each value its index
+    got = bootstrap_quantiles(x, q, draws, np.random.default_rng(11)).astype(int)
+    m = max(1, math.ceil(q * n))
+    i = np.arange(n)
+    exact = stats.binom.sf(m - 1, n, (i + 1) / n)
+    seen = np.cumsum(np.bincount(got, minlength=n)) / draws
+    assert np.max(np.abs(seen - exact)) <= math.sqrt(math.log(2 / 1e-6) / (2 * draws))
 
 
 def test_a_metric_tied_everywhere_is_unchanged_not_an_error() -> None:
