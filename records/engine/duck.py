@@ -135,8 +135,8 @@ class DuckEngine:
         self.where = where
         self.counted: tuple[int, int] | None = None
         self.json_read: str | None = None
-        """How the JSON lines were read: ``lines`` or ``read_json`` (``records.engine.lines``);
-        None where there are none."""
+        """How the JSON lines were read: ``typed``, ``lines`` or ``read_json``
+        (``records.engine.lines``); None where there are none."""
         self._enums: set[str] = set()
         self._tmp = Scratch()  # what a killed engine left swept first
         self._threads = threads or max(os.cpu_count() or 1, 1)
@@ -189,21 +189,29 @@ class DuckEngine:
                 held = sql_string(os.path.join(self._tmp.name, "scanned.duckdb"))
                 self.con.execute(f"ATTACH {held} AS {_SCANNED.split('.')[0]}")
                 table = f"CREATE TABLE {_SCANNED} AS SELECT {view_columns(self.columns)}{numbered}"
-                quick = lines_sql(
-                    jsonl,
-                    {c: COLUMNS[c] for c in self.columns},
-                    numbered=bool(self.deferred),
-                    parts=self._threads,  # read at once
-                )
-                try:  # read as lines of text, for less CPU (``lines``)
-                    self.con.execute(f"{table} FROM {quick.sql} AS q")
-                    read = not gone(quick.whole)  # (a file gone since it was listed: named)
-                except refused():  # a line read as lines refuses: read_json reads, or names it
-                    read = False
-                if not read:
+                read = None
+                for typed in (True, False):  # read as lines of text, for less CPU (``lines``)
+                    quick = lines_sql(
+                        jsonl,
+                        {c: COLUMNS[c] for c in self.columns},
+                        numbered=bool(self.deferred),
+                        parts=self._threads,  # read at once
+                        typed=typed,
+                    )
+                    try:
+                        self.con.execute(f"{table} FROM {quick.sql} AS q")
+                    except refused():
+                        # the typed reading refuses a line lacking a key, which the untyped
+                        # reads; a line both refuse is read_json's to read or to name
+                        self.con.execute(f"DROP TABLE IF EXISTS {_SCANNED}")
+                        continue
+                    if not gone(quick.whole):  # (a file gone since it was listed: named)
+                        read = "typed" if typed else "lines"
+                    break
+                if read is None:
                     self.con.execute(f"DROP TABLE IF EXISTS {_SCANNED}")
                     self.con.execute(f"{table} FROM {_read_json(jsonl, wanted)}")
-                self.json_read = "lines" if read else "read_json"
+                self.json_read = read or "read_json"
                 self.con.execute("SET preserve_insertion_order = true")
                 # the file of a row is looked up only when a row is at fault (``_file_of``)
                 parts.append(

@@ -1,5 +1,6 @@
-"""The JSON lines' columns, read as lines of text whose values one ``json_extract_string`` a
-line takes: the same table as DuckDB's ``read_json``, for less CPU.
+"""The JSON lines' columns, read as lines of text whose values one ``json_transform_strict``
+(``typed``) or one ``json_extract_string`` a line takes: the same table as DuckDB's
+``read_json``, for less CPU.
 
 ``read_json`` turns each line's values into the columns' types inside the reader. Read instead
 as text, each small file whole (``read_text``, which reads a list of files on one thread, so the
@@ -19,22 +20,32 @@ allows the rows equal ``read_json``'s to the last bit, each line's file numbered
 benchmark's 1.2 M records in 12,000 files, and the tests' lines of every shape those values
 take, read whole, as a stream and both).
 
-Where this reading refuses a line (``refused``: not JSON, not an object, a value that does not
-cast as ``read_json`` would cast it, such as ``true`` for a number, a carriage return anywhere,
-a file not UTF-8), or a file read whole is gone once read (``read_text`` passes
-over a file that is not there: ``gone``), the caller reads the files with ``read_json`` instead,
-so what is read, and the message naming a bad file and line, are ``read_json``'s. Left
-different, on values the record schema does not allow, which no writer of records writes: an
-object naming a key twice (``read_json`` refuses it; read here with the first value, where
-Python's ``json`` takes the last); a number written as a string in a form ``read_json`` refuses
-and a cast reads (``"+1"``, ``"1_000"``, ``"2 "``); a real where a string is due, printed as
-``json_extract_string`` prints it (``1e16`` as ``10000000000000000.0``, not ``1e+16``). Telling
-those apart would cost most of the gain (a pattern matched over each line: 0.7-1.0 s of the
-1.2 s a ten-minute slice gained when the CSV reader first replaced ``read_json``).
+Read ``typed`` (first, by the engine), each line's values are turned into the columns' types by
+``json_transform_strict``: the transform ``read_json`` applies to each line, so its values are
+``read_json``'s, without the differences the untyped reading leaves (below; ``EXCEPT ALL`` both
+ways: the ten-minute benchmark's 1.2 M records, every shape above with each key there), for a fifth
+less CPU than the text and its casts (the table of the one-hour benchmark, 13 columns: 15.6-16.0 s
+against 19.4-32.1 s; ten minutes: 2.7-2.8 s against 3.4 s). It refuses a line lacking one of the
+keys (``read_json`` reads it as NULL), where the plugin writes every key on every line
+(``core.records.write.json_line``): files written otherwise are read untyped.
+
+Where the untyped reading refuses a line too (``refused``: not JSON, not an object, a value that
+does not cast as ``read_json`` would cast it, such as ``true`` for a number, a carriage return
+anywhere, a file not UTF-8), or a file read whole is gone once read (``read_text`` passes over a
+file that is not there: ``gone``), the caller reads the files with ``read_json`` instead, so what
+is read, and the message naming a bad file and line, are ``read_json``'s. Left different, on values
+the record schema does not allow, which no writer of records writes: an object naming a key twice
+(``read_json`` refuses it; read here with the first value, where Python's ``json`` takes the last);
+a number written as a string in a form ``read_json`` refuses and a cast reads (``"+1"``,
+``"1_000"``, ``"2 "``); a real where a string is due, printed as ``json_extract_string`` prints it
+(``1e16`` as ``10000000000000000.0``, not ``1e+16``). Telling those apart would cost most of the
+gain (a pattern matched over each line: 0.7-1.0 s of the 1.2 s a ten-minute slice gained when the
+CSV reader first replaced ``read_json``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -125,10 +136,12 @@ def lines_sql(
     *,
     numbered: bool = False,
     parts: int = 1,
+    typed: bool = False,
 ) -> Lines:
     """A ``FROM`` item of the JSON lines of ``files``: ``columns`` (name -> SQL type) and,
     ``numbered``, ``file_index`` (the file's place in ``files``); the files read whole split
-    into ``parts`` lists, read at once (the engine's threads)."""
+    into ``parts`` lists, read at once (the engine's threads). ``typed``: each line's values
+    taken by ``json_transform_strict``, which refuses a line lacking one of the columns' keys."""
     names = [str(f) for f in files]
     if not names:
         raise ValueError("no files to read")
@@ -157,13 +170,19 @@ def lines_sql(
             "delim=chr(1), quote='', escape='', new_line='\\n', header=false, auto_detect=false) "
             "WHERE line IS NOT NULL"
         )
-    paths = ", ".join(sql_string(f'$."{name}"') for name in columns)
-    cast = ", ".join(
-        f"{_cast(at, kind)} AS {name}" for at, (name, kind) in enumerate(columns.items(), 1)
-    )
+    if typed:
+        structure = sql_string(json.dumps(dict(columns)))
+        taken = f"json_transform_strict(line, {structure})"
+        cast = ", ".join(f"struct_extract(v, {sql_string(name)}) AS {name}" for name in columns)
+    else:
+        paths = ", ".join(sql_string(f'$."{name}"') for name in columns)
+        taken = f"json_extract_string(line, [{paths}])"
+        cast = ", ".join(
+            f"{_cast(at, kind)} AS {name}" for at, (name, kind) in enumerate(columns.items(), 1)
+        )
     blank = "trim(line, chr(32) || chr(9)) = ''"  # JSON's white space but the line ends
     values = (
-        f"CASE WHEN starts_with(line, '{{') THEN json_extract_string(line, [{paths}]) "
+        f"CASE WHEN starts_with(line, '{{') THEN {taken} "
         f"WHEN {blank} THEN NULL "
         "ELSE error('a line that is not a JSON object') END"
     )  # (a line of white space skipped, as read_json skips it; a filter on it costs twice)

@@ -24,7 +24,9 @@ from tests.records.plugin_tree import plugin_tree
 _SPEC = "{" + ", ".join(f"{sql_string(c)}: '{t}'" for c, t in COLUMNS.items()) + "}"
 
 
-def _both(files: list[Path], *, parts: int = 1, numbered: bool = False) -> tuple[int, int, int]:
+def _both(
+    files: list[Path], *, parts: int = 1, numbered: bool = False, typed: bool = False
+) -> tuple[int, int, int]:
     """Rows of ``read_json``'s table, and those of each table the other lacks (``EXCEPT ALL``
     both ways, every column of the schema and, ``numbered``, each row's file's place)."""
     listed = sql_list(files)
@@ -35,7 +37,8 @@ def _both(files: list[Path], *, parts: int = 1, numbered: bool = False) -> tuple
         f"format='newline_delimited', columns={_SPEC})"
     )
     con.execute(
-        f"CREATE TABLE b AS SELECT * FROM {lines_sql(files, COLUMNS, numbered=numbered, parts=parts).sql}"
+        "CREATE TABLE b AS SELECT * FROM "
+        + lines_sql(files, COLUMNS, numbered=numbered, parts=parts, typed=typed).sql
     )
     (rows,) = con.execute("SELECT count(*) FROM a").fetchone() or (0,)
     (only_a,) = con.execute("SELECT count(*) FROM (FROM a EXCEPT ALL FROM b)").fetchone() or (0,)
@@ -62,6 +65,40 @@ _SHAPES = [
     {"replica": "r-4", "Arrival_s": 3.0, "finished_s": 4, "itl_buckets": [1, 2, 3], "extra": None},
     {},
 ]
+
+
+def _every_key(path: Path) -> Path:
+    """``path``'s lines with every column's key, null where it had none, as the plugin writes
+    them (``core.records.write.json_line``); blank lines kept."""
+    out = path.with_name(f"every-{path.name}")
+    rows = path.read_text().split("\n")
+    none = dict.fromkeys(COLUMNS)
+    out.write_text("\n".join(json.dumps(none | json.loads(r)) if r.strip() else r for r in rows))
+    return out
+
+
+def test_lines_holding_every_key_read_typed_are_read_json_s_table_bit_for_bit(
+    tmp_path: Path,
+) -> None:
+    """Each line's values turned into the columns' types by ``json_transform_strict`` (the
+    transform ``read_json`` applies): the plugin's files and lines of every shape, every key
+    there, give ``read_json``'s rows exactly; a file lacking a key is refused, and the engine
+    reads it untyped."""
+    tree = plugin_tree(tmp_path / "fleet")
+    jsonl = [p for p in resolve([tree.root]) if p.suffix == ".jsonl"]
+    every = [_every_key(p) for p in jsonl]
+    assert _both(every, parts=2, numbered=True, typed=True) == (960, 0, 0)
+    shapes = tmp_path / "shapes.jsonl"
+    text = "\n".join(json.dumps(s) for s in _SHAPES if "Arrival_s" not in s)
+    shapes.write_text("\n   \n\t \n" + text + "\n\n" + text)
+    assert _both([_every_key(shapes)], typed=True) == (2 * (len(_SHAPES) - 1), 0, 0)
+    with pytest.raises(duckdb.InvalidInputException, match="does not have key"):
+        _both(jsonl[:1], typed=True)  # the test's plugin files write no trace_id
+    with DuckEngine(every) as engine:
+        assert engine.json_read == "typed" and engine.check() == (960, 960)
+    rows = 960 + len(jsonl[0].read_text().splitlines())
+    with DuckEngine([*every, jsonl[0]]) as engine:
+        assert engine.json_read == "lines" and engine.check() == (rows, rows)
 
 
 def test_the_lines_read_as_text_are_read_json_s_table_bit_for_bit(tmp_path: Path) -> None:
@@ -148,38 +185,52 @@ def test_a_file_gone_not_utf_8_or_not_a_file_is_named(
     monkeypatch.setattr(lines, "_size", lambda path: 10)  # as if it were there when listed
     with pytest.raises(RecordError, match=r"gone\.jsonl"):
         DuckEngine([good, tmp_path / "gone.jsonl"], defer=["request_id"])
+    with pytest.raises(RecordError, match=r"gone\.jsonl"):  # read typed, every key there
+        DuckEngine([_every_key(good), tmp_path / "gone.jsonl"], defer=["request_id"])
 
 
 @pytest.mark.parametrize(
-    ("line", "read"),
+    ("line", "reading", "read"),
     [
-        ('{"replica": "r", "arrival_s": true, "finished_s": 2}', 1.0),  # read_json casts it
-        ('{"replica": "r", "arrival_s": 1, "finished_s": 2}\r', 1.0),  # a carriage return
+        # read_json casts it, and the typed reading as read_json does
+        ('{"replica": "r", "arrival_s": true, "finished_s": 2}', "typed", 1.0),
+        # a key lacking (``tenant``): the untyped reading refuses the true, read_json casts it
+        ('{"replica": "r", "arrival_s": true, "finished_s": 2}', "read_json", 1.0),
+        ('{"replica": "r", "arrival_s": 1, "finished_s": 2}\r', "read_json", 1.0),  # a CR
     ],
 )
 def test_a_line_refused_as_text_is_read_by_read_json(
-    tmp_path: Path, line: str, read: float
+    tmp_path: Path, line: str, reading: str, read: float
 ) -> None:
-    """A line the text reading refuses but ``read_json`` reads: the engine's table is
+    """A line a text reading refuses but ``read_json`` reads: the engine's table is
     ``read_json``'s."""
     path = tmp_path / "odd.jsonl"
     path.write_text(line + "\n")
-    with DuckEngine([path], columns=["replica", "arrival_s", "finished_s"]) as engine:
+    columns = ["replica", "arrival_s", "finished_s"]
+    if reading == "read_json" and "\r" not in line:
+        columns.append("tenant")
+    with DuckEngine([path], columns=columns) as engine:
         got = engine.query("SELECT arrival_s FROM records")
-        assert engine.json_read == "read_json"
+        assert engine.json_read == reading
     assert got["arrival_s"].tolist() == [read]
 
 
+@pytest.mark.parametrize("every", [False, True])
 @pytest.mark.parametrize("line", ["[1, 2]", "5", '"replica"', '{"replica": "r"} {"x": 1}'])
 def test_a_line_that_is_not_one_object_is_named_not_read_as_nulls(
-    tmp_path: Path, line: str
+    tmp_path: Path, line: str, every: bool
 ) -> None:
     """A line that is JSON but not an object, or more than one value, is one error naming the
-    file and its line, as ``read_json`` names it: never a row of NULLs."""
+    file and its line, as ``read_json`` names it: never a row of NULLs (``every``: the other
+    lines hold every key, so the typed reading reads them)."""
     good, path = tmp_path / "good.jsonl", tmp_path / "odd.jsonl"
     records = synthetic_fleet(1, 2, seed=3)
     write_records(good, records)
     write_records(path, records)
+    if every:
+        good, path = _every_key(good), _every_key(path)
+        if line.startswith("{"):  # every key before the value after it
+            line = json.dumps(dict.fromkeys(COLUMNS) | {"replica": "r"}) + ' {"x": 1}'
     with path.open("a") as out:
         out.write(line + "\n")
     with pytest.raises(RecordError, match=r"odd\.jsonl, row 3: not (valid JSON|a JSON object)"):
