@@ -30,7 +30,7 @@ from fleetwatch.core.records.schema import (
 )
 from fleetwatch.core.records.write import JSONL_SUFFIXES, PARQUET_SUFFIXES
 from fleetwatch.core.records.write import write_records as write_record_list
-from fleetwatch.records.validate import validate_frame
+from fleetwatch.records.validate import columns_pass, validate_frame
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -126,38 +126,93 @@ def columns_frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
     return _columns_frame(columns, len(next(iter(columns.values()), [])))
 
 
+_DECODE = json.JSONDecoder().decode
+"""``json.loads`` of a string."""
+_NO_VALUE = object()
+"""A required field's value where its key is missing (no type allows it)."""
+_FILLS = {
+    spec.name: DEFAULTS.get(spec.name, None if spec.optional else _NO_VALUE) for spec in FIELDS
+}
+
+
+_CHUNK_LINES = 1 << 14
+"""Lines parsed before their columns are checked (their dicts held only that long)."""
+
+
 def read_columns(path: str | os.PathLike[str]) -> dict[str, list[Any]]:
     """A JSON-lines record file's values, checked as ``read_records`` checks them, as one list
-    per stored field (every field of ``FIELDS``, defaults filled in)."""
+    per stored field (every field of ``FIELDS``, defaults filled in).
+
+    The lines are parsed ``_CHUNK_LINES`` at a time, up to the first that is not a JSON object;
+    a chunk's columns are checked whole (``validate.columns_pass``: a type set a column, the
+    rules on arrays), and only where a row may fail are its rows checked one by one
+    (``_check_rows``), so the error is the first problem in the file's order, as a reading line
+    by line meets it: about a third of the CPU of checking each row in Python."""
     name = str(path)
-    columns: dict[str, list[Any]] = {spec.name: [] for spec in FIELDS}
+    columns: dict[str, list[Any]] = {key: [] for key in _FILLS}
+    rows: list[dict[str, Any]] = []
+    at: list[int] = []
+    stop: RecordError | None = None
+
+    def checked() -> None:
+        part = {key: [row.get(key, fill) for row in rows] for key, fill in _FILLS.items()}
+        if not columns_pass(part):
+            _check_rows(rows, at, name)  # the first row at fault (before a line that stopped)
+        for key, values in part.items():
+            columns[key] += values
+        rows.clear()
+        at.clear()
+
     try:
         with open(path, encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
                 try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RecordError(
-                        f"not valid JSON ({exc.msg})", path=name, row=lineno
-                    ) from None
+                    obj = _DECODE(line)
+                except (ValueError, RecursionError) as exc:  # (an integer of 4,300 digits or
+                    # more, nesting deeper than the stack: not JSON a record file holds)
+                    said = exc.msg if isinstance(exc, json.JSONDecodeError) else _said(exc)
+                    stop = RecordError(f"not valid JSON ({said})", path=name, row=lineno)
+                    break
                 if not isinstance(obj, dict):
-                    raise RecordError("not a JSON object", path=name, row=lineno)
-                for spec in FIELDS:
-                    if spec.name not in obj and not spec.optional and spec.name not in DEFAULTS:
-                        raise RecordError("is missing", path=name, row=lineno, field=spec.name)
-                    value = obj.get(spec.name, DEFAULTS.get(spec.name))
-                    message = check_type(spec, value)
-                    if message is not None:
-                        raise RecordError(message, path=name, row=lineno, field=spec.name)
-                    columns[spec.name].append(value)
-                problem = check_values({k: v[-1] for k, v in columns.items()})
-                if problem is not None:
-                    raise RecordError(problem[1], path=name, row=lineno, field=problem[0])
+                    stop = RecordError("not a JSON object", path=name, row=lineno)
+                    break
+                rows.append(obj)
+                at.append(lineno)
+                if len(rows) == _CHUNK_LINES:
+                    checked()
     except UnicodeDecodeError:
-        raise RecordError("not UTF-8 text, so not JSON lines", path=name) from None
+        stop = RecordError("not UTF-8 text, so not JSON lines", path=name)
+    checked()
+    if stop is not None:
+        raise stop
     return columns
+
+
+def _said(exc: Exception) -> str:
+    """What a parse that is not ``json``'s own error says, briefly."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc).split(";")[0].split(":")[0]
+
+
+def _check_rows(rows: Sequence[dict[str, Any]], at: Sequence[int], name: str) -> None:
+    """Each parsed line checked in order, field by field: ``RecordError`` for the first
+    problem, naming its line."""
+    for lineno, obj in zip(at, rows, strict=True):
+        row = {}
+        for spec in FIELDS:
+            if spec.name not in obj and not spec.optional and spec.name not in DEFAULTS:
+                raise RecordError("is missing", path=name, row=lineno, field=spec.name)
+            value = obj.get(spec.name, DEFAULTS.get(spec.name))
+            message = check_type(spec, value)
+            if message is not None:
+                raise RecordError(message, path=name, row=lineno, field=spec.name)
+            row[spec.name] = value
+        problem = check_values(row)
+        if problem is not None:
+            raise RecordError(problem[1], path=name, row=lineno, field=problem[0])
 
 
 def _read_parquet(

@@ -6,10 +6,15 @@ mask over the rows, listed in the order ``check_values`` applies them, and the e
 bad row's first problem in that order, so a file says the same thing as JSON lines or Parquet.
 Parquet holds what JSON cannot: unsigned and boolean columns, NaN distinct from null (``nan_rows``,
 found by the reader before pandas merges the two), so those are refused explicitly.
+
+``columns_pass`` decides the other way round, for the values of JSON lines as ``json.loads`` gives
+them: True only where every row passes ``check_values`` (a type set a column, then the rules on
+arrays), False where any row may not; the reader then checks row by row, for the first problem.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +27,7 @@ from fleetwatch.core.records.schema import (
     FIELD_BY_NAME,
     FIELDS,
     INT64_MAX,
+    ITL_BOUNDS,
     MAX_REQUEST_S,
     MAX_TIMESTAMP_S,
     TIME_EPS,
@@ -33,9 +39,10 @@ from fleetwatch.core.records.schema import (
     Status,
     check_type,
     implausible_time,
+    is_trace_id,
 )
 
-__all__ = ["validate_frame"]
+__all__ = ["columns_pass", "validate_frame"]
 
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
 Floats = np.ndarray[Any, np.dtype[np.float64]]
@@ -265,3 +272,103 @@ def validate_frame(
         i, order = first_bad
         name, says, _ = problems[order]
         raise RecordError(says(i), path=path, row=i + 1, field=name)
+
+
+_NONE = type(None)
+_STATUS = frozenset(s.value for s in Status)
+_GAPS = len(ITL_BOUNDS) + 1
+_MOST_GAPS = 1 << 40
+"""Gap counts above this are left to the row-by-row check (their sum could pass 64 bits)."""
+
+
+def _allowed(spec: FieldSpec) -> frozenset[type]:
+    """The types a value of ``spec`` may have as ``json.loads`` makes it and still pass
+    ``check_type`` (an integer field's integral floats aside: left to the row-by-row check)."""
+    kinds: set[type] = {list} if spec.kind is tuple else {int} if spec.kind is int else {spec.kind}
+    if spec.kind is float:
+        kinds.add(int)
+    if spec.optional:
+        kinds.add(_NONE)
+    return frozenset(kinds)
+
+
+_ALLOWED = {spec.name: _allowed(spec) for spec in FIELDS}
+
+
+def columns_pass(columns: Mapping[str, list[Any]]) -> bool:
+    """Whether every row of ``columns`` (every field of ``FIELDS``, one list each, as
+    ``json.loads`` gives the values, a missing required value any object not of its types)
+    passes ``check_values``. True is certain; False says only that a row may not (a value out
+    of int64 or float range, an integral float in an integer field), for the row-by-row check
+    to decide and name."""
+    floats: dict[str, Floats] = {}
+    ints: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
+    for spec in FIELDS:
+        col = columns[spec.name]
+        if not set(map(type, col)) <= _ALLOWED[spec.name]:
+            return False
+        try:
+            if spec.kind is float:
+                v = np.array(col, dtype=np.float64)  # None: NaN
+                nan = int(np.count_nonzero(np.isnan(v)))
+                if np.isinf(v).any() or nan != (col.count(None) if spec.optional else 0):
+                    return False  # infinite, or NaN (a value, where a null is None)
+                floats[spec.name] = v
+            elif spec.kind is int:
+                ints[spec.name] = np.array(col, dtype=np.int64)
+        except OverflowError:  # beyond int64 or a float
+            return False
+    if not set(columns["status"]) <= _STATUS:
+        return False
+    traces = [v for v in columns["trace_id"] if v is not None]
+    if traces and not all(map(is_trace_id, traces)):
+        return False
+    tokens = ints["prompt_tokens"], ints["output_tokens"], ints["cached_prompt_tokens"]
+    if any((v < 0).any() for v in (*tokens, ints["preemptions"])):
+        return False
+    if (tokens[2] > tokens[0]).any():
+        return False
+    with np.errstate(invalid="ignore"):  # NaN (None) passes every rule it is in
+        for name in ("preemption_stall_s", "max_itl_s"):
+            v = floats[name]
+            if ((v < 0) | (v > MAX_REQUEST_S)).any():
+                return False
+        if any((np.abs(floats[name]) > MAX_TIMESTAMP_S).any() for name in TIME_FIELDS):
+            return False
+        # times within 1e11 s are exact as doubles, so these are Python's comparisons
+        arrival, scheduled, first, finished = (
+            floats[name] for name in ("arrival_s", "scheduled_s", "first_token_s", "finished_s")
+        )
+        if (finished - arrival > MAX_REQUEST_S).any():
+            return False
+        for late, early in (
+            (scheduled, arrival),
+            (first, arrival),
+            (first, scheduled),
+            (finished, arrival),
+            (finished, first),
+            (finished, scheduled),
+        ):
+            if (late < early - TIME_EPS).any():
+                return False
+    return _gaps_pass(columns["itl_buckets"], tokens[1])
+
+
+def _gaps_pass(col: list[Any], output_tokens: np.ndarray[Any, np.dtype[np.int64]]) -> bool:
+    """``columns_pass`` for ``itl_buckets``: each list present holds ``_GAPS`` non-negative
+    integers, at most ``output_tokens - 1`` in all."""
+    rows = [i for i, v in enumerate(col) if v is not None]
+    if not rows:
+        return True
+    lists = [col[i] for i in rows]
+    if set(map(len, lists)) != {_GAPS}:
+        return False
+    if not set(map(type, itertools.chain.from_iterable(lists))) <= {int}:
+        return False
+    try:
+        gaps = np.array(lists, dtype=np.int64)
+    except OverflowError:
+        return False
+    if (gaps < 0).any() or (gaps >= _MOST_GAPS).any():
+        return False
+    return not (gaps.sum(axis=1) > np.maximum(output_tokens[rows] - 1, 0)).any()

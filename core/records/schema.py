@@ -278,7 +278,11 @@ def check_type(spec: FieldSpec, value: Any) -> str | None:
     if spec.kind is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return f"must be a number, got {type(value).__name__} {brief(value)}"
-        if not math.isfinite(value):
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an integer beyond every double
+            finite = False
+        if not finite:
             return f"must be finite, got {brief(value)}"
         return None
     if not isinstance(value, str):
@@ -296,6 +300,10 @@ def _check_buckets(value: Any) -> str | None:
     for x in value:
         if isinstance(x, bool) or not isinstance(x, numbers.Real):
             return f"gap counts must be non-negative integers, got {x!r}"
+        if isinstance(x, int):  # exact, however large
+            if x < 0:
+                return f"gap counts must be non-negative integers, got {x!r}"
+            continue
         v = float(x)
         if not math.isfinite(v) or v != math.floor(v) or v < 0:
             return f"gap counts must be non-negative integers, got {x!r}"

@@ -9,6 +9,7 @@ Environment: ``FLEETWATCH_SIGKILL_RUNS`` (default 20): runs killed at a seeded r
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
 import shutil
@@ -244,15 +245,27 @@ def test_a_source_inside_the_destination_is_refused(
     assert "inside --out" in err
 
 
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ('{"request_id": "r", "replica": "a"', "not valid JSON"),
+        ('{"arrival_s": ' + "1" * 5000 + "}", "not valid JSON (Exceeds the limit"),
+        ("[" * 100_000, "not valid JSON (nested too deeply)"),
+        ("NUMBER", "field 'arrival_s': must be finite"),
+    ],
+)
 def test_a_corrupt_segment_is_named_left_in_place_and_nothing_is_written(
-    tree: SegmentTree, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tree: SegmentTree, tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, words: str
 ) -> None:
     bad = tree.root / "replica-1" / "vllm-4001-000005.jsonl"
-    bad.write_text('{"request_id": "r", "replica": "a"\n')
+    if line == "NUMBER":  # a number beyond every double where a time belongs
+        first = json.loads(bad.read_text().splitlines()[0])
+        line = json.dumps(first).replace(repr(first["arrival_s"]), "1" + "0" * 400, 1)
+    bad.write_text(line + "\n")
     os.utime(bad, (NOW, NOW))
     dest = tmp_path / "dest"
     err = _fails(["records", "compact", str(tree.root), "--out", str(dest)], capsys)
-    assert str(bad) in err and "row 1" in err and "left in place" in err
+    assert str(bad) in err and "row 1" in err and "left in place" in err and words in err
     assert all(p.exists() for p in tree.files) and not dest.exists()
 
 
