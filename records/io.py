@@ -64,8 +64,24 @@ def _columns_frame(columns: dict[str, Any], n: int) -> pd.DataFrame:
         values = columns.get(spec.name)
         if values is None:
             values = [DEFAULTS.get(spec.name)] * n
-        data[spec.name] = pd.Series(values, dtype=_dtype(spec.name))
+        data[spec.name] = _series(spec.name, values)
     return add_derived(pd.DataFrame(data))
+
+
+def _series(name: str, values: Any) -> pd.Series:
+    """``pd.Series(values, dtype=_dtype(name))``; a list of checked values (``read_columns``,
+    ``to_frame``) made straight into the column's array, for a fifth of pandas' CPU (which
+    looks at each value again)."""
+    dtype = _dtype(name)
+    data = values
+    if isinstance(values, list) and dtype in ("float64", "int64"):
+        data = np.array(values, dtype=dtype)
+    elif isinstance(values, list) and dtype == "string" and pd.StringDtype().storage == "pyarrow":
+        import pyarrow as pa
+
+        data = pd.arrays.ArrowStringArray(pa.chunked_array([pa.array(values, pa.large_string())]))
+    out: pd.Series = pd.Series(data, dtype=dtype, copy=False)
+    return out
 
 
 def add_derived(df: pd.DataFrame) -> pd.DataFrame:

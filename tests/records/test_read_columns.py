@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from fleetwatch.core.records.schema import (
@@ -23,7 +24,13 @@ from fleetwatch.core.records.schema import (
     check_values,
 )
 from fleetwatch.records import io
-from fleetwatch.records.io import read_columns
+from fleetwatch.records.io import (
+    _dtype,
+    add_derived,
+    columns_frame,
+    parquet_table,
+    read_columns,
+)
 from fleetwatch.records.validate import columns_pass
 
 
@@ -220,3 +227,32 @@ def test_a_value_beyond_every_double_is_a_bad_value_not_a_crash(tmp_path: Path) 
     path = _write(tmp_path / "huge.jsonl", [row])
     with pytest.raises(RecordError, match="row 1, field 'arrival_s': must be finite"):
         read_columns(path)
+
+
+def test_the_frame_of_checked_columns_is_pandas_own_construction(tmp_path: Path) -> None:
+    """``columns_frame`` makes each list straight into its array: the frame pandas makes of
+    the same lists with the same dtypes, values, nulls and dtypes alike, whatever the lists."""
+    rng = random.Random(13)
+    rows = [_good(i, rng) for i in range(400)]
+    rows[5]["prompt_tokens"] = 7.0  # an integral float in an integer field
+    rows[6]["arrival_s"] = 1796000000  # an integer in a float field
+    rows[6]["scheduled_s"] = rows[6]["first_token_s"] = None
+    cases = [
+        read_columns(_write(tmp_path / "a.jsonl", rows)),
+        read_columns(_write(tmp_path / "b.jsonl", rows[:1])),
+        {key: [] for key in read_columns(_write(tmp_path / "c.jsonl", rows[:1]))},
+    ]
+    for columns in cases:
+        n = len(columns["request_id"])
+        want = add_derived(
+            pd.DataFrame(
+                {
+                    spec.name: pd.Series(columns[spec.name], dtype=_dtype(spec.name))
+                    for spec in FIELDS
+                }
+            )
+        )
+        got = columns_frame(columns)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        assert len(got) == n
+        assert parquet_table(got).equals(parquet_table(want), check_metadata=True)
