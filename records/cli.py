@@ -14,42 +14,94 @@ app = typer.Typer(
 )
 
 
-@app.command("validate")
+@app.command("validate", cls=OnceEach)
 def validate(
-    file: Path = typer.Argument(..., help="A .jsonl or .parquet record file."),
+    paths: list[str] = typer.Argument(
+        ...,
+        metavar="PATH",
+        help="Record files (.jsonl, .parquet), folders (recursively) or quoted globs, as every "
+        "record command reads them; each file is read and checked whole, one at a time.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     allow_empty: bool = typer.Option(
-        False, "--allow-empty", help="Accept a file with no records (refused by default)."
+        False, "--allow-empty", help="Accept files with no records (refused by default)."
+    ),
+    skip_bad: bool = typer.Option(
+        False,
+        "--skip-bad",
+        help="Name each record file that cannot be read (corrupt, or not records) on stderr, "
+        "count it in the summary and go on, instead of stopping at the first.",
     ),
 ) -> None:
-    """Check a record file and print a summary: rows, time span, replicas, status counts.
+    """Check record files and print a summary: files, rows, time span, models, replicas, status
+    counts. A fleet's folder is checked file by file, in the memory of one file (about 11 µs a
+    JSON-lines record: an hour of 200 replicas in about 80 s).
 
-    A file without a single record is an error unless ``--allow-empty``."""
+    Files without a single record are an error unless ``--allow-empty``; the first file that
+    cannot be read is one line naming it (exit 2) unless ``--skip-bad``."""
+    from collections import Counter
+
     from fleetwatch.core.records.schema import RecordError
-    from fleetwatch.records.io import read_records
+    from fleetwatch.core.records.write import JSONL_SUFFIXES
+    from fleetwatch.records.dataset import resolve
+    from fleetwatch.records.io import read_columns, read_records
 
-    df = read_records(file)
-    if len(df) == 0 and not allow_empty:
-        raise RecordError("no records (an empty file; --allow-empty accepts it)", path=str(file))
-    span = float(df["finished_s"].max() - df["arrival_s"].min()) if len(df) else 0.0
-    replicas: list[str] = sorted(df["replica"].dropna().unique().tolist())
-    counts = df["status"].value_counts()
-    status: dict[str, int] = {str(k): int(v) for k, v in sorted(counts.items()) if v}
+    files = resolve(paths)
+    rows = 0
+    first, last = float("inf"), float("-inf")
+    replicas: set[str] = set()
+    models: set[str] = set()
+    status: Counter[str] = Counter()
+    bad: list[str] = []
+    for path in files:
+        try:  # JSON lines as checked lists (a frame a small segment would cost more)
+            got = read_columns(path) if path.suffix.lower() in JSONL_SUFFIXES else None
+            df = read_records(path) if got is None else None
+        except RecordError as exc:
+            if not skip_bad:
+                raise
+            bad.append(str(exc))
+            typer.echo(f"warning: skipped a bad record file: {exc}", err=True)
+            continue
+        if got is not None and got["arrival_s"]:
+            rows += len(got["arrival_s"])
+            first = min(first, float(min(got["arrival_s"])))
+            last = max(last, float(max(got["finished_s"])))
+            replicas.update(got["replica"])
+            models.update(got["model"])
+            status.update(got["status"])
+        elif df is not None and len(df):
+            rows += len(df)
+            first = min(first, float(df["arrival_s"].min()))
+            last = max(last, float(df["finished_s"].max()))
+            replicas.update(df["replica"].dropna().unique().tolist())
+            models.update(df["model"].dropna().unique().tolist())
+            status.update({str(k): int(v) for k, v in df["status"].value_counts().items() if v})
+    named = paths[0] if len(paths) == 1 else " ".join(paths)
+    if not rows and not allow_empty:
+        what = "every file was bad" if bad and len(bad) == len(files) else "no records"
+        raise RecordError(f"{what} (an empty file; --allow-empty accepts it)", path=named)
+    span = last - first if rows else 0.0
     summary = {
-        "file": str(file),
-        "rows": len(df),
+        "file": named,
+        "files": len(files),
+        "rows": rows,
         "span_s": round(span, 3),
-        "replicas": replicas,
-        "status": status,
+        "models": sorted(models),
+        "replicas": sorted(replicas),
+        "status": dict(sorted(status.items())),
+        "bad_files": len(bad),
     }
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
-    typer.echo(f"{file}: ok")
-    typer.echo(f"  rows      {len(df)}")
+    typer.echo(f"{named}: ok" if not bad else f"{named}: ok but {len(bad)} bad file(s) skipped")
+    typer.echo(f"  files     {len(files)}")
+    typer.echo(f"  rows      {rows}")
     typer.echo(f"  span      {span:.3f} s")
-    typer.echo(f"  replicas  {len(replicas)}: {', '.join(replicas)}")
-    typer.echo("  status    " + ", ".join(f"{k}={v}" for k, v in status.items()))
+    typer.echo(f"  models    {len(models)}: {', '.join(sorted(models))}")
+    typer.echo(f"  replicas  {len(replicas)}: {', '.join(sorted(replicas))}")
+    typer.echo("  status    " + ", ".join(f"{k}={v}" for k, v in sorted(status.items())))
 
 
 def _duration_s(option: str, text: str, *, zero_ok: bool = False) -> float:

@@ -94,14 +94,16 @@ def test_a_missing_extra_names_the_install_command() -> None:
 
 
 def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_the_traceback(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     import fleetwatch.records.io as records_io
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the\ncause")
 
-    monkeypatch.setattr(records_io, "read_records", broken)
+    monkeypatch.setattr(records_io, "read_columns", broken)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.jsonl").write_text("{}\n")
     assert main(["records", "validate", "x.jsonl"]) == 1
     err = capsys.readouterr().err.strip()
     assert err == (
