@@ -38,7 +38,8 @@ def validate(
     JSON-lines record: an hour of 200 replicas in about 80 s).
 
     Files without a single record are an error unless ``--allow-empty``; the first file that
-    cannot be read is one line naming it (exit 2) unless ``--skip-bad``."""
+    cannot be read is one line naming it (exit 2) unless ``--skip-bad``; a file removed since
+    the folder was listed (pruned) is left out."""
     from collections import Counter
 
     from fleetwatch.core.records.schema import RecordError
@@ -53,10 +54,17 @@ def validate(
     models: set[str] = set()
     status: Counter[str] = Counter()
     bad: list[str] = []
+    gone = 0
     for path in files:
+        if not path.exists():  # pruned since it was listed: nothing left to check
+            gone += 1
+            continue
         try:  # JSON lines as checked lists (a frame a small segment would cost more)
             got = read_columns(path) if path.suffix.lower() in JSONL_SUFFIXES else None
             df = read_records(path) if got is None else None
+        except FileNotFoundError:  # (pruned while it was opened)
+            gone += 1
+            continue
         except RecordError as exc:
             if not skip_bad:
                 raise
@@ -78,13 +86,15 @@ def validate(
             models.update(df["model"].dropna().unique().tolist())
             status.update({str(k): int(v) for k, v in df["status"].value_counts().items() if v})
     named = paths[0] if len(paths) == 1 else " ".join(paths)
+    if bad and len(bad) + gone == len(files):
+        raise RecordError(f"no file could be read ({len(bad)} bad, each named above)", path=named)
     if not rows and not allow_empty:
-        what = "every file was bad" if bad and len(bad) == len(files) else "no records"
-        raise RecordError(f"{what} (an empty file; --allow-empty accepts it)", path=named)
+        empty = "an empty file" if len(files) == 1 else "empty files"
+        raise RecordError(f"no records ({empty}; --allow-empty accepts it)", path=named)
     span = last - first if rows else 0.0
     summary = {
         "file": named,
-        "files": len(files),
+        "files": len(files) - gone,
         "rows": rows,
         "span_s": round(span, 3),
         "models": sorted(models),
@@ -96,7 +106,7 @@ def validate(
         typer.echo(json.dumps(summary, indent=2))
         return
     typer.echo(f"{named}: ok" if not bad else f"{named}: ok but {len(bad)} bad file(s) skipped")
-    typer.echo(f"  files     {len(files)}")
+    typer.echo(f"  files     {len(files) - gone}")
     typer.echo(f"  rows      {rows}")
     typer.echo(f"  span      {span:.3f} s")
     typer.echo(f"  models    {len(models)}: {', '.join(sorted(models))}")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from fleetwatch.cli import main
+from fleetwatch.records import read_records
 from fleetwatch.scenarios.synthetic_fleet import synthetic_fleet
 from tests.records.plugin_tree import PluginTree, plugin_tree, write_tree
 
@@ -92,3 +93,34 @@ def test_files_without_records_are_refused_unless_allowed(
     assert "no records" in capsys.readouterr().err
     got = _summary([str(tmp_path / "empty"), "--allow-empty"], capsys)
     assert got["files"] == 3 and got["rows"] == 0 and got["status"] == {}
+
+
+def test_a_file_pruned_while_the_check_runs_is_left_out(
+    fleet: PluginTree, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sink's pruning removes a segment after the folder was listed: not an error."""
+    from fleetwatch.records import dataset
+
+    listed = dataset.resolve([str(fleet.root)])
+    victims = [next(p for p in listed if p.suffix == s) for s in (".jsonl", ".parquet")]
+    rows = sum(len(read_records(p)) for p in victims)
+
+    def listed_then_pruned(paths: list[str], **kwargs: Any) -> list[Path]:
+        for victim in victims:
+            victim.unlink()
+        return listed
+
+    monkeypatch.setattr(dataset, "resolve", listed_then_pruned)
+    got = _summary([str(fleet.root)], capsys)
+    assert got["files"] == fleet.files - 2 and got["rows"] == fleet.rows - rows
+
+
+def test_a_folder_of_bad_files_only_is_refused_even_skipping(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for i in range(2):
+        (tmp_path / "bad").mkdir(exist_ok=True)
+        (tmp_path / "bad" / f"seg-{i}.jsonl").write_text("{not json\n")
+    assert main(["records", "validate", str(tmp_path / "bad"), "--skip-bad"]) == 2
+    err = capsys.readouterr().err
+    assert "no file could be read (2 bad" in err and err.count("seg-") == 2
