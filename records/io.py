@@ -70,8 +70,8 @@ def _columns_frame(columns: dict[str, Any], n: int) -> pd.DataFrame:
 
 def _series(name: str, values: Any) -> pd.Series:
     """``pd.Series(values, dtype=_dtype(name))``; a list of checked values (``read_columns``,
-    ``to_frame``) made straight into the column's array, for a fifth of pandas' CPU (which
-    looks at each value again)."""
+    ``to_frame``) made straight into the column's array, where pandas looks at each value again
+    (a 250,000-row batch's frame in 0.8-0.9 s of CPU against 1.5 s)."""
     dtype = _dtype(name)
     data = values
     if isinstance(values, list) and dtype in ("float64", "int64"):
