@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -40,12 +41,8 @@ def validate(
     Files without a single record are an error unless ``--allow-empty``; the first file that
     cannot be read is one line naming it (exit 2) unless ``--skip-bad``; a file removed since
     the folder was listed (pruned) is left out."""
-    from collections import Counter
-
     from fleetwatch.core.records.schema import RecordError
-    from fleetwatch.core.records.write import JSONL_SUFFIXES
     from fleetwatch.records.dataset import resolve
-    from fleetwatch.records.io import read_columns, read_records
 
     files = resolve(paths)
     rows = 0
@@ -59,9 +56,8 @@ def validate(
         if not path.exists():  # pruned since it was listed: nothing left to check
             gone += 1
             continue
-        try:  # JSON lines as checked lists (a frame a small segment would cost more)
-            got = read_columns(path) if path.suffix.lower() in JSONL_SUFFIXES else None
-            df = read_records(path) if got is None else None
+        try:
+            part = _file_summary(path)
         except FileNotFoundError:  # (pruned while it was opened)
             gone += 1
             continue
@@ -71,20 +67,12 @@ def validate(
             bad.append(str(exc))
             typer.echo(f"warning: skipped a bad record file: {exc}", err=True)
             continue
-        if got is not None and got["arrival_s"]:
-            rows += len(got["arrival_s"])
-            first = min(first, float(min(got["arrival_s"])))
-            last = max(last, float(max(got["finished_s"])))
-            replicas.update(got["replica"])
-            models.update(got["model"])
-            status.update(got["status"])
-        elif df is not None and len(df):
-            rows += len(df)
-            first = min(first, float(df["arrival_s"].min()))
-            last = max(last, float(df["finished_s"].max()))
-            replicas.update(df["replica"].dropna().unique().tolist())
-            models.update(df["model"].dropna().unique().tolist())
-            status.update({str(k): int(v) for k, v in df["status"].value_counts().items() if v})
+        if part is not None:
+            rows += part[0]
+            first, last = min(first, part[1]), max(last, part[2])
+            replicas |= part[3]
+            models |= part[4]
+            status += part[5]
     named = paths[0] if len(paths) == 1 else " ".join(paths)
     if bad and len(bad) + gone == len(files):
         raise RecordError(f"no file could be read ({len(bad)} bad, each named above)", path=named)
@@ -112,6 +100,41 @@ def validate(
     typer.echo(f"  models    {len(models)}: {', '.join(sorted(models))}")
     typer.echo(f"  replicas  {len(replicas)}: {', '.join(sorted(replicas))}")
     typer.echo("  status    " + ", ".join(f"{k}={v}" for k, v in sorted(status.items())))
+
+
+def _file_summary(
+    path: Path,
+) -> tuple[int, float, float, set[str], set[str], Counter[str]] | None:
+    """One checked record file's rows, first arrival, last finish, replicas, models and status
+    counts (None: no rows); JSON lines as checked lists (a frame a small segment would cost
+    more), Parquet as its frame."""
+    from fleetwatch.core.records.write import JSONL_SUFFIXES
+    from fleetwatch.records.io import read_columns, read_records
+
+    if path.suffix.lower() in JSONL_SUFFIXES:
+        got = read_columns(path)
+        if not got["arrival_s"]:
+            return None
+        arrival, finished = got["arrival_s"], got["finished_s"]
+        return (
+            len(arrival),
+            float(min(arrival)),
+            float(max(finished)),
+            set(got["replica"]),
+            set(got["model"]),
+            Counter(got["status"]),
+        )
+    df = read_records(path)
+    if not len(df):
+        return None
+    return (
+        len(df),
+        float(df["arrival_s"].min()),
+        float(df["finished_s"].max()),
+        set(df["replica"].dropna().unique().tolist()),
+        set(df["model"].dropna().unique().tolist()),
+        Counter({str(k): int(v) for k, v in df["status"].value_counts().items() if v}),
+    )
 
 
 def _duration_s(option: str, text: str, *, zero_ok: bool = False) -> float:
