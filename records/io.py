@@ -28,7 +28,7 @@ from fleetwatch.core.records.schema import (
     check_type,
     check_values,
 )
-from fleetwatch.core.records.write import JSONL_SUFFIXES, PARQUET_SUFFIXES
+from fleetwatch.core.records.write import JSONL_SUFFIXES, PARQUET_SUFFIXES, record_schema
 from fleetwatch.core.records.write import write_records as write_record_list
 from fleetwatch.records.validate import columns_pass, validate_frame
 
@@ -318,13 +318,14 @@ def write_records(
 
 
 def parquet_table(df: pd.DataFrame) -> pa.Table:
-    """A checked frame's stored columns as the Arrow table a Parquet record file holds (status
-    as a string, not a category; derived columns left out: they are computed on read)."""
+    """A checked frame's stored columns as the Arrow table a Parquet record file holds, typed
+    by ``record_schema`` whatever the values (a column null in every row as in any other; status
+    a string, not a category; derived columns left out: they are computed on read)."""
     import pyarrow as pa
 
     out = df[[spec.name for spec in FIELDS if spec.name in df.columns]].copy()
     out["status"] = out["status"].astype("string")
-    return pa.Table.from_pandas(out, preserve_index=False)
+    return pa.Table.from_pandas(out, schema=record_schema(out.columns), preserve_index=False)
 
 
 def _json_rows(df: pd.DataFrame) -> Iterable[dict[str, Any]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -30,6 +30,7 @@ __all__ = [
     "json_line",
     "parquet_layout",
     "read_stamp",
+    "record_schema",
     "stamp_checked",
     "write_records",
 ]
@@ -293,20 +294,38 @@ def json_line(r: RequestRecord) -> str:
     return json.dumps(row, separators=(",", ":")) + "\n"
 
 
-def _arrow_table(records: Sequence[RequestRecord]) -> Any:
+def record_schema(names: Iterable[str] | None = None) -> Any:
+    """The Arrow schema every record file is written with: each stored column (or those of
+    ``names``, in the order of ``FIELDS``) with one type whatever its values (strings
+    ``large_string``, times ``float64``, counts ``int64``, ``itl_buckets`` a list of ``int64``),
+    so a column null in every row of a file is typed as in any other: the files a fleet writes
+    share one schema, which a reader merging their schemas (Spark) needs and a reader grouping
+    files by schema (``records.engine.duck``) reads in one scan."""
     import pyarrow as pa
 
     types = {str: pa.large_string(), float: pa.float64(), int: pa.int64()}
+    gaps = pa.list_(pa.field("element", pa.int64()))  # as a Parquet file's list reads back
+    wanted = None if names is None else set(names)
+    return pa.schema(
+        [
+            (name, gaps if kind is tuple else types[kind])
+            for name, kind in _KINDS
+            if wanted is None or name in wanted
+        ]
+    )
+
+
+def _arrow_table(records: Sequence[RequestRecord]) -> Any:
+    import pyarrow as pa
+
+    schema = record_schema()
     arrays = []
-    for name, kind in _KINDS:
-        values = [getattr(r, name) for r in records]
-        if kind is tuple:
-            arrays.append(pa.array(values, type=pa.list_(pa.int64())))
-        elif kind is str:
-            arrays.append(pa.array([None if v is None else str(v) for v in values], types[str]))
-        else:
-            arrays.append(pa.array(values, type=types[kind]))
-    return pa.Table.from_arrays(arrays, names=[name for name, _ in _KINDS])
+    for field in schema:
+        values = [getattr(r, field.name) for r in records]
+        if pa.types.is_large_string(field.type):
+            values = [None if v is None else str(v) for v in values]
+        arrays.append(pa.array(values, type=field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def write_records(path: str | os.PathLike[str], records: Sequence[RequestRecord]) -> int:

@@ -3,7 +3,8 @@
 The same view as DuckDB's (``duck.py``), so the same SQL text runs on both: JSON lines read with
 an explicit schema built from ``COLUMNS`` (no inference pass; a key a line lacks reads as NULL; a
 line that is not JSON, or a value of the wrong type, fails the read: mode ``FAILFAST``), Parquet
-read with ``mergeSchema`` (a column no file has reads as NULL), both cast to the ``COLUMNS`` types,
+read with ``mergeSchema`` (a column no file has reads as NULL; files whose schemas do not merge
+read with the columns' types given, ``SparkEngine._parquet``), both cast to the ``COLUMNS`` types,
 with ``filename`` added (``input_file_name()``: the file as Spark names it, a ``file:`` URL for a
 local path). Two temporary views: ``everything`` (every row) and ``records`` (the rows the filter
 keeps). When the dataset has JSON lines, ``everything`` is persisted (memory, then disk) so each
@@ -293,18 +294,13 @@ class SparkEngine:
         jsonl = [f for f in self.files if not _is_parquet(f)]
         parquet = [f for f in self.files if _is_parquet(f)]
         parts: list[DataFrame] = []
+        schema = T.StructType([T.StructField(c, kinds[types[c]]) for c in wanted])
         try:
             if jsonl:
-                schema = T.StructType([T.StructField(c, kinds[types[c]]) for c in wanted])
                 frame = self.spark.read.schema(schema).option("mode", "FAILFAST").json(jsonl)
                 parts.append(frame.select(*wanted, F.input_file_name().alias("filename")))
             if parquet:
-                frame = self.spark.read.option("mergeSchema", "true").parquet(*parquet)
-                have = {f.name for f in frame.schema.fields}
-                cols = [
-                    (F.col(c) if c in have else F.lit(None)).cast(types[c]).alias(c) for c in wanted
-                ]
-                parts.append(frame.select(*cols, F.input_file_name().alias("filename")))
+                parts.append(self._parquet(parquet, wanted, schema))
             if not parts:
                 nulls = [F.lit(None).cast(types[c]).alias(c) for c in wanted]
                 filename = F.lit(None).cast("string").alias("filename")
@@ -322,6 +318,28 @@ class SparkEngine:
             )
         except errors as exc:
             raise _record_error(exc) from None
+
+    def _parquet(self, files: list[str], wanted: list[str], schema: Any) -> DataFrame:
+        """The Parquet files' ``wanted`` columns, each cast to its type, a column no file holds
+        NULL, with the file each row came from. The files' schemas are merged, so a column
+        stored as another type (integer times, numbers as text) is cast as DuckDB casts it.
+        Where they do not merge (a column not read typed a list of gaps in one file and null in
+        another, as batches without gaps were written before ``record_schema``), the columns
+        read are given their types instead: a column a file lacks reads as NULL, a narrower
+        integer or float is widened, and any other type is a read error naming the file."""
+        from pyspark.sql import functions as F
+
+        filename = F.input_file_name().alias("filename")
+        try:
+            frame = self.spark.read.option("mergeSchema", "true").parquet(*files)
+            have = {f.name for f in frame.schema.fields}  # a Connect session merges here
+        except _pyspark_errors() as exc:
+            if "CANNOT_MERGE_SCHEMAS" not in str(exc):
+                raise
+            return self.spark.read.schema(schema).parquet(*files).select(*wanted, filename)
+        types = {c: _TYPES[COLUMNS[c]] for c in wanted}
+        cols = [(F.col(c) if c in have else F.lit(None)).cast(types[c]).alias(c) for c in wanted]
+        return frame.select(*cols, filename)
 
     def _persisted(self, frame: DataFrame) -> DataFrame:
         from pyspark import StorageLevel

@@ -22,6 +22,8 @@ import pytest
 
 from fleetwatch.cli import main
 from fleetwatch.core.records import write_records
+from fleetwatch.core.records.schema import FIELDS, ITL_BOUNDS
+from fleetwatch.core.records.write import record_schema
 from fleetwatch.records.compact import KILL_AT_ENV, STAGES, Journal, compact
 from fleetwatch.records.dataset import read_dataset
 from fleetwatch.records.hive import (
@@ -40,6 +42,7 @@ from tests.records.segment_tree import (
     segment_tree,
 )
 
+STORED_COLUMNS = [f.name for f in FIELDS]
 NOW = START_S + 6 * 3600.0
 """The injected clock: well after every segment's mtime."""
 RUNS = int(os.environ.get("FLEETWATCH_SIGKILL_RUNS", "20"))
@@ -181,6 +184,35 @@ def test_kept_sources_are_compacted_once_across_runs(tree: SegmentTree, tmp_path
     fourth = compact([tree.root], dest, now=NOW)
     assert (fourth.files_in, fourth.sources_removed) == (0, 37)
     assert count_ids(dest, tree.root) == {i: 1 for i in {*tree.ids, "late"}}
+
+
+def test_every_file_of_the_dataset_has_one_schema_whatever_its_batch_held(
+    tree: SegmentTree, tmp_path: Path
+) -> None:
+    """A batch in which no record has inter-token gaps (nor a tenant, nor an error) is written
+    with the schema of one in which some do: Spark reads a dataset only when its files' schemas
+    merge, and a list column does not merge with a null one."""
+    dest = tmp_path / "dest"
+    compact([tree.root], dest, now=NOW)
+    gaps = (19,) + (0,) * len(ITL_BOUNDS)
+    late = [
+        dataclasses.replace(
+            r,
+            request_id=f"{r.request_id}-late",
+            tenant="t",
+            itl_buckets=gaps,
+            status="error",
+            error_type="timeout",
+        )
+        for r in tree.records[:6]
+    ]
+    segment = tmp_path / "late" / "vllm-9000-000001.jsonl"
+    write_records(segment, late)
+    os.utime(segment, (NOW - 60, NOW - 60))
+    compact([tmp_path / "late"], dest, now=NOW)
+    schemas = {p: pq.read_schema(p).remove_metadata() for p in _parts(dest)}
+    assert len(schemas) > 9 and set(schemas.values()) == {record_schema(STORED_COLUMNS)}
+    assert count_ids(dest) == {r.request_id: 1 for r in [*tree.records, *late]}
 
 
 def test_target_rows_splits_a_run_into_batches(tree: SegmentTree, tmp_path: Path) -> None:

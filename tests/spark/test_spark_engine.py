@@ -181,6 +181,37 @@ def test_parquet_lacking_columns_reads_them_as_null_like_duckdb(
         assert s.check() == d.check()
 
 
+def _unmerged(tmp_path: Path, dataset: list[Path]) -> list[Path]:
+    """Files a fleet kept before ``record_schema``: one batch's gap counts a list, another's a
+    null column (a batch with none), which Spark's schema merging refuses (CANNOT_MERGE_SCHEMAS),
+    beside a file of narrower integers."""
+    full = pq.read_table(next(p for p in dataset if p.suffix == ".parquet"))
+    n = full.num_rows
+    gaps = pa.array([[1, 0, 2]] * n, type=pa.list_(pa.int64()))
+    listed, nulled, narrow = (tmp_path / f"{k}.parquet" for k in ("listed", "nulled", "narrow"))
+    pq.write_table(full.append_column("itl_buckets", gaps), listed)
+    pq.write_table(full.append_column("itl_buckets", pa.nulls(n)), nulled)
+    at = full.schema.get_field_index("prompt_tokens")
+    pq.write_table(
+        full.set_column(at, "prompt_tokens", full["prompt_tokens"].cast(pa.int32())), narrow
+    )
+    return [listed, nulled, narrow]
+
+
+def _read_as_duckdb_reads_them(engine: SparkEngine, files: list[Path]) -> None:
+    with engine as s, DuckEngine(files) as d:
+        assert_same_table(s.query("SELECT * FROM records"), d.query("SELECT * FROM records"))
+        rows = sum(pq.read_metadata(f).num_rows for f in files)
+        assert s.check() == d.check() == (rows, rows)
+
+
+def test_files_whose_schemas_do_not_merge_are_read_as_duckdb_reads_them(
+    tmp_path: Path, dataset: list[Path], spark: SparkSession
+) -> None:
+    files = _unmerged(tmp_path, dataset)
+    _read_as_duckdb_reads_them(SparkEngine(files, session=spark), files)
+
+
 def test_a_malformed_json_lines_file_is_one_line_naming_it(
     tmp_path: Path, dataset: list[Path], spark: SparkSession
 ) -> None:
@@ -277,3 +308,12 @@ def test_spark_connect_names_a_malformed_file(
         e.check()
     assert caught.value.path == str(bad)
     assert "\n" not in str(caught.value)
+
+
+def test_spark_connect_reads_files_whose_schemas_do_not_merge(
+    tmp_path: Path, dataset: list[Path], connect_url: str
+) -> None:
+    """As ``test_files_whose_schemas_do_not_merge_are_read_as_duckdb_reads_them``, through a
+    Connect session, which merges the schemas when the frame is first analysed."""
+    files = _unmerged(tmp_path, dataset)
+    _read_as_duckdb_reads_them(SparkEngine(files, master=connect_url), files)
