@@ -196,11 +196,14 @@ def compact(
 ) -> None:
     """Merge sealed record segments into an hour- and replica-partitioned Parquet dataset,
     crash-safe: a run killed at any moment loses and duplicates no record once a later run
-    completes. Prints one line: files in, records in, files out, partitions."""
+    completes. In a local DEST, each hour ended 15 minutes ago has its partitions' parts rolled
+    up into one file each (a reader sees the parts or the file, never both). Prints one line:
+    files in, records in, files out, partitions."""
     import os
     import time
 
-    from fleetwatch.records.compact import KILL_AT_ENV, compact, describe_run, kill_at
+    from fleetwatch.records.compact import KILL_AT_ENV, STAGES, compact, describe_run, kill_at
+    from fleetwatch.records.rollup import ROLLUP_STAGES
 
     result = compact(
         sources,
@@ -211,7 +214,7 @@ def compact(
         target_rows=target_rows,
         skip_bad=skip_bad,
         state=state,
-        checkpoint=kill_at(os.environ.get(KILL_AT_ENV)),
+        checkpoint=kill_at(os.environ.get(KILL_AT_ENV), stages=(*STAGES, *ROLLUP_STAGES)),
     )
     for line in result.recovered:
         typer.echo(f"note: {out}: {line}", err=True)

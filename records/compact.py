@@ -47,8 +47,9 @@ from typing import TYPE_CHECKING, Any, Final
 from fleetwatch.core.atomic import atomic_write_text, fsync_directory
 from fleetwatch.core.records.schema import RecordError
 from fleetwatch.core.records.write import JSONL_SUFFIXES
-from fleetwatch.records.dest import Destination, identity, is_url, open_destination
-from fleetwatch.records.hive import STATE_DIR, partition_dir, writer_lock
+from fleetwatch.records.dest import Destination, LocalFolder, identity, is_url, open_destination
+from fleetwatch.records.hive import STATE_DIR, load_journal, partition_dir, writer_lock
+from fleetwatch.records.rollup import roll_up, settle_rollups
 
 if TYPE_CHECKING:
     import numpy as np
@@ -155,20 +156,17 @@ class Journal:
 
     @classmethod
     def load(cls, path: Path) -> Journal:
-        try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
-            return cls(
+        return load_journal(
+            path,
+            "compaction",
+            lambda obj: cls(
                 str(obj["batch"]),
                 str(obj["destination"]),
                 tuple(Source.from_json(s) for s in obj["inputs"]),
                 tuple((str(o["path"]), int(o["rows"])) for o in obj["outputs"]),
                 bool(obj["keep_sources"]),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise RecordError(
-                f"not a compaction journal ({type(exc).__name__}: {exc}); move it away to go on",
-                path=str(path),
-            ) from None
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +185,7 @@ class Compacted:
     changed: int = 0
     skipped: tuple[tuple[Path, str], ...] = ()
     recovered: tuple[str, ...] = field(default=())
+    rolled_up: int = 0
 
 
 def partitions(frame: pd.DataFrame) -> list[tuple[str, np.ndarray[Any, Any]]]:
@@ -504,6 +503,7 @@ def compact(
                 target,
                 identity(where) if state is not None or is_url(where) else ".",
                 state_dir,
+                now=now,
                 delete_sources=delete_sources,
                 target_rows=target_rows,
                 skip_bad=skip_bad,
@@ -521,13 +521,18 @@ def _locked(
     dest_id: str,
     state_dir: Path,
     *,
+    now: float,
     delete_sources: bool,
     target_rows: int,
     skip_bad: bool,
     checkpoint: Checkpoint,
 ) -> Compacted:
-    """The run itself, under the lock: settle, skip what is compacted, then batch by batch."""
+    """The run itself, under the lock: settle, skip what is compacted, then batch by batch, and
+    in a local folder the closed hours rolled up (``records.rollup``)."""
+    local = target.root if isinstance(target, LocalFolder) else None
     recovered = _settle(state_dir, target, dest_id, checkpoint)
+    if local is not None:
+        recovered += settle_rollups(state_dir, local)
     compacted = _manifest(state_dir, dest_id)
     fresh = [s for s in candidates if s not in compacted]
     done = [s for s in candidates if s in compacted]
@@ -550,6 +555,9 @@ def _locked(
         if run.rows >= target_rows:
             run.commit()
     run.commit()
+    rolled = 0
+    if local is not None:
+        rolled = roll_up(local, state_dir, now, _named_batch, checkpoint)
     return Compacted(
         files_in=run.files_in,
         records_in=run.records_in,
@@ -561,7 +569,13 @@ def _locked(
         changed=changed + run.kept_changed,
         skipped=tuple(bad),
         recovered=tuple(recovered),
+        rolled_up=rolled,
     )
+
+
+def _named_batch(parts: list[Path]) -> str:
+    """A roll-up's name, as a batch's: from its inputs (present: the lock is held)."""
+    return _batch_id([s for s in map(Source.of, parts) if s is not None])
 
 
 def _forget(made: list[Path]) -> None:
@@ -598,4 +612,6 @@ def describe_run(result: Compacted, dest: str, *, min_age: str, kept: bool) -> s
         notes.append(f"{result.changed:,} changed while read left")
     if result.skipped:
         notes.append(f"{len(result.skipped):,} bad skipped")
+    if result.rolled_up:
+        notes.append(f"{result.rolled_up:,} closed partitions rolled up into a file each")
     return line + (f" ({'; '.join(notes)})" if notes else "")

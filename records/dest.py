@@ -78,6 +78,14 @@ def _write_parquet(table: pa.Table, where: object) -> None:
     pq.write_table(stamp_checked(table), where, **parquet_layout(table))
 
 
+def write_checked(table: pa.Table, path: Path) -> None:
+    """Write a compacted file (``_write_parquet``) to ``path`` and fsync it."""
+    with open(path, "wb") as fh:
+        _write_parquet(table, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 class LocalFolder:
     """A compacted dataset in a local folder: temporary file, fsync, rename, fsync of the folder."""
 
@@ -93,10 +101,7 @@ class LocalFolder:
         """Write ``rel``'s hidden temporary file and fsync it (not yet visible)."""
         tmp = self._temp(rel)
         _make_folders(tmp.parent, self.root)
-        with open(tmp, "wb") as fh:
-            _write_parquet(table, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        write_checked(table, tmp)
 
     def publish(self, rel: str) -> None:
         os.replace(self._temp(rel), self.root / rel)

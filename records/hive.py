@@ -22,12 +22,13 @@ import datetime as dt
 import errno
 import fcntl
 import hashlib
+import json
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from fleetwatch.core.records.schema import RecordError
 
@@ -38,6 +39,7 @@ __all__ = [
     "MAX_REPLICA_CHARS",
     "STATE_DIR",
     "hour_span",
+    "load_journal",
     "partition_dir",
     "pruned",
     "replica_value",
@@ -46,6 +48,21 @@ __all__ = [
 
 STATE_DIR: Final = ".compact"
 """The hidden folder of a compacted dataset's state (journal, manifest, lock)."""
+_J = TypeVar("_J")
+
+
+def load_journal(path: Path, kind: str, build: Callable[[dict[str, Any]], _J]) -> _J:
+    """A journal of the state folder, ``build`` from its JSON; one that cannot be read or
+    built is a ``RecordError`` naming it (``kind``: what it journals)."""
+    try:
+        return build(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RecordError(
+            f"not a {kind} journal ({type(exc).__name__}: {exc}); move it away to go on",
+            path=str(path),
+        ) from None
+
+
 MAX_REPLICA_CHARS: Final = 96
 """Longest ``replica=`` value written: longer ones keep a prefix and a hash of the whole."""
 _SAFE: Final = re.compile(r"[A-Za-z0-9_.-]")

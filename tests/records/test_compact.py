@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import shutil
@@ -23,7 +24,7 @@ import pytest
 from fleetwatch.cli import main
 from fleetwatch.core.records import write_records
 from fleetwatch.core.records.schema import FIELDS, ITL_BOUNDS
-from fleetwatch.core.records.write import record_schema
+from fleetwatch.core.records.write import CHECKED_KEY, read_stamp, record_schema
 from fleetwatch.records.compact import KILL_AT_ENV, STAGES, Journal, compact
 from fleetwatch.records.dataset import read_dataset
 from fleetwatch.records.hive import (
@@ -33,6 +34,7 @@ from fleetwatch.records.hive import (
     replica_value,
     writer_lock,
 )
+from fleetwatch.records.rollup import ROLLUP_AFTER_S, ROLLUP_STAGES
 from tests.records.conftest import Runs
 from tests.records.plugin_tree import plugin_tree
 from tests.records.segment_tree import (
@@ -211,7 +213,7 @@ def test_every_file_of_the_dataset_has_one_schema_whatever_its_batch_held(
     os.utime(segment, (NOW - 60, NOW - 60))
     compact([tmp_path / "late"], dest, now=NOW)
     schemas = {p: pq.read_schema(p).remove_metadata() for p in _parts(dest)}
-    assert len(schemas) > 9 and set(schemas.values()) == {record_schema(STORED_COLUMNS)}
+    assert set(schemas.values()) == {record_schema(STORED_COLUMNS)}
     assert count_ids(dest) == {r.request_id: 1 for r in [*tree.records, *late]}
 
 
@@ -220,6 +222,82 @@ def test_target_rows_splits_a_run_into_batches(tree: SegmentTree, tmp_path: Path
     result = compact([tree.root], dest, now=NOW, target_rows=20)
     assert result.files_out > result.partitions == 9
     assert count_ids(dest, tree.root) == {i: 1 for i in tree.ids}
+
+
+def _rolled(dest: Path) -> dict[str, list[str]]:
+    """Each partition folder's files (hidden ones too), by folder."""
+    return {
+        d.relative_to(dest).as_posix(): sorted(p.name for p in d.iterdir())
+        for d in sorted(dest.glob("date=*/hour=*/replica=*"))
+    }
+
+
+def test_a_closed_hour_s_parts_are_rolled_up_into_one_file(tmp_path: Path) -> None:
+    """Batches of one segment leave parts in each partition; every hour ended ROLLUP_AFTER_S ago is
+    then one stamped file per replica, in finished_s order, holding every record once with its
+    values; the hour that has not is left in parts."""
+    sealed = START_S + 3 * 3600.0 + 60  # a minute after the last record finished
+    tree = segment_tree(tmp_path / "src", replicas=3, segments=12, parquet_every=4, mtime_s=sealed)
+    before = read_dataset([tree.root]).frame
+    dest = tmp_path / "dest"
+    last_hour_end = (math.floor(max(r.finished_s for r in tree.records) / 3600) + 1) * 3600
+    result = compact([tree.root], dest, now=last_hour_end + ROLLUP_AFTER_S - 1, target_rows=1)
+    layout = _rolled(dest)
+    assert result.rolled_up == 6 and len(layout) == 9
+    open_hour = {f for f in layout if f.startswith(partition_dir(last_hour_end - 1, "")[:24])}
+    assert len(open_hour) == 3 and all(len(layout[f]) > 1 for f in open_hour)
+    for folder, names in layout.items():
+        if folder in open_hour:
+            continue
+        (name,) = names
+        assert name.startswith("part-") and name.endswith(".parquet")
+        file = pq.ParquetFile(dest / folder / name)
+        stamp = read_stamp(file.schema_arrow.metadata[CHECKED_KEY.encode()])
+        assert stamp is not None and stamp.rows == file.metadata.num_rows
+        finished = file.read(columns=["finished_s"]).column(0).to_pylist()
+        assert finished == sorted(finished)
+    pd.testing.assert_frame_equal(_sorted(read_dataset([dest]).frame), _sorted(before))
+    again = compact([tree.root], dest, now=last_hour_end + ROLLUP_AFTER_S, target_rows=1)
+    assert again.rolled_up == 3 and all(len(n) == 1 for n in _rolled(dest).values())
+    assert count_ids(dest) == {i: 1 for i in tree.ids}
+    assert not list((dest / STATE_DIR / "rollup").iterdir())
+
+
+@pytest.mark.parametrize("stage", ROLLUP_STAGES)
+def test_a_kill_at_each_roll_up_stage_shows_readers_every_record_once(
+    scratch: Path, fleetwatch_process: Runs, stage: str
+) -> None:
+    """While a killed roll-up waits for the next run, and after it, a reader of the dataset
+    finds every record once: the partition holds its parts or their one file, never both."""
+    tree = segment_tree(scratch / "src", replicas=3, segments=6, parquet_every=0)
+    dest = scratch / "dest"
+    argv = _compact_argv(tree.root, dest, "--target-rows", "1")
+    killed = fleetwatch_process(argv, env={KILL_AT_ENV: stage})
+    assert killed.status == -9, killed.output
+    assert count_ids(dest) == {i: 1 for i in tree.ids}
+    (journal,) = (dest / STATE_DIR / "rollup").glob("*.json")
+    done = fleetwatch_process(argv)
+    assert done.status == 0, done.output
+    said = "finished the roll-up" if stage == "rollup-after-exchange" else "undid the roll-up"
+    assert said in done.output and "closed partitions rolled up" in done.output
+    assert not journal.exists() and not list(dest.rglob(".rollup-*"))
+    assert all(len(names) == 1 for names in _rolled(dest).values())
+    assert count_ids(dest) == {i: 1 for i in tree.ids}
+
+
+def test_a_partition_holding_anything_but_stamped_parts_is_left_as_it_is(
+    tree: SegmentTree, tmp_path: Path
+) -> None:
+    dest = tmp_path / "dest"
+    compact([tree.root], dest, now=tmp_path.stat().st_mtime + 1, target_rows=1_000_000)
+    folders = sorted(dest.glob("date=*/hour=*/replica=*"))
+    (dest / "notes").mkdir()
+    extra = folders[0] / "notes.txt"
+    extra.write_text("an operator's file\n")
+    lone = next(folders[1].glob("part-*.parquet"))
+    pq.write_table(pq.read_table(lone).replace_schema_metadata(None), folders[1] / "part-x.parquet")
+    assert compact([tree.root], dest, now=NOW).rolled_up == 0
+    assert extra.exists() and len(list(folders[1].iterdir())) == 2
 
 
 def test_a_replica_name_becomes_a_safe_bounded_folder(tmp_path: Path) -> None:
@@ -254,6 +332,21 @@ def test_an_unknown_source_is_named(tmp_path: Path, capsys: pytest.CaptureFixtur
     err = _fails(["records", "compact", str(missing), "--out", str(tmp_path / "d")], capsys)
     assert str(missing) in err and "no such file or directory" in err
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize(("folder", "kind"), [("journal", "compaction"), ("rollup", "roll-up")])
+def test_an_unreadable_journal_is_named_and_nothing_is_touched(
+    tree: SegmentTree, tmp_path: Path, capsys: pytest.CaptureFixture[str], folder: str, kind: str
+) -> None:
+    dest = tmp_path / "dest"
+    compact([tree.root], dest, now=NOW, delete_sources=False)
+    before = _snapshot(dest)
+    journal = dest / STATE_DIR / folder / "0123.json"
+    journal.parent.mkdir(exist_ok=True)
+    journal.write_text('{"batch": "0123"')
+    err = _fails(_compact_argv(tree.root, dest), capsys)
+    assert str(journal) in err and f"not a {kind} journal" in err
+    assert _snapshot(dest) == before and all(p.exists() for p in tree.files)
 
 
 def test_a_destination_inside_a_source_is_refused(
@@ -464,5 +557,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
             f"run {run}: {second.output}"
         )
         assert not count_ids(here / "src")  # every source was removed
+        assert not list((here / "dest").rglob(".rollup-*"))  # a stopped roll-up settled
+        assert all(len(names) == 1 for names in _rolled(here / "dest").values())
         shutil.rmtree(here)
     assert killed  # the delays reach a little past a whole run: most runs die part-way

@@ -1,0 +1,234 @@
+"""Rolling up a closed hour: the parts `records compact` left in one partition folder, one a run
+(every five minutes from cron: twelve an hour and replica), merged into one file once the hour
+has ended ``ROLLUP_AFTER_S`` ago, so a kept dataset holds a file per hour and replica, not a
+dozen small ones (an hour of 200 replicas: 200 files, not 2,400; reading the 2,400 cost `fleet
+tail` twice the CPU: docs/records-at-scale.md, "Keeping records").
+
+A partition is rolled up when it holds two or more stamped parts (``part-*.parquet`` whose footer
+vouches for its rows: ``records compact`` wrote them) and nothing else, and at most
+``ROLLUP_MAX_ROWS`` rows (memory: one partition). The steps, each durable before the next, with
+the stages the kill hook knows (``ROLLUP_STAGES``):
+
+1. the journal ``<state>/rollup/<batch>.json`` names the partition, its parts (name, size, mtime)
+   and the file they become. ``rollup-after-journal``
+2. the parts' rows, in ``finished_s`` order, are written to that file in a hidden folder beside
+   the partition (``.rollup-<batch>``). ``rollup-after-write``
+3. the hidden folder and the partition folder are exchanged in one ``renameat2(RENAME_EXCHANGE)``:
+   the partition then holds the one file, the hidden folder the parts. ``rollup-after-exchange``
+4. the hidden folder is removed, then the journal.
+
+A reader listing the partition sees the parts or the one file, never both and never neither
+(every records command, and Spark, leave hidden folders out; a glob of DuckDB's own does not, and
+finds a killed roll-up's parts in its hidden folder until the next run removes them); a run
+killed at any moment leaves a journal that the next run settles: the partition holding the
+journal's file means the exchange was made (the hidden folder, holding the parts, is removed),
+otherwise the hidden folder is the unfinished file's (removed; the parts were never touched).
+Where the file system cannot exchange two folders (``renameat2`` missing or refused), nothing is
+rolled up and the parts stay as they are; object storage (no rename) is not rolled up either.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from fleetwatch.core.atomic import atomic_write_text, fsync_directory
+from fleetwatch.core.records.write import CHECKED_KEY, read_stamp, record_schema
+from fleetwatch.records.hive import hour_span, load_journal
+
+__all__ = ["ROLLUP_AFTER_S", "ROLLUP_MAX_ROWS", "ROLLUP_STAGES", "roll_up", "settle_rollups"]
+
+ROLLUP_AFTER_S: Final = 900.0
+"""How long after its hour ends a partition is rolled up: segments sealed late in the hour are
+compacted by then (a part compacted later still, from a host that was down, is rolled up with
+the hour's file on the next run)."""
+ROLLUP_MAX_ROWS: Final = 4_000_000
+"""A partition holding more rows is left as it is: its parts are large already (an hour of a
+replica at 1,100 requests a second), and merging them would hold them all in memory."""
+ROLLUP_STAGES: Final = ("rollup-after-journal", "rollup-after-write", "rollup-after-exchange")
+"""The moments of a roll-up at which the kill hook can stop the process."""
+_JOURNAL_VERSION: Final = 1
+_AT_FDCWD: Final = -100
+_RENAME_EXCHANGE: Final = 2
+_CANNOT_EXCHANGE: Final = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders in one step; False where the system or file system cannot."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False  # a C library older than glibc 2.28
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in _CANNOT_EXCHANGE:
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+@dataclass(frozen=True, slots=True)
+class _Journal:
+    batch: str
+    partition: str  # relative to the dataset's root, ``/``-separated
+    parts: tuple[tuple[str, int, int], ...]  # name, size, mtime (ns)
+    output: str
+
+    @property
+    def held(self) -> str:
+        """The hidden folder beside the partition (relative to the root)."""
+        return f"{self.partition.rsplit('/', 1)[0]}/.rollup-{self.batch}"
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {
+                "version": _JOURNAL_VERSION,
+                "batch": self.batch,
+                "partition": self.partition,
+                "parts": [list(p) for p in self.parts],
+                "output": self.output,
+            },
+            indent=1,
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> _Journal:
+        return load_journal(
+            path,
+            "roll-up",
+            lambda obj: cls(
+                str(obj["batch"]),
+                str(obj["partition"]),
+                tuple((str(n), int(s), int(m)) for n, s, m in obj["parts"]),
+                str(obj["output"]),
+            ),
+        )
+
+
+def _remove(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
+        fsync_directory(folder.parent)
+
+
+def settle_rollups(state: Path, root: Path) -> list[str]:
+    """Finish or undo each roll-up a killed run left (module docstring); a line for each."""
+    folder = state / "rollup"
+    if not folder.is_dir():
+        return []
+    for tmp in folder.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+    lines = []
+    for path in sorted(folder.glob("*.json")):
+        journal = _Journal.load(path)
+        exchanged = (root / journal.partition / journal.output).is_file()
+        _remove(root / journal.held)  # the parts, or the unfinished file
+        path.unlink()
+        fsync_directory(folder)
+        lines.append(
+            f"{'finished' if exchanged else 'undid'} the roll-up of {journal.partition} that a "
+            f"stopped run left ({len(journal.parts)} parts"
+            + (" now one file)" if exchanged else " left as they were)")
+        )
+    return lines
+
+
+def _closed_partitions(root: Path, now: float) -> list[Path]:
+    out = []
+    for folder in sorted(root.glob("date=*/hour=*/replica=*")):
+        span = hour_span(folder.relative_to(root).parts)
+        if span is not None and now >= span[1] + ROLLUP_AFTER_S and folder.is_dir():
+            out.append(folder)
+    return out
+
+
+def _parts(folder: Path) -> list[tuple[Path, Any]] | None:
+    """The partition's parts and their footers, when it holds two or more stamped parts, at
+    most ``ROLLUP_MAX_ROWS`` rows, and nothing else."""
+    import pyarrow.parquet as pq
+
+    entries = sorted(folder.iterdir())
+    if len(entries) < 2:
+        return None
+    found = []
+    for p in entries:
+        if not (p.is_file() and p.name.startswith("part-") and p.suffix == ".parquet"):
+            return None
+        try:
+            meta = pq.read_metadata(p)
+        except (OSError, ValueError):
+            return None
+        stamp = read_stamp((meta.metadata or {}).get(CHECKED_KEY.encode()))
+        if stamp is None or stamp.rows != meta.num_rows:
+            return None
+        found.append((p, meta))
+    if sum(m.num_rows for _, m in found) > ROLLUP_MAX_ROWS:
+        return None
+    return found
+
+
+def _merged(parts: list[Path]) -> Any:
+    """The parts' rows as one table of the record schema, in ``finished_s`` order (ties in the
+    parts' order)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tables = [pq.read_table(p).replace_schema_metadata(None) for p in parts]
+    table = pa.concat_tables(tables, promote_options="permissive")
+    table = table.cast(record_schema(table.column_names))
+    order = pc.sort_indices(table, sort_keys=[("finished_s", "ascending")])
+    return table.take(order)
+
+
+def roll_up(
+    root: Path, state: Path, now: float, batch_id: Callable[[list[Path]], str], checkpoint: Any
+) -> int:
+    """Roll up every closed partition of the dataset at ``root`` that needs it; how many were
+    (``batch_id``: the output's name from the parts, as compaction names a batch)."""
+    from fleetwatch.records.dest import write_checked
+
+    rolled = 0
+    for folder in _closed_partitions(root, now):
+        found = _parts(folder)
+        if found is None:
+            continue
+        paths = [p for p, _ in found]
+        batch = batch_id(paths)
+        output = f"part-{batch}.parquet"
+        stats = [p.stat() for p in paths]
+        journal = _Journal(
+            batch,
+            folder.relative_to(root).as_posix(),
+            tuple((p.name, s.st_size, s.st_mtime_ns) for p, s in zip(paths, stats, strict=True)),
+            output,
+        )
+        path = state / "rollup" / f"{batch}.json"
+        atomic_write_text(path, journal.dumps())
+        checkpoint("rollup-after-journal")
+        held = root / journal.held
+        _remove(held)
+        held.mkdir()
+        write_checked(_merged(paths), held / output)
+        fsync_directory(held)
+        checkpoint("rollup-after-write")
+        if not _exchange(held, folder):
+            _remove(held)
+            path.unlink()
+            fsync_directory(path.parent)
+            return rolled  # this file system cannot: leave every partition as it is
+        fsync_directory(folder.parent)
+        checkpoint("rollup-after-exchange")
+        _remove(held)
+        path.unlink()
+        fsync_directory(path.parent)
+        rolled += 1
+    return rolled
