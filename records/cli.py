@@ -196,9 +196,9 @@ def compact(
 ) -> None:
     """Merge sealed record segments into an hour- and replica-partitioned Parquet dataset,
     crash-safe: a run killed at any moment loses and duplicates no record once a later run
-    completes. In a local DEST, each hour ended 15 minutes ago has its partitions' parts rolled
-    up into one file each (a reader sees the parts or the file, never both). Prints one line:
-    files in, records in, files out, partitions."""
+    completes. In a local DEST (its state in DEST/.compact), each hour ended 15 minutes ago
+    has its partitions' parts rolled up into one file each (a reader sees the parts or the
+    file, never both). Prints one line: files in, records in, files out, partitions."""
     import os
     import time
 

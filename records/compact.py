@@ -556,7 +556,10 @@ def _locked(
             run.commit()
     run.commit()
     rolled = 0
-    if local is not None:
+    if local is not None and state_dir == local / STATE_DIR:
+        # only where the destination's own lock serializes every writer of its partitions: a
+        # state folder elsewhere (a shared folder that each host writes with its own) may let
+        # another host add a part while the partition is rolled up
         rolled = roll_up(local, state_dir, now, _named_batch, checkpoint)
     return Compacted(
         files_in=run.files_in,

@@ -24,7 +24,9 @@ killed at any moment leaves a journal that the next run settles: the partition h
 journal's file means the exchange was made (the hidden folder, holding the parts, is removed),
 otherwise the hidden folder is the unfinished file's (removed; the parts were never touched).
 Where the file system cannot exchange two folders (``renameat2`` missing or refused), nothing is
-rolled up and the parts stay as they are; object storage (no rename) is not rolled up either.
+rolled up and the parts stay as they are; object storage (no rename) is not rolled up either, nor
+a folder compacted with a state folder of its own (``--state``): only the destination's own lock
+(``DEST/.compact``) makes sure no other run adds a part to a partition while it is rolled up.
 """
 
 from __future__ import annotations

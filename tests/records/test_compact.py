@@ -263,6 +263,21 @@ def test_a_closed_hour_s_parts_are_rolled_up_into_one_file(tmp_path: Path) -> No
     assert not list((dest / STATE_DIR / "rollup").iterdir())
 
 
+def test_a_folder_written_with_a_state_folder_of_its_own_is_not_rolled_up(
+    tmp_path: Path,
+) -> None:
+    """Hosts writing one shared folder, each with its own --state, hold no common lock: a
+    roll-up could lose a part another host adds meanwhile, so none is made."""
+    tree = segment_tree(tmp_path / "src", replicas=2, segments=8, parquet_every=0)
+    dest = tmp_path / "dest"
+    result = compact([tree.root], dest, now=NOW, target_rows=1, state=tmp_path / "state")
+    layout = _rolled(dest)
+    assert result.rolled_up == 0 and sum(len(n) for n in layout.values()) == result.files_out
+    in_parts = sum(len(n) > 1 for n in layout.values())
+    assert in_parts == len(layout) == 6  # each partition of both replicas' three hours
+    assert compact([tree.root], dest, now=NOW).rolled_up == in_parts  # its own lock: rolled up
+
+
 @pytest.mark.parametrize("stage", ROLLUP_STAGES)
 def test_a_kill_at_each_roll_up_stage_shows_readers_every_record_once(
     scratch: Path, fleetwatch_process: Runs, stage: str
