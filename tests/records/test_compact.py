@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -25,8 +26,10 @@ from fleetwatch.cli import main
 from fleetwatch.core.records import write_records
 from fleetwatch.core.records.schema import FIELDS, ITL_BOUNDS
 from fleetwatch.core.records.write import CHECKED_KEY, read_stamp, record_schema
+from fleetwatch.records import rollup
 from fleetwatch.records.compact import KILL_AT_ENV, STAGES, Journal, compact
 from fleetwatch.records.dataset import read_dataset
+from fleetwatch.records.dest import write_checked
 from fleetwatch.records.hive import (
     MAX_REPLICA_CHARS,
     STATE_DIR,
@@ -34,6 +37,7 @@ from fleetwatch.records.hive import (
     replica_value,
     writer_lock,
 )
+from fleetwatch.records.io import parquet_table
 from fleetwatch.records.rollup import ROLLUP_AFTER_S, ROLLUP_STAGES
 from tests.records.conftest import Runs
 from tests.records.plugin_tree import plugin_tree
@@ -313,6 +317,46 @@ def test_a_partition_holding_anything_but_stamped_parts_is_left_as_it_is(
     pq.write_table(pq.read_table(lone).replace_schema_metadata(None), folders[1] / "part-x.parquet")
     assert compact([tree.root], dest, now=NOW).rolled_up == 0
     assert extra.exists() and len(list(folders[1].iterdir())) == 2
+
+
+def test_parts_written_before_one_schema_roll_up_into_it(tmp_path: Path) -> None:
+    """Parts kept from before ``record_schema`` (the gaps a null column in one, a list in
+    another; a column left out of a third) are rolled up into one file of the record schema
+    holding every row and value."""
+    frame = read_dataset([segment_tree(tmp_path / "src", replicas=1, segments=3).root]).frame
+    table = parquet_table(frame).drop_columns(["itl_buckets"]).replace_schema_metadata(None)
+    n = table.num_rows
+    none = [0] * (len(ITL_BOUNDS) + 1)  # no gaps counted: valid whatever the output
+    gaps = pa.array([none] * n, type=pa.list_(pa.int64()))
+    folder = tmp_path / "dest" / partition_dir(START_S, "r")
+    folder.mkdir(parents=True)
+    kinds = [
+        table.append_column("itl_buckets", pa.nulls(n)),
+        table.append_column("itl_buckets", gaps),
+        table.drop_columns(["trace_id"]) if "trace_id" in table.column_names else table,
+    ]
+    for i, part in enumerate(kinds):
+        ids = pa.array([f"{x}-{i}" for x in part["request_id"].to_pylist()], pa.large_string())
+        part = part.set_column(part.schema.get_field_index("request_id"), "request_id", ids)
+        write_checked(part.replace_schema_metadata(None), folder / f"part-{i}.parquet")
+    (tmp_path / "nothing").mkdir()
+    assert compact([tmp_path / "nothing"], tmp_path / "dest", now=NOW).rolled_up == 1
+    (merged,) = folder.iterdir()
+    got = pq.read_table(merged)
+    assert got.schema.remove_metadata() == record_schema(got.column_names)
+    assert sorted(got["request_id"].to_pylist()) == sorted(
+        f"{x}-{i}" for i in range(3) for x in frame["request_id"]
+    )
+    assert [x for x in got["itl_buckets"].to_pylist() if x is not None] == [none] * n
+
+
+def test_a_partition_of_more_rows_than_a_roll_up_holds_is_left_in_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = segment_tree(tmp_path / "src", replicas=1, segments=8, parquet_every=0)
+    monkeypatch.setattr(rollup, "ROLLUP_MAX_ROWS", 5)
+    result = compact([tree.root], tmp_path / "dest", now=NOW, target_rows=1)
+    assert result.rolled_up == 0 and all(len(n) > 1 for n in _rolled(tmp_path / "dest").values())
 
 
 def test_a_replica_name_becomes_a_safe_bounded_folder(tmp_path: Path) -> None:
