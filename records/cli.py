@@ -218,6 +218,8 @@ def compact(
     )
     for line in result.recovered:
         typer.echo(f"note: {out}: {line}", err=True)
+    for line in result.not_rolled_up:
+        typer.echo(f"warning: {line}", err=True)
     if result.skipped:
         typer.echo(
             f"warning: {out}: skipped {len(result.skipped)} bad segment(s), left in place "

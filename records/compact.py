@@ -49,7 +49,7 @@ from fleetwatch.core.records.schema import RecordError
 from fleetwatch.core.records.write import JSONL_SUFFIXES
 from fleetwatch.records.dest import Destination, LocalFolder, identity, is_url, open_destination
 from fleetwatch.records.hive import STATE_DIR, load_journal, partition_dir, writer_lock
-from fleetwatch.records.rollup import roll_up, settle_rollups
+from fleetwatch.records.rollup import SHARED_MARKER, RolledUp, roll_up, settle_rollups
 
 if TYPE_CHECKING:
     import numpy as np
@@ -186,6 +186,7 @@ class Compacted:
     skipped: tuple[tuple[Path, str], ...] = ()
     recovered: tuple[str, ...] = field(default=())
     rolled_up: int = 0
+    not_rolled_up: tuple[str, ...] = ()
 
 
 def partitions(frame: pd.DataFrame) -> list[tuple[str, np.ndarray[Any, Any]]]:
@@ -496,6 +497,8 @@ def compact(
     target = open_destination(where)
     made = [p for p in (state_dir, Path(where)) if not is_url(str(p)) and not p.exists()]
     try:
+        if not is_url(where) and state_dir != Path(where) / STATE_DIR:
+            _mark_shared(Path(where), state_dir)
         with writer_lock(state_dir, dataset=target.name, command="compact"):
             return _locked(
                 candidates,
@@ -555,11 +558,10 @@ def _locked(
         if run.rows >= target_rows:
             run.commit()
     run.commit()
-    rolled = 0
+    rolled = RolledUp()
     if local is not None and state_dir == local / STATE_DIR:
-        # only where the destination's own lock serializes every writer of its partitions: a
-        # state folder elsewhere (a shared folder that each host writes with its own) may let
-        # another host add a part while the partition is rolled up
+        # only where the destination's own lock serializes every writer of its partitions, and
+        # no run with a state folder of its own has written them (``rollup.SHARED_MARKER``)
         rolled = roll_up(local, state_dir, now, _named_batch, checkpoint)
     return Compacted(
         files_in=run.files_in,
@@ -572,7 +574,8 @@ def _locked(
         changed=changed + run.kept_changed,
         skipped=tuple(bad),
         recovered=tuple(recovered),
-        rolled_up=rolled,
+        rolled_up=rolled.partitions,
+        not_rolled_up=rolled.failed,
     )
 
 
@@ -581,12 +584,29 @@ def _named_batch(parts: list[Path]) -> str:
     return _batch_id([s for s in map(Source.of, parts) if s is not None])
 
 
+def _mark_shared(dest: Path, state: Path) -> None:
+    """Say in the folder's own state that a run with the state folder ``state`` writes it
+    (``rollup.SHARED_MARKER``), under the folder's own lock: a roll-up under way finishes before
+    this run writes a part, and none starts after."""
+    own = dest / STATE_DIR
+    if (own / SHARED_MARKER).exists():
+        return
+    with writer_lock(own, dataset=str(dest), command="compact"):
+        atomic_write_text(own / SHARED_MARKER, f"{state.resolve()}\n")
+
+
 def _forget(made: list[Path]) -> None:
     """Remove the folders a failed run made (its state folder, then the destination) while they
-    hold nothing but the lock: bad input leaves no trace. Anything a batch wrote (a journal, an
-    output) keeps a folder from being empty, so it stays for the next run."""
+    hold nothing but the lock (and in the destination's own state folder, the mark a run with a
+    state folder of its own leaves): bad input leaves no trace. Anything a batch wrote (a
+    journal, an output) keeps a folder from being empty, so it stays for the next run."""
     for folder in made:
         try:
+            own = folder / STATE_DIR
+            if own.is_dir() and list(folder.iterdir()) == [own]:
+                for name in ("lock", SHARED_MARKER):
+                    (own / name).unlink(missing_ok=True)
+                own.rmdir()
             for name in ("journal", "done"):
                 if (folder / name).is_dir():
                     (folder / name).rmdir()

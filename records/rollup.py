@@ -6,7 +6,9 @@ tail` twice the CPU: docs/records-at-scale.md, "Keeping records").
 
 A partition is rolled up when it holds two or more stamped parts (``part-*.parquet`` whose footer
 vouches for its rows: ``records compact`` wrote them) and nothing else, and at most
-``ROLLUP_MAX_ROWS`` rows (memory: one partition). The steps, each durable before the next, with
+``ROLLUP_MAX_ROWS`` rows (memory: one partition). A run rolls up the newest hours first, up to
+``ROLLUP_ROWS_PER_RUN`` rows; a partition that cannot be rolled up (a part that does not read) is
+left in parts, with a warning, and the others are rolled up. The steps, each durable before the next, with
 the stages the kill hook knows (``ROLLUP_STAGES``):
 
 1. the journal ``<state>/rollup/<batch>.json`` names the partition, its parts (name, size, mtime)
@@ -19,7 +21,9 @@ the stages the kill hook knows (``ROLLUP_STAGES``):
 
 A reader listing the partition sees the parts or the one file, never both and never neither
 (every records command, and Spark, leave hidden folders out; a glob of DuckDB's own does not, and
-finds a killed roll-up's parts in its hidden folder until the next run removes them); a run
+finds a killed roll-up's parts in its hidden folder until the next run removes them). A reader
+that listed the parts before the exchange and opens one after finds it gone, as after `records
+prune`: ``records validate`` leaves it out, an analysis names it; run it again. A run
 killed at any moment leaves a journal that the next run settles: the partition holding the
 journal's file means the exchange was made (the hidden folder, holding the parts, is removed),
 otherwise the hidden folder is the unfinished file's (removed; the parts were never touched).
@@ -42,10 +46,20 @@ from pathlib import Path
 from typing import Any, Final
 
 from fleetwatch.core.atomic import atomic_write_text, fsync_directory
-from fleetwatch.core.records.write import CHECKED_KEY, read_stamp, record_schema
+from fleetwatch.core.records.schema import FIELDS, RecordError
+from fleetwatch.core.records.write import CHECKED_KEY, record_schema
 from fleetwatch.records.hive import hour_span, load_journal
 
-__all__ = ["ROLLUP_AFTER_S", "ROLLUP_MAX_ROWS", "ROLLUP_STAGES", "roll_up", "settle_rollups"]
+__all__ = [
+    "ROLLUP_AFTER_S",
+    "ROLLUP_MAX_ROWS",
+    "ROLLUP_ROWS_PER_RUN",
+    "ROLLUP_STAGES",
+    "SHARED_MARKER",
+    "RolledUp",
+    "roll_up",
+    "settle_rollups",
+]
 
 ROLLUP_AFTER_S: Final = 900.0
 """How long after its hour ends a partition is rolled up: segments sealed late in the hour are
@@ -57,7 +71,16 @@ replica at 139 requests a second), and merging them holds them all in memory (1 
 in 751 MB peak, 500,000 in 477 MB: about what compacting a batch of 250,000 takes)."""
 ROLLUP_STAGES: Final = ("rollup-after-journal", "rollup-after-write", "rollup-after-exchange")
 """The moments of a roll-up at which the kill hook can stop the process."""
+ROLLUP_ROWS_PER_RUN: Final = 2_000_000
+"""Rows a run rolls up at most (about 6 s of CPU), the newest hours first: the first run over a
+week of parts kept in twelves does not hold the lock, and every compaction waiting on it, for an
+hour; later runs go on where it stopped."""
+SHARED_MARKER: Final = "shared"
+"""``DEST/.compact/shared``: written (under the destination's lock) by a run that compacts into a
+local folder with a state folder of its own; such a folder is never rolled up, since that run's
+batches are journalled where no roll-up looks, and its parts may land at any moment."""
 _JOURNAL_VERSION: Final = 1
+_COLUMNS: Final = tuple(f.name for f in FIELDS)
 _AT_FDCWD: Final = -100
 _RENAME_EXCHANGE: Final = 2
 _CANNOT_EXCHANGE: Final = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV)
@@ -145,37 +168,37 @@ def settle_rollups(state: Path, root: Path) -> list[str]:
 
 
 def _closed_partitions(root: Path, now: float) -> list[Path]:
+    """The partition folders of hours that ended ``ROLLUP_AFTER_S`` before ``now``, the newest
+    hours first."""
     out = []
-    for folder in sorted(root.glob("date=*/hour=*/replica=*")):
+    for folder in root.glob("date=*/hour=*/replica=*"):
         span = hour_span(folder.relative_to(root).parts)
         if span is not None and now >= span[1] + ROLLUP_AFTER_S and folder.is_dir():
-            out.append(folder)
-    return out
+            out.append((-span[0], folder.relative_to(root).as_posix(), folder))
+    return [folder for *_, folder in sorted(out)]
 
 
-def _parts(folder: Path) -> list[tuple[Path, Any]] | None:
-    """The partition's parts and their footers, when it holds two or more stamped parts, at
-    most ``ROLLUP_MAX_ROWS`` rows, and nothing else."""
-    import pyarrow.parquet as pq
+def _parts(folder: Path) -> list[Path] | None:
+    """The partition's parts, when it holds two or more parts (``part-*.parquet``) and nothing
+    else, of at most ``ROLLUP_MAX_ROWS`` rows and the record's columns only, each stamped
+    checked when written and its footer still saying what the stamp says (``Footers.vouched``,
+    every column read: a part rewritten since is not rolled up, so its rows are not stamped
+    checked again unchecked)."""
+    from fleetwatch.records.engine.footers import read_footers
 
     entries = sorted(folder.iterdir())
-    if len(entries) < 2:
+    if len(entries) < 2 or not all(
+        p.is_file() and p.name.startswith("part-") and p.suffix == ".parquet" for p in entries
+    ):
         return None
-    found = []
-    for p in entries:
-        if not (p.is_file() and p.name.startswith("part-") and p.suffix == ".parquet"):
-            return None
-        try:
-            meta = pq.read_metadata(p)
-        except (OSError, ValueError):
-            return None
-        stamp = read_stamp((meta.metadata or {}).get(CHECKED_KEY.encode()))
-        if stamp is None or stamp.rows != meta.num_rows:
-            return None
-        found.append((p, meta))
-    if sum(m.num_rows for _, m in found) > ROLLUP_MAX_ROWS:
+    footers = read_footers(entries, CHECKED_KEY.encode(), _COLUMNS)
+    if footers is None or footers.vouched(_COLUMNS, ()) is None:
         return None
-    return found
+    if sum(f.rows for f in footers.files) > ROLLUP_MAX_ROWS:
+        return None
+    if any(not set(shape.to_arrow_schema().names) <= set(_COLUMNS) for shape in footers.shapes):
+        return None  # a column the record schema lacks (a newer writer's): left as it is
+    return entries
 
 
 def _merged(parts: list[Path]) -> Any:
@@ -193,46 +216,95 @@ def _merged(parts: list[Path]) -> Any:
     return table.take(order)
 
 
+@dataclass(frozen=True, slots=True)
+class RolledUp:
+    """What a run's roll-up did: partitions rolled up, and a line for each it could not (left
+    in parts; the next run tries again)."""
+
+    partitions: int = 0
+    failed: tuple[str, ...] = ()
+
+
 def roll_up(
     root: Path, state: Path, now: float, batch_id: Callable[[list[Path]], str], checkpoint: Any
-) -> int:
-    """Roll up every closed partition of the dataset at ``root`` that needs it; how many were
-    (``batch_id``: the output's name from the parts, as compaction names a batch)."""
-    from fleetwatch.records.dest import write_checked
+) -> RolledUp:
+    """Roll up the closed partitions of the dataset at ``root`` that need it, the newest first,
+    up to ``ROLLUP_ROWS_PER_RUN`` rows (``batch_id``: the output's name from the parts, as
+    compaction names a batch). A partition that cannot be (a part that does not read, say) is
+    left as it was, with a line saying why, and the others are rolled up."""
+    import pyarrow as pa
 
-    rolled = 0
+    if (state / SHARED_MARKER).exists():
+        return RolledUp()
+    rolled, rows = 0, 0
+    failed: list[str] = []
     for folder in _closed_partitions(root, now):
-        found = _parts(folder)
-        if found is None:
+        if rows >= ROLLUP_ROWS_PER_RUN:
+            break
+        try:
+            paths = _parts(folder)
+            if paths is None:
+                continue
+            made = _roll(root, state, folder, paths, batch_id(paths), checkpoint)
+        except (OSError, ValueError, pa.ArrowException, RecordError) as exc:
+            _undo(root, state, folder)
+            failed.append(f"{folder}: not rolled up ({type(exc).__name__}: {exc})")
             continue
-        paths = [p for p, _ in found]
-        batch = batch_id(paths)
-        output = f"part-{batch}.parquet"
-        stats = [p.stat() for p in paths]
-        journal = _Journal(
-            batch,
-            folder.relative_to(root).as_posix(),
-            tuple((p.name, s.st_size, s.st_mtime_ns) for p, s in zip(paths, stats, strict=True)),
-            output,
-        )
-        path = state / "rollup" / f"{batch}.json"
-        atomic_write_text(path, journal.dumps())
-        checkpoint("rollup-after-journal")
-        held = root / journal.held
-        _remove(held)
-        held.mkdir()
-        write_checked(_merged(paths), held / output)
-        fsync_directory(held)
-        checkpoint("rollup-after-write")
-        if not _exchange(held, folder):
-            _remove(held)
+        if made is None:
+            break  # this file system cannot exchange folders: leave every partition as it is
+        rolled += 1
+        rows += made
+    return RolledUp(rolled, tuple(failed))
+
+
+def _undo(root: Path, state: Path, folder: Path) -> None:
+    """Settle what a failed roll-up of ``folder`` left (its journal names its hidden folder)."""
+    for path in sorted((state / "rollup").glob("*.json")):
+        journal = _Journal.load(path)
+        if root / journal.partition == folder:
+            _remove(root / journal.held)
             path.unlink()
             fsync_directory(path.parent)
-            return rolled  # this file system cannot: leave every partition as it is
-        fsync_directory(folder.parent)
-        checkpoint("rollup-after-exchange")
+
+
+def _roll(
+    root: Path,
+    state: Path,
+    folder: Path,
+    paths: list[Path],
+    batch: str,
+    checkpoint: Any,
+) -> int | None:
+    """Steps 1 to 4 for one partition: its rows, or None where the folders cannot be exchanged
+    (nothing changed)."""
+    from fleetwatch.records.dest import write_checked
+
+    output = f"part-{batch}.parquet"
+    stats = [p.stat() for p in paths]
+    journal = _Journal(
+        batch,
+        folder.relative_to(root).as_posix(),
+        tuple((p.name, s.st_size, s.st_mtime_ns) for p, s in zip(paths, stats, strict=True)),
+        output,
+    )
+    path = state / "rollup" / f"{batch}.json"
+    atomic_write_text(path, journal.dumps())
+    checkpoint("rollup-after-journal")
+    held = root / journal.held
+    _remove(held)
+    held.mkdir()
+    table = _merged(paths)
+    write_checked(table, held / output)
+    fsync_directory(held)
+    checkpoint("rollup-after-write")
+    if not _exchange(held, folder):
         _remove(held)
         path.unlink()
         fsync_directory(path.parent)
-        rolled += 1
-    return rolled
+        return None
+    fsync_directory(folder.parent)
+    checkpoint("rollup-after-exchange")
+    _remove(held)
+    path.unlink()
+    fsync_directory(path.parent)
+    return int(table.num_rows)

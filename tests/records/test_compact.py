@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from fleetwatch.cli import main
 from fleetwatch.core.records import write_records
-from fleetwatch.core.records.schema import FIELDS, ITL_BOUNDS
+from fleetwatch.core.records.schema import FIELDS, ITL_BOUNDS, RecordError
 from fleetwatch.core.records.write import CHECKED_KEY, read_stamp, record_schema
 from fleetwatch.records import rollup
 from fleetwatch.records.compact import KILL_AT_ENV, STAGES, Journal, compact
@@ -38,7 +39,7 @@ from fleetwatch.records.hive import (
     writer_lock,
 )
 from fleetwatch.records.io import parquet_table
-from fleetwatch.records.rollup import ROLLUP_AFTER_S, ROLLUP_STAGES
+from fleetwatch.records.rollup import ROLLUP_AFTER_S, ROLLUP_STAGES, SHARED_MARKER
 from tests.records.conftest import Runs
 from tests.records.plugin_tree import plugin_tree
 from tests.records.segment_tree import (
@@ -267,19 +268,110 @@ def test_a_closed_hour_s_parts_are_rolled_up_into_one_file(tmp_path: Path) -> No
     assert not list((dest / STATE_DIR / "rollup").iterdir())
 
 
-def test_a_folder_written_with_a_state_folder_of_its_own_is_not_rolled_up(
+def test_a_folder_written_with_a_state_folder_of_its_own_is_never_rolled_up(
     tmp_path: Path,
 ) -> None:
-    """Hosts writing one shared folder, each with its own --state, hold no common lock: a
-    roll-up could lose a part another host adds meanwhile, so none is made."""
+    """Hosts writing one shared folder, each with its own --state, journal their batches where
+    no roll-up looks and may add a part at any moment: once such a run has written the folder
+    (its mark in DEST/.compact), no run rolls it up, whatever its state folder."""
     tree = segment_tree(tmp_path / "src", replicas=2, segments=8, parquet_every=0)
     dest = tmp_path / "dest"
     result = compact([tree.root], dest, now=NOW, target_rows=1, state=tmp_path / "state")
     layout = _rolled(dest)
     assert result.rolled_up == 0 and sum(len(n) for n in layout.values()) == result.files_out
-    in_parts = sum(len(n) > 1 for n in layout.values())
-    assert in_parts == len(layout) == 6  # each partition of both replicas' three hours
-    assert compact([tree.root], dest, now=NOW).rolled_up == in_parts  # its own lock: rolled up
+    assert all(len(n) > 1 for n in layout.values())
+    mark = dest / STATE_DIR / SHARED_MARKER
+    assert mark.read_text().strip() == str((tmp_path / "state").resolve())
+    assert compact([tree.root], dest, now=NOW).rolled_up == 0  # the folder's own state: still not
+    assert _rolled(dest) == layout
+    mark.unlink()  # an operator who has moved every host to the folder's own state
+    assert compact([tree.root], dest, now=NOW).rolled_up == len(layout)
+
+
+def test_a_state_folder_of_its_own_leaves_no_trace_on_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "bad.jsonl").write_text("not json\n")
+    os.utime(tmp_path / "src" / "bad.jsonl", (NOW - 60, NOW - 60))
+    with pytest.raises(RecordError):
+        compact([tmp_path / "src"], tmp_path / "dest", now=NOW, state=tmp_path / "state")
+    assert not (tmp_path / "dest").exists() and not (tmp_path / "state").exists()
+
+
+def test_a_part_that_no_longer_says_what_its_stamp_says_is_not_rolled_up(
+    tree: SegmentTree, tmp_path: Path
+) -> None:
+    """A part rewritten since it was stamped (a count negated, the stamp kept) would have its
+    rows stamped checked again, unchecked: its partition is left in parts."""
+    dest = tmp_path / "dest"
+    _in_parts(tree, dest)
+    folders = sorted(dest.glob("date=*/hour=*/replica=*"))
+    part = sorted(folders[0].iterdir())[0]
+    table = pq.read_table(part)
+    at = table.schema.get_field_index("output_tokens")
+    bent = table.set_column(at, "output_tokens", pc.negate(table["output_tokens"]))
+    pq.write_table(bent, part)  # the schema's metadata, and so the stamp, kept
+    foreign = sorted(folders[1].iterdir())[0]
+    pq.write_table(
+        pq.read_table(foreign).append_column(
+            "gpu", pa.nulls(1).cast(pa.string()).take([0] * pq.read_metadata(foreign).num_rows)
+        ),
+        foreign,
+    )
+    result = compact([tree.root], dest, now=NOW)
+    assert result.rolled_up == len(folders) - 2
+    assert len(list(folders[0].iterdir())) > 1 and len(list(folders[1].iterdir())) > 1
+
+
+def test_a_partition_that_fails_is_left_and_the_others_are_rolled_up(
+    tree: SegmentTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dest = tmp_path / "dest"
+    _in_parts(tree, dest)
+    first = _closed_first(dest)
+    real = rollup._merged
+
+    def merged(parts: list[Path]) -> pa.Table:
+        if parts[0].parent == first:
+            raise pa.ArrowInvalid("a data page that does not decode")
+        return real(parts)
+
+    monkeypatch.setattr(rollup, "_merged", merged)
+    result = compact([tree.root], dest, now=NOW)
+    assert result.rolled_up == 8
+    (said,) = result.not_rolled_up
+    assert str(first) in said and "a data page that does not decode" in said
+    assert len(list(first.iterdir())) > 1
+    assert not list(dest.rglob(".rollup-*")) and not list((dest / STATE_DIR / "rollup").iterdir())
+    assert count_ids(dest) == {i: 1 for i in tree.ids}
+
+
+def test_a_run_rolls_up_the_newest_hours_first_up_to_its_rows(
+    tree: SegmentTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dest = tmp_path / "dest"
+    _in_parts(tree, dest)
+    monkeypatch.setattr(rollup, "ROLLUP_ROWS_PER_RUN", 30)  # three partitions of 12 rows
+    assert compact([tree.root], dest, now=NOW).rolled_up == 3
+    hours = {f.split("/")[1]: len(n) for f, n in _rolled(dest).items() if len(n) == 1}
+    assert len(hours) == 1 and max(f.split("/")[1] for f in _rolled(dest)) in hours
+    assert compact([tree.root], dest, now=NOW).rolled_up == 3
+
+
+def _in_parts(tree: SegmentTree, dest: Path) -> None:
+    """``tree`` compacted into ``dest`` a segment a batch, nothing rolled up."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(rollup, "ROLLUP_AFTER_S", math.inf)
+        assert compact([tree.root], dest, now=NOW, target_rows=1).rolled_up == 0
+    assert all(len(n) > 1 for n in _rolled(dest).values())
+
+
+def _closed_first(dest: Path) -> Path:
+    """The partition a run rolls up first: of the newest hour, the least name."""
+    folders = sorted(dest.glob("date=*/hour=*/replica=*"))
+    newest = max(f.parent.name for f in folders)
+    return min(f for f in folders if f.parent.name == newest)
 
 
 @pytest.mark.parametrize("stage", ROLLUP_STAGES)
@@ -333,7 +425,7 @@ def test_parts_written_before_one_schema_roll_up_into_it(tmp_path: Path) -> None
     kinds = [
         table.append_column("itl_buckets", pa.nulls(n)),
         table.append_column("itl_buckets", gaps),
-        table.drop_columns(["trace_id"]) if "trace_id" in table.column_names else table,
+        table.drop_columns(["trace_id"]),
     ]
     for i, part in enumerate(kinds):
         ids = pa.array([f"{x}-{i}" for x in part["request_id"].to_pylist()], pa.large_string())
