@@ -347,6 +347,31 @@ def test_a_partition_that_fails_is_left_and_the_others_are_rolled_up(
     assert count_ids(dest) == {i: 1 for i in tree.ids}
 
 
+def test_where_folders_cannot_be_exchanged_every_partition_stays_in_parts(
+    tree: SegmentTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file system without ``RENAME_EXCHANGE`` (renameat2 refused): nothing rolled up, the
+    parts as they were, no hidden folder or journal left."""
+    dest = tmp_path / "dest"
+    _in_parts(tree, dest)
+    before = _snapshot(dest)
+    monkeypatch.setattr(rollup, "_exchange", lambda a, b: False)
+    result = compact([tree.root], dest, now=NOW)
+    assert result.rolled_up == 0 and result.not_rolled_up == ()
+    assert _snapshot(dest) == before and not list(dest.rglob(".rollup-*"))
+    assert not list((dest / STATE_DIR / "rollup").iterdir())
+
+
+def test_renameat2_exchanges_two_folders(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "x").write_text("a")
+    (b / "y").write_text("b")
+    assert rollup._exchange(a, b)  # as the roll-up tests above need of this file system
+    assert [p.name for p in a.iterdir()] == ["y"] and [p.name for p in b.iterdir()] == ["x"]
+
+
 def test_a_run_rolls_up_the_newest_hours_first_up_to_its_rows(
     tree: SegmentTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
