@@ -127,7 +127,7 @@ class _Journal:
 
     @classmethod
     def load(cls, path: Path) -> _Journal:
-        return load_journal(
+        journal = load_journal(
             path,
             "roll-up",
             lambda obj: cls(
@@ -137,6 +137,18 @@ class _Journal:
                 str(obj["output"]),
             ),
         )
+        folders = journal.partition.split("/")
+        if (
+            len(folders) != 3
+            or not journal.batch.isalnum()
+            or any(not f or f.startswith(".") for f in folders)
+        ):  # what settling removes must be a partition's hidden sibling, nothing else
+            raise RecordError(
+                f"not a roll-up journal (partition {journal.partition!r}, batch "
+                f"{journal.batch!r}); move it away to go on",
+                path=str(path),
+            )
+        return journal
 
 
 def _remove(folder: Path) -> None:

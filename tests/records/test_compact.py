@@ -510,16 +510,31 @@ def test_an_unknown_source_is_named(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert not (tmp_path / "d").exists()
 
 
-@pytest.mark.parametrize(("folder", "kind"), [("journal", "compaction"), ("rollup", "roll-up")])
+_OUTSIDE = {"batch": "0123", "partition": "../../x", "parts": [], "output": "part-0.parquet"}
+
+
+@pytest.mark.parametrize(
+    ("folder", "kind", "text"),
+    [
+        ("journal", "compaction", '{"batch": "0123"'),
+        ("rollup", "roll-up", '{"batch": "0123"'),
+        ("rollup", "roll-up", json.dumps(_OUTSIDE)),  # settling it would remove ../.rollup-0123
+    ],
+)
 def test_an_unreadable_journal_is_named_and_nothing_is_touched(
-    tree: SegmentTree, tmp_path: Path, capsys: pytest.CaptureFixture[str], folder: str, kind: str
+    tree: SegmentTree,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    folder: str,
+    kind: str,
+    text: str,
 ) -> None:
     dest = tmp_path / "dest"
     compact([tree.root], dest, now=NOW, delete_sources=False)
     before = _snapshot(dest)
     journal = dest / STATE_DIR / folder / "0123.json"
     journal.parent.mkdir(exist_ok=True)
-    journal.write_text('{"batch": "0123"')
+    journal.write_text(text)
     err = _fails(_compact_argv(tree.root, dest), capsys)
     assert str(journal) in err and f"not a {kind} journal" in err
     assert _snapshot(dest) == before and all(p.exists() for p in tree.files)
