@@ -108,11 +108,6 @@ class _Journal:
     parts: tuple[tuple[str, int, int], ...]  # name, size, mtime (ns)
     output: str
 
-    @property
-    def held(self) -> str:
-        """The hidden folder beside the partition (relative to the root)."""
-        return f"{self.partition.rsplit('/', 1)[0]}/.rollup-{self.batch}"
-
     def dumps(self) -> str:
         return json.dumps(
             {
@@ -157,6 +152,23 @@ def _remove(folder: Path) -> None:
         fsync_directory(folder.parent)
 
 
+def _held(partition: Path, batch: str) -> Path:
+    """A roll-up's hidden folder, beside its partition."""
+    return partition.parent / f".rollup-{batch}"
+
+
+def _journal_path(state: Path, batch: str) -> Path:
+    return state / "rollup" / f"{batch}.json"
+
+
+def _drop(held: Path, journal: Path) -> None:
+    """The last step of every roll-up, made or not: its hidden folder (the parts, or the file
+    that was not exchanged) removed, then its journal."""
+    _remove(held)
+    journal.unlink(missing_ok=True)
+    fsync_directory(journal.parent)
+
+
 def settle_rollups(state: Path, root: Path) -> list[str]:
     """Finish or undo each roll-up a killed run left (module docstring); a line for each."""
     folder = state / "rollup"
@@ -168,9 +180,7 @@ def settle_rollups(state: Path, root: Path) -> list[str]:
     for path in sorted(folder.glob("*.json")):
         journal = _Journal.load(path)
         exchanged = (root / journal.partition / journal.output).is_file()
-        _remove(root / journal.held)  # the parts, or the unfinished file
-        path.unlink()
-        fsync_directory(folder)
+        _drop(_held(root / journal.partition, journal.batch), path)
         lines.append(
             f"{'finished' if exchanged else 'undid'} the roll-up of {journal.partition} that a "
             f"stopped run left ({len(journal.parts)} parts"
@@ -253,13 +263,16 @@ def roll_up(
     for folder in _closed_partitions(root, now):
         if rows >= ROLLUP_ROWS_PER_RUN:
             break
+        batch = None
         try:
             paths = _parts(folder)
             if paths is None:
                 continue
-            made = _roll(root, state, folder, paths, batch_id(paths), checkpoint)
+            batch = batch_id(paths)
+            made = _roll(root, state, folder, paths, batch, checkpoint)
         except (OSError, ValueError, pa.ArrowException, RecordError) as exc:
-            _undo(root, state, folder)
+            if batch is not None:
+                _drop(_held(folder, batch), _journal_path(state, batch))
             failed.append(f"{folder}: not rolled up ({type(exc).__name__}: {exc})")
             continue
         if made is None:
@@ -267,16 +280,6 @@ def roll_up(
         rolled += 1
         rows += made
     return RolledUp(rolled, tuple(failed))
-
-
-def _undo(root: Path, state: Path, folder: Path) -> None:
-    """Settle what a failed roll-up of ``folder`` left (its journal names its hidden folder)."""
-    for path in sorted((state / "rollup").glob("*.json")):
-        journal = _Journal.load(path)
-        if root / journal.partition == folder:
-            _remove(root / journal.held)
-            path.unlink()
-            fsync_directory(path.parent)
 
 
 def _roll(
@@ -299,24 +302,19 @@ def _roll(
         tuple((p.name, s.st_size, s.st_mtime_ns) for p, s in zip(paths, stats, strict=True)),
         output,
     )
-    path = state / "rollup" / f"{batch}.json"
+    path = _journal_path(state, batch)
     atomic_write_text(path, journal.dumps())
     checkpoint("rollup-after-journal")
-    held = root / journal.held
+    held = _held(folder, batch)
     _remove(held)
     held.mkdir()
     table = _merged(paths)
     write_checked(table, held / output)
     fsync_directory(held)
     checkpoint("rollup-after-write")
-    if not _exchange(held, folder):
-        _remove(held)
-        path.unlink()
-        fsync_directory(path.parent)
-        return None
-    fsync_directory(folder.parent)
-    checkpoint("rollup-after-exchange")
-    _remove(held)
-    path.unlink()
-    fsync_directory(path.parent)
-    return int(table.num_rows)
+    exchanged = _exchange(held, folder)
+    if exchanged:
+        fsync_directory(folder.parent)
+        checkpoint("rollup-after-exchange")
+    _drop(held, path)
+    return int(table.num_rows) if exchanged else None

@@ -10,9 +10,12 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from fleetwatch.core.records import RequestRecord, write_records
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 START_S = 1_764_583_200.0
 """2025-12-01T10:00:00Z: where the records' clock starts."""
@@ -97,3 +100,45 @@ def count_ids(*roots: Path) -> Counter[str]:
             with open(path, encoding="utf-8") as fh:
                 ids.update(json.loads(line)["request_id"] for line in fh if line.strip())
     return ids
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` and its bytes, the compaction state folder left out."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".compact" not in p.parts
+    }
+
+
+def compact_argv(src: Path, dest: Path, *extra: str) -> list[str]:
+    """``fleetwatch records compact SRC --out DEST …``'s arguments."""
+    return ["records", "compact", str(src), "--out", str(dest), *extra]
+
+
+def partition_files(dest: Path) -> dict[str, list[str]]:
+    """Each partition folder's files (hidden ones too), by folder."""
+    return {
+        d.relative_to(dest).as_posix(): sorted(p.name for p in d.iterdir())
+        for d in sorted(dest.glob("date=*/hour=*/replica=*"))
+    }
+
+
+STORED = [
+    "request_id",
+    "replica",
+    "model",
+    "arrival_s",
+    "scheduled_s",
+    "first_token_s",
+    "finished_s",
+    "prompt_tokens",
+    "output_tokens",
+    "status",
+]
+"""The stored columns a tree's records set, compared before and after compaction."""
+
+
+def by_request(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame``'s ``STORED`` columns in request id order, for comparing two readings."""
+    return frame[STORED].sort_values("request_id").reset_index(drop=True)

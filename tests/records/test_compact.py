@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import random
 import shutil
@@ -18,19 +17,15 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from fleetwatch.cli import main
 from fleetwatch.core.records import write_records
-from fleetwatch.core.records.schema import FIELDS, ITL_BOUNDS, RecordError
-from fleetwatch.core.records.write import CHECKED_KEY, read_stamp, record_schema
-from fleetwatch.records import rollup
+from fleetwatch.core.records.schema import FIELDS, ITL_BOUNDS
+from fleetwatch.core.records.write import record_schema
 from fleetwatch.records.compact import KILL_AT_ENV, STAGES, Journal, compact
 from fleetwatch.records.dataset import read_dataset
-from fleetwatch.records.dest import write_checked
 from fleetwatch.records.hive import (
     MAX_REPLICA_CHARS,
     STATE_DIR,
@@ -38,33 +33,23 @@ from fleetwatch.records.hive import (
     replica_value,
     writer_lock,
 )
-from fleetwatch.records.io import parquet_table
-from fleetwatch.records.rollup import ROLLUP_AFTER_S, ROLLUP_STAGES, SHARED_MARKER
 from tests.records.conftest import Runs
 from tests.records.plugin_tree import plugin_tree
 from tests.records.segment_tree import (
     START_S,
     SegmentTree,
+    by_request,
+    compact_argv,
     count_ids,
+    partition_files,
     segment_tree,
+    snapshot,
 )
 
 STORED_COLUMNS = [f.name for f in FIELDS]
 NOW = START_S + 6 * 3600.0
 """The injected clock: well after every segment's mtime."""
 RUNS = int(os.environ.get("FLEETWATCH_SIGKILL_RUNS", "20"))
-STORED = [
-    "request_id",
-    "replica",
-    "model",
-    "arrival_s",
-    "scheduled_s",
-    "first_token_s",
-    "finished_s",
-    "prompt_tokens",
-    "output_tokens",
-    "status",
-]
 
 
 @pytest.fixture
@@ -73,20 +58,8 @@ def tree(tmp_path: Path) -> SegmentTree:
     return segment_tree(tmp_path / "src", replicas=3, segments=12, parquet_every=4)
 
 
-def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[STORED].sort_values("request_id").reset_index(drop=True)
-
-
 def _parts(dest: Path) -> list[Path]:
     return sorted(p for p in dest.rglob("*.parquet") if not p.name.startswith("."))
-
-
-def _snapshot(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and STATE_DIR not in p.parts
-    }
 
 
 def test_every_record_lands_once_with_its_values(tree: SegmentTree, tmp_path: Path) -> None:
@@ -95,7 +68,7 @@ def test_every_record_lands_once_with_its_values(tree: SegmentTree, tmp_path: Pa
     after = read_dataset([tmp_path / "dest"]).frame
     assert (result.files_in, result.records_in) == (36, 108)
     assert after["request_id"].is_unique and set(after["request_id"]) == tree.ids
-    pd.testing.assert_frame_equal(_sorted(after), _sorted(before))
+    pd.testing.assert_frame_equal(by_request(after), by_request(before))
 
 
 def test_each_partition_holds_its_hour_and_replica_in_one_zstd_file(
@@ -169,10 +142,10 @@ def test_unfinished_and_hidden_files_are_never_taken(tree: SegmentTree, tmp_path
 def test_a_second_run_finds_nothing_and_changes_nothing(tree: SegmentTree, tmp_path: Path) -> None:
     dest = tmp_path / "dest"
     compact([tree.root], dest, now=NOW)
-    before = _snapshot(dest)
+    before = snapshot(dest)
     again = compact([tree.root], dest, now=NOW)
     assert (again.files_in, again.files_out) == (0, 0)
-    assert _snapshot(dest) == before
+    assert snapshot(dest) == before
 
 
 def test_kept_sources_are_compacted_once_across_runs(tree: SegmentTree, tmp_path: Path) -> None:
@@ -227,253 +200,6 @@ def test_target_rows_splits_a_run_into_batches(tree: SegmentTree, tmp_path: Path
     result = compact([tree.root], dest, now=NOW, target_rows=20)
     assert result.files_out > result.partitions == 9
     assert count_ids(dest, tree.root) == {i: 1 for i in tree.ids}
-
-
-def _rolled(dest: Path) -> dict[str, list[str]]:
-    """Each partition folder's files (hidden ones too), by folder."""
-    return {
-        d.relative_to(dest).as_posix(): sorted(p.name for p in d.iterdir())
-        for d in sorted(dest.glob("date=*/hour=*/replica=*"))
-    }
-
-
-def test_a_closed_hour_s_parts_are_rolled_up_into_one_file(tmp_path: Path) -> None:
-    """Batches of one segment leave parts in each partition; every hour ended ROLLUP_AFTER_S ago is
-    then one stamped file per replica, in finished_s order, holding every record once with its
-    values; the hour that has not is left in parts."""
-    sealed = START_S + 3 * 3600.0 + 60  # a minute after the last record finished
-    tree = segment_tree(tmp_path / "src", replicas=3, segments=12, parquet_every=4, mtime_s=sealed)
-    before = read_dataset([tree.root]).frame
-    dest = tmp_path / "dest"
-    last_hour_end = (math.floor(max(r.finished_s for r in tree.records) / 3600) + 1) * 3600
-    result = compact([tree.root], dest, now=last_hour_end + ROLLUP_AFTER_S - 1, target_rows=1)
-    layout = _rolled(dest)
-    assert result.rolled_up == 6 and len(layout) == 9
-    open_hour = {f for f in layout if f.startswith(partition_dir(last_hour_end - 1, "")[:24])}
-    assert len(open_hour) == 3 and all(len(layout[f]) > 1 for f in open_hour)
-    for folder, names in layout.items():
-        if folder in open_hour:
-            continue
-        (name,) = names
-        assert name.startswith("part-") and name.endswith(".parquet")
-        file = pq.ParquetFile(dest / folder / name)
-        stamp = read_stamp(file.schema_arrow.metadata[CHECKED_KEY.encode()])
-        assert stamp is not None and stamp.rows == file.metadata.num_rows
-        finished = file.read(columns=["finished_s"]).column(0).to_pylist()
-        assert finished == sorted(finished)
-    pd.testing.assert_frame_equal(_sorted(read_dataset([dest]).frame), _sorted(before))
-    again = compact([tree.root], dest, now=last_hour_end + ROLLUP_AFTER_S, target_rows=1)
-    assert again.rolled_up == 3 and all(len(n) == 1 for n in _rolled(dest).values())
-    assert count_ids(dest) == {i: 1 for i in tree.ids}
-    assert not list((dest / STATE_DIR / "rollup").iterdir())
-
-
-def test_a_folder_written_with_a_state_folder_of_its_own_is_never_rolled_up(
-    tmp_path: Path,
-) -> None:
-    """Hosts writing one shared folder, each with its own --state, journal their batches where
-    no roll-up looks and may add a part at any moment: once such a run has written the folder
-    (its mark in DEST/.compact), no run rolls it up, whatever its state folder."""
-    tree = segment_tree(tmp_path / "src", replicas=2, segments=8, parquet_every=0)
-    dest = tmp_path / "dest"
-    result = compact([tree.root], dest, now=NOW, target_rows=1, state=tmp_path / "state")
-    layout = _rolled(dest)
-    assert result.rolled_up == 0 and sum(len(n) for n in layout.values()) == result.files_out
-    assert all(len(n) > 1 for n in layout.values())
-    mark = dest / STATE_DIR / SHARED_MARKER
-    assert mark.read_text().strip() == str((tmp_path / "state").resolve())
-    assert compact([tree.root], dest, now=NOW).rolled_up == 0  # the folder's own state: still not
-    assert _rolled(dest) == layout
-    mark.unlink()  # an operator who has moved every host to the folder's own state
-    assert compact([tree.root], dest, now=NOW).rolled_up == len(layout)
-
-
-def test_a_state_folder_of_its_own_leaves_no_trace_on_bad_input(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "bad.jsonl").write_text("not json\n")
-    os.utime(tmp_path / "src" / "bad.jsonl", (NOW - 60, NOW - 60))
-    with pytest.raises(RecordError):
-        compact([tmp_path / "src"], tmp_path / "dest", now=NOW, state=tmp_path / "state")
-    assert not (tmp_path / "dest").exists() and not (tmp_path / "state").exists()
-
-
-def test_a_part_that_no_longer_says_what_its_stamp_says_is_not_rolled_up(
-    tree: SegmentTree, tmp_path: Path
-) -> None:
-    """A part rewritten since it was stamped (a count negated, the stamp kept) would have its
-    rows stamped checked again, unchecked: its partition is left in parts."""
-    dest = tmp_path / "dest"
-    _in_parts(tree, dest)
-    folders = sorted(dest.glob("date=*/hour=*/replica=*"))
-    part = sorted(folders[0].iterdir())[0]
-    table = pq.read_table(part)
-    at = table.schema.get_field_index("output_tokens")
-    bent = table.set_column(at, "output_tokens", pc.negate(table["output_tokens"]))
-    pq.write_table(bent, part)  # the schema's metadata, and so the stamp, kept
-    foreign = sorted(folders[1].iterdir())[0]
-    pq.write_table(
-        pq.read_table(foreign).append_column(
-            "gpu", pa.nulls(1).cast(pa.string()).take([0] * pq.read_metadata(foreign).num_rows)
-        ),
-        foreign,
-    )
-    result = compact([tree.root], dest, now=NOW)
-    assert result.rolled_up == len(folders) - 2
-    assert len(list(folders[0].iterdir())) > 1 and len(list(folders[1].iterdir())) > 1
-
-
-def test_a_partition_that_fails_is_left_and_the_others_are_rolled_up(
-    tree: SegmentTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    dest = tmp_path / "dest"
-    _in_parts(tree, dest)
-    first = _closed_first(dest)
-    real = rollup._merged
-
-    def merged(parts: list[Path]) -> pa.Table:
-        if parts[0].parent == first:
-            raise pa.ArrowInvalid("a data page that does not decode")
-        return real(parts)
-
-    monkeypatch.setattr(rollup, "_merged", merged)
-    result = compact([tree.root], dest, now=NOW)
-    assert result.rolled_up == 8
-    (said,) = result.not_rolled_up
-    assert str(first) in said and "a data page that does not decode" in said
-    assert len(list(first.iterdir())) > 1
-    assert not list(dest.rglob(".rollup-*")) and not list((dest / STATE_DIR / "rollup").iterdir())
-    assert count_ids(dest) == {i: 1 for i in tree.ids}
-
-
-def test_where_folders_cannot_be_exchanged_every_partition_stays_in_parts(
-    tree: SegmentTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A file system without ``RENAME_EXCHANGE`` (renameat2 refused): nothing rolled up, the
-    parts as they were, no hidden folder or journal left."""
-    dest = tmp_path / "dest"
-    _in_parts(tree, dest)
-    before = _snapshot(dest)
-    monkeypatch.setattr(rollup, "_exchange", lambda a, b: False)
-    result = compact([tree.root], dest, now=NOW)
-    assert result.rolled_up == 0 and result.not_rolled_up == ()
-    assert _snapshot(dest) == before and not list(dest.rglob(".rollup-*"))
-    assert not list((dest / STATE_DIR / "rollup").iterdir())
-
-
-def test_renameat2_exchanges_two_folders(tmp_path: Path) -> None:
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    (a / "x").write_text("a")
-    (b / "y").write_text("b")
-    assert rollup._exchange(a, b)  # as the roll-up tests above need of this file system
-    assert [p.name for p in a.iterdir()] == ["y"] and [p.name for p in b.iterdir()] == ["x"]
-
-
-def test_a_run_rolls_up_the_newest_hours_first_up_to_its_rows(
-    tree: SegmentTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    dest = tmp_path / "dest"
-    _in_parts(tree, dest)
-    monkeypatch.setattr(rollup, "ROLLUP_ROWS_PER_RUN", 30)  # three partitions of 12 rows
-    assert compact([tree.root], dest, now=NOW).rolled_up == 3
-    hours = {f.split("/")[1]: len(n) for f, n in _rolled(dest).items() if len(n) == 1}
-    assert len(hours) == 1 and max(f.split("/")[1] for f in _rolled(dest)) in hours
-    assert compact([tree.root], dest, now=NOW).rolled_up == 3
-
-
-def _in_parts(tree: SegmentTree, dest: Path) -> None:
-    """``tree`` compacted into ``dest`` a segment a batch, nothing rolled up."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(rollup, "ROLLUP_AFTER_S", math.inf)
-        assert compact([tree.root], dest, now=NOW, target_rows=1).rolled_up == 0
-    assert all(len(n) > 1 for n in _rolled(dest).values())
-
-
-def _closed_first(dest: Path) -> Path:
-    """The partition a run rolls up first: of the newest hour, the least name."""
-    folders = sorted(dest.glob("date=*/hour=*/replica=*"))
-    newest = max(f.parent.name for f in folders)
-    return min(f for f in folders if f.parent.name == newest)
-
-
-@pytest.mark.parametrize("stage", ROLLUP_STAGES)
-def test_a_kill_at_each_roll_up_stage_shows_readers_every_record_once(
-    scratch: Path, fleetwatch_process: Runs, stage: str
-) -> None:
-    """While a killed roll-up waits for the next run, and after it, a reader of the dataset
-    finds every record once: the partition holds its parts or their one file, never both."""
-    tree = segment_tree(scratch / "src", replicas=3, segments=6, parquet_every=0)
-    dest = scratch / "dest"
-    argv = _compact_argv(tree.root, dest, "--target-rows", "1")
-    killed = fleetwatch_process(argv, env={KILL_AT_ENV: stage})
-    assert killed.status == -9, killed.output
-    assert count_ids(dest) == {i: 1 for i in tree.ids}
-    (journal,) = (dest / STATE_DIR / "rollup").glob("*.json")
-    done = fleetwatch_process(argv)
-    assert done.status == 0, done.output
-    said = "finished the roll-up" if stage == "rollup-after-exchange" else "undid the roll-up"
-    assert said in done.output and "closed partitions rolled up" in done.output
-    assert not journal.exists() and not list(dest.rglob(".rollup-*"))
-    assert all(len(names) == 1 for names in _rolled(dest).values())
-    assert count_ids(dest) == {i: 1 for i in tree.ids}
-
-
-def test_a_partition_holding_anything_but_stamped_parts_is_left_as_it_is(
-    tree: SegmentTree, tmp_path: Path
-) -> None:
-    dest = tmp_path / "dest"
-    compact([tree.root], dest, now=tmp_path.stat().st_mtime + 1, target_rows=1_000_000)
-    folders = sorted(dest.glob("date=*/hour=*/replica=*"))
-    (dest / "notes").mkdir()
-    extra = folders[0] / "notes.txt"
-    extra.write_text("an operator's file\n")
-    lone = next(folders[1].glob("part-*.parquet"))
-    pq.write_table(pq.read_table(lone).replace_schema_metadata(None), folders[1] / "part-x.parquet")
-    assert compact([tree.root], dest, now=NOW).rolled_up == 0
-    assert extra.exists() and len(list(folders[1].iterdir())) == 2
-
-
-def test_parts_written_before_one_schema_roll_up_into_it(tmp_path: Path) -> None:
-    """Parts kept from before ``record_schema`` (the gaps a null column in one, a list in
-    another; a column left out of a third) are rolled up into one file of the record schema
-    holding every row and value."""
-    frame = read_dataset([segment_tree(tmp_path / "src", replicas=1, segments=3).root]).frame
-    table = parquet_table(frame).drop_columns(["itl_buckets"]).replace_schema_metadata(None)
-    n = table.num_rows
-    none = [0] * (len(ITL_BOUNDS) + 1)  # no gaps counted: valid whatever the output
-    gaps = pa.array([none] * n, type=pa.list_(pa.int64()))
-    folder = tmp_path / "dest" / partition_dir(START_S, "r")
-    folder.mkdir(parents=True)
-    kinds = [
-        table.append_column("itl_buckets", pa.nulls(n)),
-        table.append_column("itl_buckets", gaps),
-        table.drop_columns(["trace_id"]),
-    ]
-    for i, part in enumerate(kinds):
-        ids = pa.array([f"{x}-{i}" for x in part["request_id"].to_pylist()], pa.large_string())
-        part = part.set_column(part.schema.get_field_index("request_id"), "request_id", ids)
-        write_checked(part.replace_schema_metadata(None), folder / f"part-{i}.parquet")
-    (tmp_path / "nothing").mkdir()
-    assert compact([tmp_path / "nothing"], tmp_path / "dest", now=NOW).rolled_up == 1
-    (merged,) = folder.iterdir()
-    got = pq.read_table(merged)
-    assert got.schema.remove_metadata() == record_schema(got.column_names)
-    assert sorted(got["request_id"].to_pylist()) == sorted(
-        f"{x}-{i}" for i in range(3) for x in frame["request_id"]
-    )
-    assert [x for x in got["itl_buckets"].to_pylist() if x is not None] == [none] * n
-
-
-def test_a_partition_of_more_rows_than_a_roll_up_holds_is_left_in_parts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tree = segment_tree(tmp_path / "src", replicas=1, segments=8, parquet_every=0)
-    monkeypatch.setattr(rollup, "ROLLUP_MAX_ROWS", 5)
-    result = compact([tree.root], tmp_path / "dest", now=NOW, target_rows=1)
-    assert result.rolled_up == 0 and all(len(n) > 1 for n in _rolled(tmp_path / "dest").values())
 
 
 def test_a_replica_name_becomes_a_safe_bounded_folder(tmp_path: Path) -> None:
@@ -531,13 +257,13 @@ def test_an_unreadable_journal_is_named_and_nothing_is_touched(
 ) -> None:
     dest = tmp_path / "dest"
     compact([tree.root], dest, now=NOW, delete_sources=False)
-    before = _snapshot(dest)
+    before = snapshot(dest)
     journal = dest / STATE_DIR / folder / "0123.json"
     journal.parent.mkdir(exist_ok=True)
     journal.write_text(text)
-    err = _fails(_compact_argv(tree.root, dest), capsys)
+    err = _fails(compact_argv(tree.root, dest), capsys)
     assert str(journal) in err and f"not a {kind} journal" in err
-    assert _snapshot(dest) == before and all(p.exists() for p in tree.files)
+    assert snapshot(dest) == before and all(p.exists() for p in tree.files)
 
 
 def test_a_destination_inside_a_source_is_refused(
@@ -652,10 +378,6 @@ def test_an_unknown_kill_stage_is_refused(
 _ROLLED_BACK = {"after-journal", "after-first-rename"}
 
 
-def _compact_argv(src: Path, dest: Path, *extra: str) -> list[str]:
-    return ["records", "compact", str(src), "--out", str(dest), *extra]
-
-
 @pytest.mark.parametrize(
     ("stage", "keep"),
     [(stage, False) for stage in STAGES]
@@ -667,7 +389,7 @@ def test_a_kill_at_each_stage_loses_and_duplicates_nothing(
 ) -> None:
     tree = segment_tree(scratch / "src", replicas=3, segments=6, parquet_every=0)
     dest = scratch / "dest"
-    argv = _compact_argv(tree.root, dest, *(("--keep-sources",) if keep else ()))
+    argv = compact_argv(tree.root, dest, *(("--keep-sources",) if keep else ()))
     killed = fleetwatch_process(argv, env={KILL_AT_ENV: stage})
     assert killed.status == -9, killed.output
     (journal,) = (dest / STATE_DIR / "journal").glob("*.json")
@@ -690,7 +412,7 @@ def test_a_kill_while_finishing_a_stopped_batch_is_survived_too(
 ) -> None:
     tree = segment_tree(scratch / "src", replicas=3, segments=6, parquet_every=0)
     dest = scratch / "dest"
-    argv = _compact_argv(tree.root, dest)
+    argv = compact_argv(tree.root, dest)
     for _ in range(3):  # each run finishes one more deletion of the stopped batch, then dies
         assert fleetwatch_process(argv, env={KILL_AT_ENV: "mid-delete"}).status == -9
     assert 0 < sum(p.exists() for p in tree.files) < len(tree.files)
@@ -704,9 +426,9 @@ def test_a_state_folder_refuses_a_second_destination_while_a_batch_is_stopped(
 ) -> None:
     tree = segment_tree(scratch / "src", replicas=2, segments=3, parquet_every=0)
     state, first, other = scratch / "state", scratch / "a", scratch / "b"
-    argv = _compact_argv(tree.root, first, "--state", str(state))
+    argv = compact_argv(tree.root, first, "--state", str(state))
     assert fleetwatch_process(argv, env={KILL_AT_ENV: "mid-delete"}).status == -9
-    err = _fails(_compact_argv(tree.root, other, "--state", str(state)), capsys)
+    err = _fails(compact_argv(tree.root, other, "--state", str(state)), capsys)
     assert f"stopped batch for {first}" in err and not other.exists()
     assert fleetwatch_process(argv).status == 0
     assert count_ids(first, tree.root) == {i: 1 for i in tree.ids}
@@ -731,14 +453,14 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
     calibrate = scratch / "calibrate"
     shutil.copytree(many_segments.root, calibrate / "src")
     started = time.monotonic()
-    argv = _compact_argv(calibrate / "src", calibrate / "dest", "--target-rows", "30")
+    argv = compact_argv(calibrate / "src", calibrate / "dest", "--target-rows", "30")
     assert fleetwatch_process(argv).status == 0
     whole_s = time.monotonic() - started  # scales the delays; nothing is asserted on time
     killed = 0
     for run in range(RUNS):
         here = scratch / f"run-{run}"
         shutil.copytree(many_segments.root, here / "src")
-        argv = _compact_argv(here / "src", here / "dest", "--target-rows", "30")
+        argv = compact_argv(here / "src", here / "dest", "--target-rows", "30")
         first = fleetwatch_process(argv, kill_after_s=rng.uniform(0.0, 1.2 * whole_s))
         assert first.status in (0, -9), first.output
         second = fleetwatch_process(argv)
@@ -749,6 +471,6 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
         )
         assert not count_ids(here / "src")  # every source was removed
         assert not list((here / "dest").rglob(".rollup-*"))  # a stopped roll-up settled
-        assert all(len(names) == 1 for names in _rolled(here / "dest").values())
+        assert all(len(names) == 1 for names in partition_files(here / "dest").values())
         shutil.rmtree(here)
     assert killed  # the delays reach a little past a whole run: most runs die part-way
